@@ -1,0 +1,222 @@
+"""PaSS look-ahead embeddings: L learned input vectors of size D (Monea et al. 2023, section 2.1).
+
+Files are safetensors (never pickle) with metadata that names the model they were
+trained for, so that loading them for another model is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+FORMAT = "pass-lookahead/1"
+#: Rows of the input embedding matrix sampled for the model signature.
+_SIGNATURE_ROWS = 16
+_SIGNATURE_DIMS = 8
+
+
+def embedding_signature(input_embeddings: torch.Tensor) -> list[float]:
+    """A small, dtype-robust signature of a model's input embeddings.
+
+    Args:
+        input_embeddings: (V, D) float embedding matrix.
+
+    Returns:
+        ``_SIGNATURE_ROWS * _SIGNATURE_DIMS`` floats: the first dims of evenly spaced
+        rows. Quantised and full-precision copies of one model correlate > 0.9;
+        different models do not.
+    """
+    weight = input_embeddings.detach().float().cpu()
+    rows = torch.linspace(0, weight.shape[0] - 1, _SIGNATURE_ROWS).long()
+    return [round(float(x), 5) for x in weight[rows, :_SIGNATURE_DIMS].flatten()]
+
+
+def signature_fingerprint(signature: list[float]) -> str:
+    """Short hex fingerprint of a signature (for display)."""
+    return hashlib.sha256(json.dumps([round(x, 2) for x in signature]).encode()).hexdigest()[:12]
+
+
+def signatures_match(a: list[float], b: list[float]) -> bool:
+    """True when two embedding signatures come from the same model (correlation > 0.9)."""
+    if len(a) != len(b) or not a:
+        return False
+    ta, tb = torch.tensor(a), torch.tensor(b)
+    ta, tb = ta - ta.mean(), tb - tb.mean()
+    denom = float(ta.norm() * tb.norm())
+    return denom > 0 and float((ta * tb).sum()) / denom > 0.9
+
+
+@dataclass
+class LookaheadEmbeddings:
+    """The L look-ahead vectors [LA]_1..[LA]_L for one model.
+
+    Attributes:
+        weight: (L * tokens_per_draft, D) float32 tensor; ``requires_grad`` when training.
+        model_name: the model they were trained for.
+        signature: ``embedding_signature`` of that model's input embeddings.
+        vocab_size: V of that model.
+        kind: "trained", "fixed-token" (the paper's baseline: an existing token's
+            embedding, untrained), "mean" or "random" (untrained initialisations).
+        tokens_per_draft: R, learned tokens per draft position (1 in the paper; R > 1 is
+            the "registers" extension of algorithms.md section 4). The draft for
+            position i is read at block index i*R - 1.
+        info: free-form training record (steps, data, loss, agreement ...).
+    """
+
+    weight: torch.Tensor
+    model_name: str
+    signature: list[float]
+    vocab_size: int
+    kind: str = "trained"
+    tokens_per_draft: int = 1
+    info: dict = field(default_factory=dict)
+
+    @property
+    def num_lookahead(self) -> int:
+        """L, the number of drafts per step."""
+        return int(self.weight.shape[0]) // self.tokens_per_draft
+
+    @property
+    def d_emb(self) -> int:
+        """D, the embedding size."""
+        return int(self.weight.shape[1])
+
+    @property
+    def block_len(self) -> int:
+        """Learned tokens appended per drafting block (L * R)."""
+        return int(self.weight.shape[0])
+
+    def draft_indices(self) -> list[int]:
+        """Block indices whose outputs give the drafts d_1..d_L."""
+        r = self.tokens_per_draft
+        return [i * r - 1 for i in range(1, self.num_lookahead + 1)]
+
+    def describe(self) -> str:
+        """One line for the UI / CLI."""
+        extra = f", {self.tokens_per_draft} tokens per draft (extension)" if self.tokens_per_draft > 1 else ""
+        return f"{self.kind} look-ahead embeddings, L={self.num_lookahead}{extra}"
+
+    def for_model(self, loaded) -> torch.Tensor:
+        """The weight on the model's device and dtype, (L*R, D)."""
+        return self.weight.to(device=loaded.device, dtype=loaded.dtype)
+
+    # ---------------------------------------------------------------- creation
+    @classmethod
+    def initialise(cls, loaded, num_lookahead: int, init: str = "mean", tokens_per_draft: int = 1,
+                   token_id: int | None = None, generator: torch.Generator | None = None) -> "LookaheadEmbeddings":
+        """Untrained look-ahead embeddings for ``loaded`` (a ``LoadedModel``).
+
+        Args:
+            num_lookahead: L >= 1.
+            init: "fixed-token" (copy one vocabulary token's embedding into every slot:
+                the paper's baseline), "mean" (the mean input embedding), "random"
+                (normal noise with the embeddings' scale).
+            token_id: the token for "fixed-token" (default: the tokenizer's pad, else
+                unk, else EOS token).
+
+        Raises:
+            ValueError: L < 1 or an unknown init.
+        """
+        if num_lookahead < 1:
+            raise ValueError(f"The number of look-ahead tokens L must be at least 1, got {num_lookahead}.")
+        table = loaded.model.get_input_embeddings().weight.detach().float().cpu()  # (V, D)
+        n = num_lookahead * tokens_per_draft
+        if init == "fixed-token":
+            tok = loaded.tokenizer
+            if token_id is None:
+                token_id = next(t for t in (tok.pad_token_id, tok.unk_token_id, tok.eos_token_id, 0) if t is not None)
+            weight = table[int(token_id)].repeat(n, 1)
+        elif init == "mean":
+            weight = table.mean(0, keepdim=True).repeat(n, 1)
+            weight = weight + 0.01 * table.std() * torch.randn(weight.shape, generator=generator)
+        elif init == "random":
+            weight = table.std() * torch.randn((n, table.shape[1]), generator=generator)
+        else:
+            raise ValueError(f"Unknown initialisation {init!r}: use fixed-token, mean or random.")
+        return cls(weight=weight.contiguous(), model_name=loaded.name, signature=embedding_signature(table),
+                   vocab_size=int(table.shape[0]),
+                   kind="fixed-token" if init == "fixed-token" else f"untrained ({init})",
+                   tokens_per_draft=tokens_per_draft,
+                   info={"init": init, **({"token_id": int(token_id)} if init == "fixed-token" else {})})
+
+    # ---------------------------------------------------------------- files
+    def save(self, path: str | Path) -> Path:
+        """Write a safetensors file with metadata; returns the path."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        meta = {
+            "format": FORMAT,
+            "model_name": self.model_name,
+            "d_emb": str(self.d_emb),
+            "vocab_size": str(self.vocab_size),
+            "num_lookahead": str(self.num_lookahead),
+            "tokens_per_draft": str(self.tokens_per_draft),
+            "kind": self.kind,
+            "signature": json.dumps(self.signature),
+            "fingerprint": signature_fingerprint(self.signature),
+            "info": json.dumps(self.info),
+        }
+        save_file({"lookahead": self.weight.detach().float().cpu().contiguous()}, str(path), metadata=meta)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, loaded=None) -> "LookaheadEmbeddings":
+        """Read a file written by ``save``; check it against ``loaded`` when given.
+
+        Raises:
+            ValueError: missing file, a corrupt or foreign file, or one trained for
+                another model (the message names both models).
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise ValueError(f"Look-ahead file {str(path)!r} does not exist.")
+        try:
+            from safetensors import safe_open
+
+            with safe_open(str(path), framework="pt") as handle:
+                meta = handle.metadata() or {}
+            tensors = load_file(str(path))
+        except (SafetensorError, OSError, ValueError, RuntimeError) as err:
+            raise ValueError(f"{str(path)!r} is not a readable safetensors look-ahead file ({err}).") from err
+        if meta.get("format") != FORMAT or "lookahead" not in tensors:
+            raise ValueError(f"{str(path)!r} is a safetensors file but not a PaSS look-ahead file "
+                             f"(format {meta.get('format')!r}).")
+        try:
+            emb = cls(weight=tensors["lookahead"].float(), model_name=meta["model_name"],
+                      signature=json.loads(meta["signature"]), vocab_size=int(meta["vocab_size"]),
+                      kind=meta.get("kind", "trained"), tokens_per_draft=int(meta.get("tokens_per_draft", "1")),
+                      info=json.loads(meta.get("info", "{}")))
+        except (KeyError, ValueError) as err:
+            raise ValueError(f"{str(path)!r} has damaged metadata ({err}).") from err
+        if emb.weight.ndim != 2 or emb.weight.shape[0] % emb.tokens_per_draft:
+            raise ValueError(f"{str(path)!r} holds a tensor of shape {tuple(emb.weight.shape)}, not (L*R, D).")
+        if loaded is not None:
+            emb.check_compatible(loaded, path)
+        return emb
+
+    def check_compatible(self, loaded, path: str | Path = "look-ahead embeddings") -> None:
+        """Refuse embeddings trained for another model.
+
+        Raises:
+            ValueError: naming the file's model and the loaded model.
+        """
+        table = loaded.model.get_input_embeddings().weight
+        problems = []
+        if self.d_emb != loaded.d_emb:
+            problems.append(f"d_emb {self.d_emb} vs {loaded.d_emb}")
+        if self.vocab_size != loaded.vocab_size:
+            problems.append(f"vocabulary {self.vocab_size} vs {loaded.vocab_size}")
+        if not problems and not signatures_match(self.signature, embedding_signature(table)):
+            problems.append("input embeddings differ")
+        if problems:
+            raise ValueError(
+                f"{str(path)} was trained for model {self.model_name!r}, not for the loaded model "
+                f"{loaded.name!r} ({', '.join(problems)}). Train embeddings for this model with "
+                f"python -m pass_core.train --model {loaded.name}, or load {self.model_name!r}."
+            )

