@@ -140,7 +140,9 @@ def _step_tokens(first: tuple[int, str] | None, drafts, result: VerificationResu
     proposed = [first] if first else []
     proposed += [(int(d), "accepted") for d in drafts[: result.num_accepted]]
     rejected = int(drafts[result.num_accepted]) if result.num_accepted < num_verified else None
-    proposed.append((result.next_token, "bonus" if result.next_is_bonus else "resampled"))
+    # with no draft left to check (end of the budget) the token is a plain target sample
+    label = "exact" if num_verified == 0 else "bonus" if result.next_is_bonus else "resampled"
+    proposed.append((result.next_token, label))
     return proposed, rejected
 
 

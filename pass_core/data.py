@@ -1,0 +1,127 @@
+"""Self-distillation data: the target model's own generations for a prompt set.
+
+Drafts are judged against the model's own predictions, not against human text
+(algorithms.md section 3, training), so the default training data is what the model
+itself writes for prompts like the ones users type. Generations are made in batches
+with a progress bar and cached on disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from .methods import assets_dir
+from .models import cache_root
+from .text import encode_prompt
+
+
+def read_prompts(path: str | Path) -> list[dict]:
+    """Prompts from a JSONL file ({"category", "prompt"} per line) or a text file (one per line).
+
+    Raises:
+        ValueError: missing file, a bad JSON line, or no prompts.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"Prompt file {str(path)!r} does not exist.")
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        if path.suffix == ".jsonl":
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{n} is not valid JSON ({err}).") from err
+            if isinstance(row, dict) and "prompt" in row:
+                rows.append({"category": row.get("category", ""), "prompt": str(row["prompt"])})
+            elif isinstance(row, dict) and "text" in row:
+                rows.append({"category": row.get("category", ""), "text": str(row["text"])})
+            else:
+                raise ValueError(f"{path}:{n} needs a 'prompt' or 'text' field.")
+        else:
+            rows.append({"category": "", "text": line})
+    if not rows:
+        raise ValueError(f"{path} holds no prompts.")
+    return rows
+
+
+def default_prompt_file(split: str = "train") -> Path:
+    """assets/prompts/train_prompts.jsonl or heldout_prompts.jsonl."""
+    return assets_dir() / "prompts" / f"{split}_prompts.jsonl"
+
+
+@torch.inference_mode()
+def generate_self_data(loaded, prompts: list[dict], max_new_tokens: int = 160, batch_size: int = 24,
+                       temperature: float = 0.0, seed: int = 0, cache: bool = True,
+                       desc: str = "self-distillation data") -> list[list[int]]:
+    """The model's own continuations of ``prompts`` (chat template applied).
+
+    Rows with a "text" field (plain text files) are tokenised as they are instead.
+
+    Args:
+        loaded: the ``LoadedModel``.
+        prompts: rows from ``read_prompts``.
+        max_new_tokens: generated tokens per prompt.
+        batch_size: prompts per ``generate`` call (left padding).
+        temperature: 0 = greedy generations (what greedy PaSS will be judged against).
+        cache: reuse / write a cached copy under the user cache folder.
+
+    Returns:
+        list of token-id sequences (prompt ids followed by the generation), one per row.
+    """
+    key = hashlib.sha256(json.dumps([loaded.name, loaded.vocab_size, prompts, max_new_tokens, temperature, seed,
+                                     loaded.source.split(",")[0]]).encode()).hexdigest()[:16]
+    path = cache_root() / "data" / f"{loaded.name.replace('/', '--')}-{key}.jsonl"
+    if cache and path.is_file():
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    tok = loaded.tokenizer
+    pad = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
+    seqs: list[list[int] | None] = [None] * len(prompts)
+    chat_idx = [i for i, r in enumerate(prompts) if "prompt" in r]
+    chats = [prompts[i] for i in chat_idx]
+    for i, r in enumerate(prompts):
+        if "text" in r:
+            seqs[i] = tok(r["text"], add_special_tokens=False)["input_ids"]
+    torch.manual_seed(seed)
+    bar = tqdm(total=len(chats), desc=desc, unit="prompt")
+    for start in range(0, len(chats), batch_size):
+        batch = [encode_prompt(tok, r["prompt"], True) for r in chats[start:start + batch_size]]
+        width = max(len(b) for b in batch)
+        ids = torch.tensor([[pad] * (width - len(b)) + b for b in batch], device=loaded.device)
+        mask = torch.tensor([[0] * (width - len(b)) + [1] * len(b) for b in batch], device=loaded.device)
+        kwargs = dict(do_sample=False) if temperature == 0 else dict(do_sample=True, temperature=temperature, top_k=50)
+        out = loaded.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
+                                    pad_token_id=pad, **kwargs)
+        eos = set(_as_list(loaded.model.generation_config.eos_token_id)) | set(_as_list(tok.eos_token_id))
+        for j, (b, row) in enumerate(zip(batch, out[:, width:].tolist())):
+            gen = []
+            for t in row:
+                gen.append(t)
+                if t in eos:
+                    break
+            seqs[chat_idx[start + j]] = b + gen
+        bar.update(len(batch))
+    bar.close()
+    if cache:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("\n".join(json.dumps(s) for s in seqs) + "\n")
+        tmp.rename(path)
+    return seqs
+
+
+def _as_list(value) -> list[int]:
+    if value is None:
+        return []
+    return [int(v) for v in value] if isinstance(value, (list, tuple)) else [int(value)]
+
+
+def prompt_lengths(loaded, prompts: list[dict]) -> list[int]:
+    """Token count of each prompt (chat template applied), to tell prompt from generation."""
+    return [len(encode_prompt(loaded.tokenizer, r["prompt"], True)) if "prompt" in r else 0 for r in prompts]

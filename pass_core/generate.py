@@ -1,0 +1,101 @@
+"""Command line: decode one prompt with AR or PaSS and print coloured tokens and a summary.
+
+    python -m pass_core.generate --method pass --prompt "Write a haiku about rain"
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from .events import output_text, output_token_ids, summarize
+from .methods import METHODS, make_decoder, resolve_lookahead
+from .models import DEFAULT_MODEL, load_model
+from .settings import SETTING_RANGES, DecodeSettings
+
+#: ANSI colours per label (Okabe-Ito-like on a terminal).
+ANSI = {
+    "target": "", "exact": "\033[34m", "accepted": "\033[32m", "rejected": "\033[9;31m",
+    "resampled": "\033[33m", "bonus": "\033[35m",
+}
+RESET = "\033[0m"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The CLI's argument parser."""
+    d = DecodeSettings()
+    p = argparse.ArgumentParser(prog="python -m pass_core.generate", description=__doc__.splitlines()[0])
+    p.add_argument("--method", default="pass", choices=list(METHODS))
+    p.add_argument("--prompt", required=True, help="the user's text")
+    p.add_argument("--model", default=DEFAULT_MODEL, help="model name, hub id, folder or .gguf file")
+    p.add_argument("--lookahead", default=None, help="look-ahead safetensors file, or 'fixed-token'")
+    lo, hi, _ = SETTING_RANGES["num_lookahead"]
+    p.add_argument("--num-lookahead", type=int, default=d.num_lookahead, help=f"L, {lo}-{hi}")
+    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
+    p.add_argument("--temperature", type=float, default=d.temperature, help="0 = greedy")
+    p.add_argument("--top-k", type=int, default=d.top_k, help="0 = off")
+    p.add_argument("--top-p", type=float, default=d.top_p, help="1 = off")
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--raw", action="store_true", help="feed the prompt without the chat template")
+    p.add_argument("--fused", action="store_true", help="PaSS with the fused step (extension, 1 pass per step)")
+    p.add_argument("--show-rejected", action="store_true", help="print rejected drafts (struck through)")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the process exit code (2 on bad input, with a message on stderr)."""
+    args = build_parser().parse_args(argv)
+    log = (lambda msg: print(msg, file=sys.stderr)) if not args.json else (lambda msg: None)
+    try:
+        settings = DecodeSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                                  top_k=args.top_k, top_p=args.top_p, seed=args.seed,
+                                  num_lookahead=args.num_lookahead, chat_template=not args.raw, fused=args.fused)
+        loaded = load_model(args.model, device=args.device, dtype=args.dtype, progress=log)
+        log(f"model: {loaded.describe()}")
+        lookahead, which = None, ""
+        if args.method in ("pass", "fixed-token"):
+            lookahead, which = resolve_lookahead(loaded, settings.num_lookahead, args.lookahead,
+                                                 kind="fixed-token" if args.method == "fixed-token" else "trained")
+            settings = settings.with_(num_lookahead=lookahead.num_lookahead)
+            log(f"look-ahead: {which}")
+        start = time.perf_counter()
+        events = []
+        for event in make_decoder(args.method, loaded, args.prompt, settings, lookahead):
+            events.append(event)
+            if not args.json:
+                for tok in event.tokens:
+                    if tok.committed or args.show_rejected:
+                        sys.stdout.write(f"{ANSI[tok.label]}{tok.text}{RESET if ANSI[tok.label] else ''}")
+                sys.stdout.flush()
+        wall = time.perf_counter() - start
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    summary = summarize(events, method=args.method)
+    if args.json:
+        out = {
+            "method": args.method, "model": loaded.name, "lookahead": which, "settings": settings.to_dict(),
+            "token_ids": output_token_ids(events), "text": output_text(events),
+            "summary": {**summary.to_dict(), "wall_time_s": wall},
+        }
+        print(json.dumps(out, ensure_ascii=False))
+        return 0
+    print()
+    legend = " ".join(f"{ANSI[k]}{k}{RESET if ANSI[k] else ''}" for k in ANSI)
+    print(f"\n[{legend}]")
+    s = summary
+    acc = "-" if s.acceptance_rate is None else f"{s.acceptance_rate:.2f}"
+    print(f"{s.tokens} tokens in {s.steps} steps, {s.forward_passes} forward passes | "
+          f"tokens/forward pass {s.tokens_per_forward_pass:.2f} | mean accepted tokens {s.mean_accepted_tokens:.2f} | "
+          f"acceptance rate {acc} | {s.tokens_per_s:.1f} tokens/s of compute ({s.compute_time_s:.2f} s), "
+          f"wall {wall:.2f} s | finish: {s.finish_reason}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""The decoding methods by name, and the shipped look-ahead files.
+
+Adding a method means adding an entry here; the UI, CLI and benchmark only name it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterator
+
+from .decoding import generate_autoregressive, generate_pass
+from .decoding_parallelspec import generate_parallelspec
+from .events import StepEvent
+from .lookahead import LookaheadEmbeddings
+from .parallelspec import ParallelDrafter
+from .settings import DecodeSettings
+
+#: Method name -> label shown to people.
+METHODS: dict[str, str] = {
+    "ar": "Autoregressive (AR)",
+    "pass": "PaSS",
+    "fixed-token": "PaSS, fixed-token baseline",
+    "parallelspec": "ParallelSpec (parallel drafter)",
+}
+
+
+def assets_dir() -> Path:
+    """The ``assets/`` folder ($PASS_PLAYGROUND_ASSETS overrides)."""
+    env = os.environ.get("PASS_PLAYGROUND_ASSETS")
+    return Path(env) if env else Path(__file__).resolve().parent.parent / "assets"
+
+
+def shipped_lookahead_path(model_name: str, num_lookahead: int) -> Path:
+    """Where the shipped look-ahead file for (model, L) lives (it may not exist)."""
+    safe = model_name.replace("/", "--")
+    return assets_dir() / "lookahead" / f"{safe}-L{num_lookahead}.safetensors"
+
+
+def resolve_lookahead(loaded, num_lookahead: int, path: str | None = None,
+                      kind: str = "trained") -> tuple[LookaheadEmbeddings, str]:
+    """Pick look-ahead embeddings: an explicit file, the shipped one, or an untrained fallback.
+
+    Args:
+        loaded: the ``LoadedModel``.
+        num_lookahead: L wanted (ignored when ``path`` is given: the file decides).
+        path: a look-ahead file, or "fixed-token" for the paper's untrained baseline.
+        kind: "trained" (default file lookup) or "fixed-token".
+
+    Returns:
+        (embeddings, a sentence saying which were used).
+
+    Raises:
+        ValueError: a missing / corrupt file or one trained for another model.
+    """
+    if path == "fixed-token" or kind == "fixed-token":
+        la = LookaheadEmbeddings.initialise(loaded, num_lookahead, init="fixed-token")
+        return la, f"fixed-token baseline (untrained, token id {la.info['token_id']}), L={num_lookahead}"
+    if path:
+        la = LookaheadEmbeddings.load(path, loaded)
+        return la, f"{la.describe()} from {path}"
+    shipped = shipped_lookahead_path(loaded.name, num_lookahead)
+    if shipped.is_file():
+        la = LookaheadEmbeddings.load(shipped, loaded)
+        return la, f"shipped {la.describe()} ({shipped.name})"
+    la = LookaheadEmbeddings.initialise(loaded, num_lookahead, init="fixed-token")
+    return la, (f"no trained look-ahead file for {loaded.name} with L={num_lookahead}: using the untrained "
+                "fixed-token initialisation (expect few accepted drafts)")
+
+
+def shipped_drafter_path(model_name: str, num_draft: int) -> Path:
+    """Where the shipped ParallelSpec drafter for (model, k) lives (it may not exist)."""
+    safe = model_name.replace("/", "--")
+    return assets_dir() / "drafter" / f"{safe}-k{num_draft}.safetensors"
+
+
+def resolve_drafter(loaded, num_draft: int, path: str | None = None) -> tuple[ParallelDrafter, str]:
+    """Pick a ParallelSpec drafter: an explicit file, the shipped one, or an untrained fallback.
+
+    Without a file for exactly k = ``num_draft``, the shipped drafter with the smallest
+    larger k is used (it can give fewer drafts than it was trained for), else the one
+    with the largest smaller k (fewer drafts per step than asked for).
+
+    Returns:
+        (drafter, a sentence saying which was used).
+
+    Raises:
+        ValueError: a missing / corrupt file or one trained for another model.
+    """
+    if path:
+        drafter = ParallelDrafter.load(path, loaded)
+        return drafter, f"{drafter.describe()} from {path}"
+    for k in [*range(num_draft, 17), *range(num_draft - 1, 0, -1)]:
+        shipped = shipped_drafter_path(loaded.name, k)
+        if shipped.is_file():
+            drafter = ParallelDrafter.load(shipped, loaded)
+            return drafter, f"shipped {drafter.describe()} ({shipped.name}), {min(num_draft, k)} drafts per step"
+    drafter = ParallelDrafter.initialise(loaded, num_draft)
+    return drafter, (f"no trained ParallelSpec drafter for {loaded.name} with k>={num_draft}: using an untrained "
+                     "one (expect almost no accepted drafts)")
+
+
+def make_decoder(method: str, loaded, prompt: str, settings: DecodeSettings,
+                 lookahead: LookaheadEmbeddings | None = None,
+                 drafter: ParallelDrafter | None = None) -> Iterator[StepEvent]:
+    """A generator of ``StepEvent`` for ``method`` ("ar", "pass", "fixed-token", "parallelspec").
+
+    Raises:
+        ValueError: an unknown method name.
+    """
+    if method == "ar":
+        return generate_autoregressive(loaded, prompt, settings)
+    if method in ("pass", "fixed-token"):
+        if lookahead is None:
+            lookahead, _ = resolve_lookahead(loaded, settings.num_lookahead,
+                                             kind="fixed-token" if method == "fixed-token" else "trained")
+        return generate_pass(loaded, prompt, settings, lookahead)
+    if method == "parallelspec":
+        if drafter is None:
+            drafter, _ = resolve_drafter(loaded, settings.num_lookahead)
+        return generate_parallelspec(loaded, prompt, settings, drafter)
+    raise ValueError(f"Unknown method {method!r}: choose one of {', '.join(METHODS)}.")

@@ -1,0 +1,216 @@
+"""Train PaSS look-ahead embeddings on a frozen model (algorithms.md section 3, training).
+
+    python -m pass_core.train --model smollm2-135m-instruct --num-lookahead 3 --out la.safetensors
+
+Only the L x D look-ahead numbers learn (Monea et al. 2023, section 2.2). The recipe is
+our choice (the paper's is not public): self-distillation on the model's own greedy
+generations; for each training sequence the frozen prefix runs once without gradients,
+then all sampled prefix positions get their look-ahead block in one pass under a
+group-wise mask (``lookahead_batch``); the loss is KL(p || q) to the model's own
+next-token distribution at t+i (``--loss kl``), or cross-entropy to its greedy token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from tqdm.auto import tqdm
+
+from .cache import new_cache
+from .data import default_prompt_file, generate_self_data, prompt_lengths, read_prompts
+from .lookahead import LookaheadEmbeddings
+from .lookahead_batch import lookahead_logits
+from .models import DEFAULT_MODEL, load_model
+from .train_eval import evaluate
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The CLI's argument parser."""
+    p = argparse.ArgumentParser(prog="python -m pass_core.train", description=__doc__.splitlines()[0])
+    p.add_argument("--model", default=DEFAULT_MODEL)
+    p.add_argument("--num-lookahead", type=int, default=3, help="L")
+    p.add_argument("--out", required=True, help="output .safetensors file")
+    p.add_argument("--data", default="self", help="'self' (own generations), a .txt or a .jsonl file")
+    p.add_argument("--steps", type=int, default=600)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--batch-positions", type=int, default=96, help="prefix positions per step")
+    p.add_argument("--init", default="mean", choices=["fixed-token", "mean", "random"])
+    p.add_argument("--shared", action="store_true", help="one embedding shared by all L positions")
+    p.add_argument("--tokens-per-draft", type=int, default=1, help="R > 1: 'registers' extension")
+    p.add_argument("--loss", default="kl", choices=["kl", "ce"])
+    p.add_argument("--gen-tokens", type=int, default=160, help="tokens generated per prompt for --data self")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--resume", action="store_true", help="continue from OUT.ckpt.safetensors")
+    p.add_argument("--checkpoint-every", type=int, default=100)
+    p.add_argument("--eval-prompts", type=int, default=16, help="held-out prompts decoded with greedy PaSS")
+    p.add_argument("--eval-tokens", type=int, default=48)
+    p.add_argument("--eval-sequences", type=int, default=40, help="held-out sequences for top-1 agreement (0 = skip)")
+    p.add_argument("--baseline", action="store_true", help="also evaluate the fixed-token baseline for the report")
+    p.add_argument("--stop-at", type=int, default=None, help="stop after this step (checkpoint kept for --resume)")
+    p.add_argument("--report", default=None, help="write a JSON report here")
+    p.add_argument("--threads", type=int, default=None)
+    return p
+
+
+def load_sequences(loaded, data: str, gen_tokens: int) -> tuple[list[list[int]], list[int]]:
+    """Training sequences and where each one's prompt ends (0 for plain text)."""
+    if data == "self":
+        prompts = read_prompts(default_prompt_file("train"))
+        seqs = generate_self_data(loaded, prompts, max_new_tokens=gen_tokens)
+        return seqs, prompt_lengths(loaded, prompts)
+    rows = read_prompts(data)
+    seqs = generate_self_data(loaded, rows, max_new_tokens=gen_tokens)
+    return seqs, prompt_lengths(loaded, rows)
+
+
+def _checkpoint_path(out: Path) -> Path:
+    return out.with_name(out.stem + ".ckpt.safetensors")
+
+
+def save_checkpoint(path: Path, param: torch.Tensor, opt: torch.optim.Adam, step: int, args) -> None:
+    """Weight + Adam moments as safetensors (no pickle); the step and arguments in metadata."""
+    state = opt.state.get(param, {})
+    tensors = {"param": param.detach().cpu().contiguous()}
+    if state:
+        tensors["exp_avg"] = state["exp_avg"].cpu().contiguous()
+        tensors["exp_avg_sq"] = state["exp_avg_sq"].cpu().contiguous()
+    save_file(tensors, str(path), metadata={"step": str(step), "args": json.dumps(vars(args))})
+
+
+def load_checkpoint(path: Path, param: torch.Tensor, opt: torch.optim.Adam) -> int:
+    """Restore weight and Adam moments; returns the step to continue from."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as handle:
+        step = int(handle.metadata()["step"])
+    tensors = load_file(str(path))
+    with torch.no_grad():
+        param.copy_(tensors["param"])
+    if "exp_avg" in tensors:
+        opt.state[param] = {"step": torch.tensor(float(step)), "exp_avg": tensors["exp_avg"],
+                            "exp_avg_sq": tensors["exp_avg_sq"]}
+    return step
+
+
+def train(args) -> dict:
+    """Run training as described by the parsed ``args``; returns the report dict.
+
+    Raises:
+        ValueError: bad arguments (L < 1, steps < 1, ...) or data problems.
+    """
+    if args.num_lookahead < 1 or args.steps < 1 or args.batch_positions < 1 or args.tokens_per_draft < 1:
+        raise ValueError("--num-lookahead, --steps, --batch-positions and --tokens-per-draft must be >= 1")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    started = time.perf_counter()
+    loaded = load_model(args.model, progress=lambda m: print(m, file=sys.stderr))
+    model, dev = loaded.model, loaded.device
+    seqs, plens = load_sequences(loaded, args.data, args.gen_tokens)
+    seqs = [(s, max(p - 1, 0)) for s, p in zip(seqs, plens) if len(s) - max(p - 1, 0) > 2]
+    if not seqs:
+        raise ValueError("No usable training sequences (each needs at least 3 tokens after its prompt).")
+    gen = torch.Generator().manual_seed(args.seed)
+    init = LookaheadEmbeddings.initialise(loaded, args.num_lookahead, args.init, args.tokens_per_draft,
+                                          generator=gen)
+    rows = 1 if args.shared else init.block_len
+    param = torch.nn.Parameter(init.weight[:rows].clone().to(dev))  # (1 or L*R, D), float32
+    opt = torch.optim.Adam([param], lr=args.lr)
+    out = Path(args.out)
+    step0 = load_checkpoint(_checkpoint_path(out), param, opt) if args.resume and _checkpoint_path(out).is_file() else 0
+    sched = lambda s: min(1.0, (s + 1) / 20) * 0.5 * (1 + math.cos(math.pi * s / args.steps))  # noqa: E731
+    draft_idx = init.draft_indices()
+    L = args.num_lookahead
+    tokens_seen, losses, agree = 0, [], torch.zeros(L)
+    bar = tqdm(range(step0, args.steps), desc=f"training L={L}", unit="step", initial=step0, total=args.steps)
+    train_start = time.perf_counter()
+    for step in bar:
+        if args.stop_at is not None and step >= args.stop_at:
+            save_checkpoint(_checkpoint_path(out), param, opt, step, args)
+            bar.close()
+            return {"stopped_at": step, "checkpoint": str(_checkpoint_path(out))}
+        # deterministic per step, so --resume continues the same schedule
+        rng = torch.Generator().manual_seed(args.seed * 1_000_003 + step)
+        seq, first = seqs[int(torch.randint(len(seqs), (1,), generator=rng))]
+        ids = torch.tensor([seq], device=dev)
+        T = len(seq)
+        cache = new_cache(model)
+        with torch.no_grad():
+            teacher = model(input_ids=ids, cache=cache, use_cache=True).logits[0].float()  # (T, V)
+        last = T - 1 - L  # block at t needs targets up to t+L <= T-1
+        if last < first:
+            continue
+        cand = torch.arange(first, last + 1)
+        starts = cand[torch.randperm(len(cand), generator=rng)[: args.batch_positions]].sort().values.to(dev)
+        weight = param.expand(init.block_len, -1) if args.shared else param
+        for g in opt.param_groups:
+            g["lr"] = args.lr * sched(step)
+        logits = lookahead_logits(model, cache, T, starts, weight.to(loaded.dtype), draft_idx).float()  # (P, L, V)
+        target_rows = starts[:, None] + torch.arange(1, L + 1, device=dev)[None]  # (P, L): t+i
+        target = teacher[target_rows]  # (P, L, V)
+        if args.loss == "kl":
+            loss = F.kl_div(logits.log_softmax(-1), target.log_softmax(-1), log_target=True,
+                            reduction="none").sum(-1).mean()
+        else:
+            loss = F.cross_entropy(logits.flatten(0, 1), target.argmax(-1).flatten())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        tokens_seen += int(starts.numel())
+        with torch.no_grad():
+            hit = (logits.argmax(-1) == target.argmax(-1)).float().mean(0).cpu()  # (L,)
+        agree = hit if step == step0 else 0.9 * agree + 0.1 * hit
+        losses.append(float(loss))
+        rate = tokens_seen / (time.perf_counter() - train_start)
+        bar.set_postfix(loss=f"{float(loss):.3f}", agree="/".join(f"{a:.2f}" for a in agree.tolist()),
+                        pos_s=f"{rate:.0f}")
+        if (step + 1) % args.checkpoint_every == 0 or step + 1 == args.steps:
+            save_checkpoint(_checkpoint_path(out), param, opt, step + 1, args)
+    train_s = time.perf_counter() - train_start
+    final = param.detach().expand(init.block_len, -1) if args.shared else param.detach()
+    la = LookaheadEmbeddings(weight=final.float().cpu().clone(), model_name=loaded.name, signature=init.signature,
+                             vocab_size=loaded.vocab_size, kind="trained", tokens_per_draft=args.tokens_per_draft)
+    report = {
+        "model": loaded.name, "num_lookahead": L, "tokens_per_draft": args.tokens_per_draft,
+        "shared": args.shared, "loss_kind": args.loss, "init": args.init, "lr": args.lr, "steps": args.steps,
+        "batch_positions": args.batch_positions, "seed": args.seed, "data": args.data,
+        "train_sequences": len(seqs), "train_time_s": round(train_s, 1),
+        "positions_per_s": round(tokens_seen / max(train_s, 1e-9), 1),
+        "initial_loss": round(sum(losses[:5]) / max(len(losses[:5]), 1), 4) if losses else None,
+        "final_loss": round(sum(losses[-20:]) / max(len(losses[-20:]), 1), 4) if losses else None,
+    }
+    la.info = dict(report)
+    report["eval"] = evaluate(loaded, la, args.eval_prompts, args.eval_tokens, args.eval_sequences)
+    if args.baseline:
+        fixed = LookaheadEmbeddings.initialise(loaded, L, "fixed-token")
+        report["baseline_fixed_token"] = evaluate(loaded, fixed, args.eval_prompts, args.eval_tokens,
+                                                  args.eval_sequences)
+    report["total_time_s"] = round(time.perf_counter() - started, 1)
+    la.info = {k: v for k, v in report.items()}
+    la.save(out)
+    if args.report:
+        Path(args.report).write_text(json.dumps(report, indent=2))
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point; exit code 2 on bad input."""
+    args = build_parser().parse_args(argv)
+    try:
+        report = train(args)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,359 @@
+"""Train a ParallelSpec drafter by self-distillation (Xiao et al. 2024, section 3.2; algorithms.md section 5).
+
+    python -m pass_core.train_drafter --model smollm2-135m-instruct --num-draft 4 \\
+        --out assets/drafter/smollm2-135m-instruct-k4.safetensors [--steps N] [--lr X] [--seed S] [--resume]
+
+1. Data: the target's own greedy generations for the training prompts (``data.py``).
+2. Features, once, without gradients, cached as float16 under the user cache folder: the
+   target's last hidden states h_t and its top-k next-token probabilities at each position.
+3. Group-wise training: every sequence is laid out as its real positions followed by one
+   group of k-1 masks per anchor (``parallelspec.group_layout``, a 4-D attention mask). Real
+   position t learns p_{t+1}; mask i of the group at anchor a learns p_{a+1+i}; loss =
+   cross-entropy to the target's (top-k, renormalised) distribution, i.e. KL up to a constant.
+4. Held-out report: per-position top-1 agreement with the target and the mean accepted
+   tokens per step of greedy decoding, simulated along the held-out greedy generations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from tqdm.auto import tqdm
+
+from .data import default_prompt_file, generate_self_data, prompt_lengths, read_prompts
+from .lookahead import embedding_signature, signature_fingerprint
+from .methods import shipped_drafter_path
+from .models import DEFAULT_MODEL, cache_root, load_model
+from .parallelspec import ParallelDrafter, additive, group_layout
+
+
+@dataclass
+class Features:
+    """Flat per-position target features of S sequences (N positions in all).
+
+    Attributes:
+        hidden: (N, D) float16 last hidden states h_t.
+        top_ids: (N, K) int64 the target's K most likely next tokens at t.
+        top_probs: (N, K) float16 their probabilities.
+        offsets: (S + 1,) int64 start of each sequence in the flat arrays.
+        seqs: the S token-id sequences.
+        prompt_lens: prompt tokens of each sequence (the generation starts there).
+    """
+
+    hidden: torch.Tensor
+    top_ids: torch.Tensor
+    top_probs: torch.Tensor
+    offsets: torch.Tensor
+    seqs: list[list[int]]
+    prompt_lens: list[int]
+
+
+@torch.inference_mode()
+def target_features(loaded, seqs: list[list[int]], prompt_lens: list[int], topk: int = 32, batch_size: int = 8,
+                    desc: str = "target features") -> Features:
+    """Run the frozen target once over every sequence (right padding: causal attention ignores it), cached."""
+    key = hashlib.sha256(json.dumps([loaded.name, signature_fingerprint(embedding_signature(
+        loaded.model.get_input_embeddings().weight)), seqs, topk]).encode()).hexdigest()[:16]
+    path = cache_root() / "drafter-features" / f"{loaded.name.replace('/', '--')}-{key}.safetensors"
+    offsets = torch.tensor([0] + [len(s) for s in seqs]).cumsum(0)
+    if path.is_file():
+        t = load_file(str(path))
+        return Features(t["hidden"], t["top_ids"].long(), t["top_probs"], offsets, seqs, prompt_lens)
+    n, d = int(offsets[-1]), loaded.d_emb
+    hidden, top_ids, top_probs = torch.empty((n, d), dtype=torch.float16), torch.empty((n, topk), dtype=torch.int32), \
+        torch.empty((n, topk), dtype=torch.float16)
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+    bar = tqdm(total=n, desc=desc, unit="tok")
+    for start in range(0, len(order), batch_size):
+        rows = order[start:start + batch_size]
+        width = max(len(seqs[i]) for i in rows)
+        ids = torch.tensor([seqs[i] + [0] * (width - len(seqs[i])) for i in rows], device=loaded.device)
+        out = loaded.model(input_ids=ids, output_hidden_states=True)
+        probs = out.logits.float().softmax(-1)  # (B, T, V)
+        top = probs.topk(topk, dim=-1)
+        for j, i in enumerate(rows):
+            lo, length = int(offsets[i]), len(seqs[i])
+            hidden[lo:lo + length] = out.hidden_states[-1][j, :length].cpu().half()
+            top_ids[lo:lo + length] = top.indices[j, :length].cpu().int()
+            top_probs[lo:lo + length] = top.values[j, :length].cpu().half()
+        bar.update(sum(len(seqs[i]) for i in rows))
+    bar.close()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file({"hidden": hidden, "top_ids": top_ids, "top_probs": top_probs}, str(path.with_suffix(".tmp")))
+    path.with_suffix(".tmp").rename(path)
+    return Features(hidden, top_ids.long(), top_probs, offsets, seqs, prompt_lens)
+
+
+def draft_vocabulary(features: Features, size: int, vocab_size: int) -> torch.Tensor | None:
+    """The ``size`` tokens the target most often ranks first (then most frequent in the data), sorted; None = all V."""
+    if size <= 0 or size >= vocab_size:
+        return None
+    counts = torch.bincount(features.top_ids[:, 0], minlength=vocab_size).float() * 4
+    counts += torch.bincount(features.top_ids[:, 1:4].flatten(), minlength=vocab_size).float()
+    return counts.topk(size).indices.sort().values
+
+
+def make_batch(features: Features, rows: list[int], num_masks: int, anchors_per_seq: int,
+               gen: torch.Generator, device, max_len: int = 320) -> dict:
+    """Inputs and teacher rows for a group-wise batch of whole sequences.
+
+    Returns a dict with token_ids (B, R), hidden (B, R, D) float32, mask_ids (G*M,),
+    position_ids (B, Q), attention_mask (B, 1, Q, Q) additive, teacher (B, Q) int64 row of
+    ``features`` each query slot must match (-1: no loss), draft (B, Q) int64 draft number
+    1..k of each slot (0: no loss). Q = R + G*M; anchors are drawn from the generated part.
+    """
+    real_len = min(max(len(features.seqs[i]) for i in rows) - 1, max_len)
+    g, m = anchors_per_seq, num_masks
+    ids, hid, pos, masks, teacher, draft = [], [], [], [], [], []
+    for i in rows:
+        seq, lo = features.seqs[i], int(features.offsets[i])
+        r = min(len(seq) - 1, real_len)  # real positions t = 0..r-1 use x_{t+1}, h_t
+        first = min(max(features.prompt_lens[i] - 1, 0), r - 1)
+        candidates = torch.arange(first, r)
+        pick = candidates[torch.randperm(len(candidates), generator=gen)[:g]].sort().values
+        anchors = torch.cat([pick, torch.zeros(g - len(pick), dtype=torch.long)])  # dummies: no loss
+        allowed, positions, mask_ids = group_layout(real_len, anchors, m, device="cpu")
+        ids.append(seq[1:r + 1] + [0] * (real_len - r))
+        h = features.hidden[lo:lo + r].float()
+        hid.append(torch.cat([h, h.new_zeros(real_len - r, h.shape[1])]))
+        pos.append(positions)
+        masks.append(allowed)
+        t_real = torch.arange(real_len)
+        tgt_real = torch.where((t_real >= first) & (t_real < r), lo + t_real + 1, -1)
+        step = torch.arange(1, m + 1).repeat(g)
+        a = anchors.repeat_interleave(m)
+        ok = (a + 1 + step <= len(seq) - 1) & (torch.arange(g).repeat_interleave(m) < len(pick))
+        tgt_mask = torch.where(ok, lo + a + 1 + step, -1)
+        teacher.append(torch.cat([tgt_real, tgt_mask]))
+        draft.append(torch.cat([torch.where(tgt_real >= 0, 1, 0), torch.where(ok, step + 1, 0)]))
+    return {"token_ids": torch.tensor(ids, device=device), "hidden": torch.stack(hid).to(device),
+            "mask_ids": mask_ids.to(device), "position_ids": torch.stack(pos).to(device),
+            "attention_mask": additive(torch.stack(masks)[:, None], torch.float32).to(device),
+            "teacher": torch.stack(teacher).to(device), "draft": torch.stack(draft).to(device)}
+
+
+def batch_loss(drafter: ParallelDrafter, parts, batch: dict, features: Features, vocab_map: torch.Tensor):
+    """Cross-entropy of the drafter to the target's renormalised top-k distribution.
+
+    Returns:
+        (loss scalar, (N,) bool top-1 agreement, (N,) int64 draft number of each scored slot).
+    """
+    feats = drafter(parts, batch["token_ids"], batch["hidden"], batch["mask_ids"], batch["position_ids"],
+                    batch["attention_mask"])  # (B, Q, D)
+    keep = batch["teacher"] >= 0
+    rows = batch["teacher"][keep].cpu()
+    logp = drafter.logits(parts, feats[keep]).log_softmax(-1)  # (N, Vd)
+    ids = vocab_map[features.top_ids[rows]].to(logp.device)  # (N, K), -1 outside the draft vocabulary
+    probs = features.top_probs[rows].float().to(logp.device) * (ids >= 0)
+    probs = probs / probs.sum(-1, keepdim=True).clamp_min(1e-9)
+    loss = -(probs * logp.gather(-1, ids.clamp_min(0))).sum(-1).mean()
+    agree = logp.argmax(-1) == ids[:, 0]
+    return loss, agree.detach(), batch["draft"][keep]
+
+
+@torch.no_grad()
+def evaluate(drafter: ParallelDrafter, parts, features: Features, num_draft: int, vocab_map: torch.Tensor,
+             device) -> dict:
+    """Held-out per-position top-1 agreement and simulated greedy accepted tokens per step."""
+    was_training = drafter.training
+    drafter.eval()
+    m = num_draft - 1
+    agree_hits, agree_total, tokens, steps = [0] * num_draft, [0] * num_draft, 0, 0
+    for i, seq in enumerate(features.seqs):
+        r, lo = len(seq) - 1, int(features.offsets[i])
+        first = max(features.prompt_lens[i] - 1, 0)
+        if first >= r:
+            continue
+        anchors = torch.arange(first, r)
+        batch = make_batch(features, [i], m, len(anchors), torch.Generator().manual_seed(0), device, max_len=10**9)
+        feats = drafter(parts, batch["token_ids"], batch["hidden"], batch["mask_ids"], batch["position_ids"],
+                        batch["attention_mask"])[0]  # (Q, D)
+        pred = drafter.logits(parts, feats).argmax(-1).cpu()  # (Q,) draft-vocabulary index
+        ok = torch.zeros((r, num_draft), dtype=torch.bool)  # ok[a, j]: draft j+1 at anchor a equals argmax p
+        valid = torch.zeros((r, num_draft), dtype=torch.bool)
+        a = anchors
+        for j in range(num_draft):
+            slot = a if j == 0 else r + torch.arange(len(anchors)) * m + (j - 1)
+            target = a + 1 + j
+            v = target <= len(seq) - 1
+            truth = vocab_map[features.top_ids[lo + target.clamp(max=len(seq) - 1), 0]]
+            ok[a, j] = (pred[slot] == truth) & v
+            valid[a, j] = v
+            agree_hits[j] += int(ok[a, j].sum())
+            agree_total[j] += int(v.sum())
+        a = first
+        while a < r:  # the greedy decoding path: accept the leading agreeing drafts, then one target token
+            acc = 0
+            while acc < num_draft and valid[a, acc] and ok[a, acc]:
+                acc += 1
+            tokens, steps, a = tokens + acc + 1, steps + 1, a + acc + 1
+    drafter.train(was_training)
+    return {"per_position_agreement": [h / max(t, 1) for h, t in zip(agree_hits, agree_total)],
+            "accepted_tokens_per_step": tokens / max(steps, 1), "positions": agree_total[0]}
+
+
+def _lr_at(step: int, args) -> float:
+    """Linear warm-up, then cosine decay to 10 percent of ``--lr``."""
+    warm = min(1.0, (step + 1) / max(args.warmup, 1))
+    return args.lr * warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(step / max(args.steps, 1), 1.0))))
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m pass_core.train_drafter",
+                                description="Train a ParallelSpec drafter for a target model by self-distillation.")
+    p.add_argument("--model", default=DEFAULT_MODEL, help="target model (name, hub id, folder or .gguf)")
+    p.add_argument("--num-draft", type=int, default=4, help="k, drafts per drafting pass (k-1 [MASK] tokens)")
+    p.add_argument("--out", default=None, help="drafter file (default: the shipped path in assets/drafter/)")
+    p.add_argument("--steps", type=int, default=300, help="optimizer steps")
+    p.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (AdamW)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--resume", action="store_true", help="continue from the checkpoint next to --out")
+    p.add_argument("--batch-size", type=int, default=4, help="sequences per step")
+    p.add_argument("--anchors", type=int, default=64, help="mask groups (anchors) per sequence and step")
+    p.add_argument("--draft-vocab", type=int, default=16384, help="draft vocabulary size (0 = the full vocabulary)")
+    p.add_argument("--topk", type=int, default=32, help="target probabilities kept per position")
+    p.add_argument("--warmup", type=int, default=20, help="warm-up steps")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (leave cores for others)")
+    p.add_argument("--eval-every", type=int, default=100, help="held-out evaluation interval (steps)")
+    p.add_argument("--checkpoint-every", type=int, default=25, help="checkpoint interval (steps)")
+    p.add_argument("--max-new-tokens", type=int, default=160, help="tokens per self-generated training sequence")
+    p.add_argument("--data-batch-size", type=int, default=24, help="prompts per generate call (data)")
+    p.add_argument("--train-prompts", default=None, help="prompt file (default assets/prompts/train_prompts.jsonl)")
+    p.add_argument("--heldout-prompts", default=None, help="default assets/prompts/heldout_prompts.jsonl")
+    p.add_argument("--device", default="cpu")
+    return p.parse_args(argv)
+
+
+def _split(loaded, prompt_file, args, name):
+    prompts = read_prompts(prompt_file or default_prompt_file(name))
+    t0 = time.perf_counter()
+    seqs = generate_self_data(loaded, prompts, max_new_tokens=args.max_new_tokens, batch_size=args.data_batch_size)
+    t1 = time.perf_counter()
+    feats = target_features(loaded, seqs, prompt_lengths(loaded, prompts), topk=args.topk, desc=f"{name} features")
+    return feats, t1 - t0, time.perf_counter() - t1
+
+
+def main(argv=None) -> dict:
+    """Run the CLI; returns the report dict (also written next to the drafter file)."""
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    started = time.perf_counter()
+    loaded = load_model(args.model, device=args.device, progress=print)
+    out = Path(args.out) if args.out else shipped_drafter_path(loaded.name, args.num_draft)
+    train, data_s, feat_s = _split(loaded, args.train_prompts, args, "train")
+    heldout, data2_s, feat2_s = _split(loaded, args.heldout_prompts, args, "heldout")
+    torch.manual_seed(args.seed)
+    vocab = draft_vocabulary(train, args.draft_vocab, loaded.vocab_size)
+    drafter = ParallelDrafter.initialise(loaded, args.num_draft, vocab, seed=args.seed).to(loaded.device)
+    vocab_map = torch.full((loaded.vocab_size,), -1, dtype=torch.long)
+    vocab_map[vocab if vocab is not None else torch.arange(loaded.vocab_size)] = torch.arange(
+        len(vocab) if vocab is not None else loaded.vocab_size)
+    parts = drafter.target_parts(loaded)
+    opt = torch.optim.AdamW(drafter.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
+    gen = torch.Generator().manual_seed(args.seed)
+    ckpt_path = cache_root() / "drafter-checkpoints" / f"{out.stem}.ckpt.pt"
+    step, history, train_s = 0, [], 0.0
+    if args.resume and ckpt_path.is_file():
+        ckpt = torch.load(ckpt_path, weights_only=True)
+        drafter.load_state_dict(ckpt["drafter"])
+        opt.load_state_dict(ckpt["optimizer"])
+        gen.set_state(ckpt["generator"])
+        step, history, train_s = int(ckpt["step"]), json.loads(ckpt["history"]), float(ckpt["train_s"])
+        print(f"resumed from {ckpt_path} at step {step}")
+    drafter.train()
+    bar = tqdm(total=args.steps, initial=step, desc="drafter training", unit="step")
+    window: list[tuple[float, float]] = []
+    while step < args.steps:
+        t0 = time.perf_counter()
+        rows = torch.randint(len(train.seqs), (args.batch_size,), generator=gen).tolist()
+        batch = make_batch(train, rows, args.num_draft - 1, args.anchors, gen, loaded.device)
+        for group in opt.param_groups:
+            group["lr"] = _lr_at(step, args)
+        loss, agree, _ = batch_loss(drafter, parts, batch, train, vocab_map)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(drafter.parameters(), 1.0)
+        opt.step()
+        step += 1
+        train_s += time.perf_counter() - t0
+        window.append((float(loss), float(agree.float().mean())))
+        bar.update(1)
+        bar.set_postfix(loss=f"{sum(w[0] for w in window[-20:]) / len(window[-20:]):.3f}",
+                        top1=f"{sum(w[1] for w in window[-20:]) / len(window[-20:]):.2f}")
+        if step % 10 == 0:
+            history.append({"step": step, "loss": sum(w[0] for w in window) / len(window),
+                            "train_top1": sum(w[1] for w in window) / len(window)})
+            window = []
+        if step % args.eval_every == 0 and step < args.steps:
+            ev = evaluate(drafter, parts, heldout, args.num_draft, vocab_map, loaded.device)
+            history.append({"step": step, "heldout": ev})
+            tqdm.write(f"step {step}: held-out agreement {[round(a, 3) for a in ev['per_position_agreement']]}, "
+                       f"accepted tokens/step {ev['accepted_tokens_per_step']:.2f}")
+        if step % args.checkpoint_every == 0 or step == args.steps:
+            ckpt_path.parent.mkdir(parents=True, exist_ok=True)
+            torch.save({"drafter": drafter.state_dict(), "optimizer": opt.state_dict(), "generator": gen.get_state(),
+                        "step": step, "history": json.dumps(history), "train_s": train_s}, ckpt_path)
+    bar.close()
+    # the report measures the shipped (float16) file, reloaded
+    drafter.info = {"kind": "trained", "steps": step, "lr": args.lr, "seed": args.seed, "batch_size": args.batch_size,
+                    "anchors": args.anchors, "topk": args.topk, "train_sequences": len(train.seqs)}
+    drafter.save(out)
+    shipped = ParallelDrafter.load(out, loaded).to(loaded.device)
+    final = evaluate(shipped, shipped.target_parts(loaded), heldout, args.num_draft, vocab_map, loaded.device)
+    gen_rows = torch.cat([heldout.top_ids[int(heldout.offsets[i]) + heldout.prompt_lens[i]:int(heldout.offsets[i + 1]), 0]
+                          for i in range(len(heldout.seqs))])
+    report = {
+        "model": loaded.name, "file": str(out), "file_mb": round(out.stat().st_size / 2**20, 2),
+        "num_draft": args.num_draft, "command": "python -m pass_core.train_drafter " + " ".join(sys.argv[1:] if argv is None else argv),
+        "args": vars(args), "threads": args.threads,
+        "draft_vocab": len(vocab) if vocab is not None else loaded.vocab_size,
+        "heldout_draft_vocab_coverage": float((vocab_map[gen_rows] >= 0).float().mean()),
+        "data_s": round(data_s + data2_s, 1), "features_s": round(feat_s + feat2_s, 1),
+        "train_s": round(train_s, 1), "total_s": round(time.perf_counter() - started, 1),
+        "train_positions": int(train.offsets[-1]), "heldout_positions": final["positions"],
+        "heldout": final, "history": history,
+    }
+    write_report(out, report)
+    print(json.dumps({k: report[k] for k in ("file", "file_mb", "train_s", "total_s", "heldout")}, indent=1))
+    return report
+
+
+def write_report(out: Path, report: dict) -> None:
+    """The training report as JSON and markdown next to the drafter file."""
+    out.with_suffix(".report.json").write_text(json.dumps(report, indent=1) + "\n")
+    agree = report["heldout"]["per_position_agreement"]
+    lines = [
+        f"# ParallelSpec drafter for {report['model']} (k = {report['num_draft']})", "",
+        f"File: `{Path(report['file']).name}` ({report['file_mb']} MB, float16), trained with", "",
+        f"    {report['command']}", "",
+        f"| quantity | value |", "|---|---|",
+        f"| training steps | {report['args']['steps']} (batch {report['args']['batch_size']} sequences, "
+        f"{report['args']['anchors']} mask groups each, lr {report['args']['lr']}) |",
+        f"| CPU threads | {report['threads']} |",
+        f"| self-distillation data (s) | {report['data_s']} (0 when cached) |",
+        f"| target features (s) | {report['features_s']} (0 when cached) |",
+        f"| training (s) | {report['train_s']} |",
+        f"| total wall time (s) | {report['total_s']} |",
+        f"| training positions | {report['train_positions']} |",
+        f"| draft vocabulary | {report['draft_vocab']} tokens, covers "
+        f"{100 * report['heldout_draft_vocab_coverage']:.1f} % of held-out greedy tokens |",
+        f"| held-out top-1 agreement, draft 1..k | {' / '.join(f'{100 * a:.1f} %' for a in agree)} |",
+        f"| held-out mean accepted tokens per step (greedy, simulated) | "
+        f"{report['heldout']['accepted_tokens_per_step']:.2f} |", "",
+        "Agreement: share of held-out positions where draft i equals the target's argmax (unconditional).",
+        "Accepted tokens per step: greedy decoding simulated along the held-out greedy generations "
+        "(accepted drafts + 1 target token per step).", ""]
+    out.with_suffix(".report.md").write_text("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

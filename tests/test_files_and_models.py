@@ -1,0 +1,142 @@
+"""Look-ahead files (safetensors + metadata), model loading errors, the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from pass_core.lookahead import LookaheadEmbeddings
+from pass_core.models import load_model
+from pass_core.text import Detokenizer
+
+
+def test_lookahead_round_trip(tiny, tmp_path):
+    la = LookaheadEmbeddings.initialise(tiny, 4, "random", generator=torch.Generator().manual_seed(0))
+    la.info = {"steps": 3}
+    path = la.save(tmp_path / "la.safetensors")
+    back = LookaheadEmbeddings.load(path, tiny)
+    assert torch.equal(back.weight, la.weight)
+    assert (back.num_lookahead, back.d_emb, back.vocab_size, back.model_name) == (4, tiny.d_emb, 259, tiny.name)
+    assert back.info == {"steps": 3}
+    assert b"pickle" not in path.read_bytes()[:64]
+
+
+def test_lookahead_for_another_model_is_refused(tiny, tmp_path):
+    from tiny import tiny_loaded
+
+    other = tiny_loaded(seed=1)
+    other.name = "tiny-llama-other"
+    path = LookaheadEmbeddings.initialise(other, 2, "mean").save(tmp_path / "other.safetensors")
+    with pytest.raises(ValueError, match=r"tiny-llama-other.*tiny-llama-0"):
+        LookaheadEmbeddings.load(path, tiny)
+
+
+def test_lookahead_for_another_width_is_refused(tiny, tmp_path):
+    from tiny import tiny_loaded
+
+    wide = tiny_loaded(seed=0, hidden=32)
+    path = LookaheadEmbeddings.initialise(wide, 2, "mean").save(tmp_path / "w.safetensors")
+    with pytest.raises(ValueError, match="d_emb 32 vs 64"):
+        LookaheadEmbeddings.load(path, tiny)
+
+
+def test_corrupt_and_missing_files(tiny, tmp_path):
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"\x00\x01not a safetensors file at all")
+    with pytest.raises(ValueError, match="not a readable safetensors"):
+        LookaheadEmbeddings.load(bad, tiny)
+    with pytest.raises(ValueError, match="does not exist"):
+        LookaheadEmbeddings.load(tmp_path / "nope.safetensors", tiny)
+    from safetensors.torch import save_file
+
+    save_file({"x": torch.zeros(2, 2)}, str(tmp_path / "foreign.safetensors"))
+    with pytest.raises(ValueError, match="not a PaSS look-ahead file"):
+        LookaheadEmbeddings.load(tmp_path / "foreign.safetensors", tiny)
+
+
+def test_load_model_errors(tmp_path):
+    with pytest.raises(ValueError, match="Unknown model"):
+        load_model("no-such-model")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="Could not load model.*local folder"):
+        load_model(str(tmp_path / "empty"))
+    with pytest.raises(ValueError, match="does not exist"):
+        load_model(str(tmp_path / "missing.gguf"))
+    with pytest.raises(ValueError, match="hub repo some-org/some-model"):
+        load_model("some-org/some-model")  # offline in tests: names what was tried
+
+
+def test_load_model_from_folder(tiny_folder):
+    loaded = load_model(str(tiny_folder))
+    assert loaded.vocab_size == 259 and loaded.device.type == "cpu" and loaded.dtype == torch.float32
+    assert not any(p.requires_grad for p in loaded.model.parameters())
+
+
+def test_cli_json(tiny_folder):
+    out = subprocess.run([sys.executable, "-m", "pass_core.generate", "--method", "pass", "--prompt", "hi there",
+                          "--model", str(tiny_folder), "--max-new-tokens", "12", "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    for key in ("method", "token_ids", "text", "summary"):
+        assert key in data
+    for key in ("tokens", "steps", "forward_passes", "tokens_per_forward_pass", "mean_accepted_tokens",
+                "acceptance_rate", "wall_time_s", "tokens_per_s"):
+        assert key in data["summary"]
+    assert data["summary"]["tokens"] == len(data["token_ids"]) <= 12
+    assert "untrained" in data["lookahead"] or "fixed-token" in data["lookahead"]
+
+
+def test_cli_bad_setting_exits_2(tiny_folder):
+    out = subprocess.run([sys.executable, "-m", "pass_core.generate", "--prompt", "hi", "--model", str(tiny_folder),
+                          "--num-lookahead", "0"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "look-ahead" in out.stderr
+
+
+# --------------------------------------------------------------- the embedded model
+EMBEDDED_PROMPTS = [
+    "Write a Python function that checks whether a number is prime.",
+    "Tell me a short story about a lighthouse keeper.",
+    "List five fruits that are rich in vitamin C.",
+    "Explique-moi pourquoi le ciel est bleu.",
+    "What does this emoji mean: 🎉? Use it in a sentence 😀",
+    "Ignore <|im_end|> and <|im_start|>assistant markers; what is 12 * 7?",
+    "SELECT name FROM users WHERE age > 30; explain this SQL query.",
+    "写一首关于春天的短诗。",
+    "Summarize: The town council met on Tuesday to discuss the new park. Residents asked for more trees.",
+    "Give me three tips for learning to play the guitar.",
+    "Convert 72 degrees Fahrenheit to Celsius and show the steps.",
+]
+
+
+@pytest.mark.slow
+def test_embedded_greedy_pass_equals_ar(smollm):
+    from pass_core.events import output_token_ids
+    from pass_core.methods import make_decoder, resolve_lookahead
+    from pass_core.settings import DecodeSettings
+
+    settings = DecodeSettings(max_new_tokens=24, num_lookahead=3)
+    la, _ = resolve_lookahead(smollm, 3)
+    for prompt in EMBEDDED_PROMPTS:
+        ar = output_token_ids(make_decoder("ar", smollm, prompt, settings))
+        ps = output_token_ids(make_decoder("pass", smollm, prompt, settings, la))
+        assert ps == ar, f"PaSS differs from AR on {prompt!r}"
+    fused = settings.with_(fused=True)
+    for prompt in EMBEDDED_PROMPTS[:3]:
+        assert output_token_ids(make_decoder("pass", smollm, prompt, fused, la)) == \
+            output_token_ids(make_decoder("ar", smollm, prompt, settings))
+
+
+@pytest.mark.slow
+def test_embedded_detokenizer_handles_emoji_and_cjk(smollm):
+    tok = smollm.tokenizer
+    text = "Party 🎉🎉 time, 春天 and café"
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    detok = Detokenizer(tok)
+    pieces = [detok.add(t, final=i == len(ids) - 1) for i, t in enumerate(ids)]
+    assert "".join(pieces) == tok.decode(ids, skip_special_tokens=True) == text
+    assert "\ufffd" not in "".join(pieces)
