@@ -102,6 +102,24 @@ class LookaheadEmbeddings:
         extra = f", {self.tokens_per_draft} tokens per draft (extension)" if self.tokens_per_draft > 1 else ""
         return f"{self.kind} look-ahead embeddings, L={self.num_lookahead}{extra}"
 
+    def truncate(self, num_lookahead: int) -> "LookaheadEmbeddings":
+        """The first L' look-ahead tokens as their own set.
+
+        Exact, not an approximation: LA_i attends only to the prefix and LA_<i, so the
+        first L' rows of a block behave identically in a block of length L'.
+
+        Raises:
+            ValueError: L' < 1 or more than this set holds.
+        """
+        if not 1 <= num_lookahead <= self.num_lookahead:
+            raise ValueError(f"Cannot take {num_lookahead} look-ahead tokens from a set of {self.num_lookahead}.")
+        if num_lookahead == self.num_lookahead:
+            return self
+        return LookaheadEmbeddings(weight=self.weight[: num_lookahead * self.tokens_per_draft].clone(),
+                                   model_name=self.model_name, signature=self.signature, vocab_size=self.vocab_size,
+                                   kind=self.kind, tokens_per_draft=self.tokens_per_draft,
+                                   info={**self.info, "truncated_from": self.num_lookahead})
+
     def for_model(self, loaded) -> torch.Tensor:
         """The weight on the model's device and dtype, (L*R, D)."""
         return self.weight.to(device=loaded.device, dtype=loaded.dtype)

@@ -31,6 +31,10 @@ def assets_dir() -> Path:
     return Path(env) if env else Path(__file__).resolve().parent.parent / "assets"
 
 
+#: Largest L among shipped look-ahead files searched by ``resolve_lookahead``.
+SHIPPED_MAX_LOOKAHEAD = 8
+
+
 def shipped_lookahead_path(model_name: str, num_lookahead: int) -> Path:
     """Where the shipped look-ahead file for (model, L) lives (it may not exist)."""
     safe = model_name.replace("/", "--")
@@ -59,45 +63,16 @@ def resolve_lookahead(loaded, num_lookahead: int, path: str | None = None,
     if path:
         la = LookaheadEmbeddings.load(path, loaded)
         return la, f"{la.describe()} from {path}"
-    shipped = shipped_lookahead_path(loaded.name, num_lookahead)
-    if shipped.is_file():
-        la = LookaheadEmbeddings.load(shipped, loaded)
-        return la, f"shipped {la.describe()} ({shipped.name})"
+    # the shipped file with the smallest L' >= L; its first L tokens are an exact L-set
+    for n in range(num_lookahead, SHIPPED_MAX_LOOKAHEAD + 1):
+        shipped = shipped_lookahead_path(loaded.name, n)
+        if shipped.is_file():
+            la = LookaheadEmbeddings.load(shipped, loaded).truncate(num_lookahead)
+            origin = shipped.name if n == num_lookahead else f"first {num_lookahead} of {shipped.name}"
+            return la, f"shipped {la.describe()} ({origin})"
     la = LookaheadEmbeddings.initialise(loaded, num_lookahead, init="fixed-token")
     return la, (f"no trained look-ahead file for {loaded.name} with L={num_lookahead}: using the untrained "
                 "fixed-token initialisation (expect few accepted drafts)")
-
-
-def shipped_drafter_path(model_name: str, num_draft: int) -> Path:
-    """Where the shipped ParallelSpec drafter for (model, k) lives (it may not exist)."""
-    safe = model_name.replace("/", "--")
-    return assets_dir() / "drafter" / f"{safe}-k{num_draft}.safetensors"
-
-
-def resolve_drafter(loaded, num_draft: int, path: str | None = None) -> tuple[ParallelDrafter, str]:
-    """Pick a ParallelSpec drafter: an explicit file, the shipped one, or an untrained fallback.
-
-    Without a file for exactly k = ``num_draft``, the shipped drafter with the smallest
-    larger k is used (it can give fewer drafts than it was trained for), else the one
-    with the largest smaller k (fewer drafts per step than asked for).
-
-    Returns:
-        (drafter, a sentence saying which was used).
-
-    Raises:
-        ValueError: a missing / corrupt file or one trained for another model.
-    """
-    if path:
-        drafter = ParallelDrafter.load(path, loaded)
-        return drafter, f"{drafter.describe()} from {path}"
-    for k in [*range(num_draft, 17), *range(num_draft - 1, 0, -1)]:
-        shipped = shipped_drafter_path(loaded.name, k)
-        if shipped.is_file():
-            drafter = ParallelDrafter.load(shipped, loaded)
-            return drafter, f"shipped {drafter.describe()} ({shipped.name}), {min(num_draft, k)} drafts per step"
-    drafter = ParallelDrafter.initialise(loaded, num_draft)
-    return drafter, (f"no trained ParallelSpec drafter for {loaded.name} with k>={num_draft}: using an untrained "
-                     "one (expect almost no accepted drafts)")
 
 
 def make_decoder(method: str, loaded, prompt: str, settings: DecodeSettings,

@@ -46,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shared", action="store_true", help="one embedding shared by all L positions")
     p.add_argument("--tokens-per-draft", type=int, default=1, help="R > 1: 'registers' extension")
     p.add_argument("--loss", default="kl", choices=["kl", "ce"])
+    p.add_argument("--position-decay", type=float, default=0.7,
+                   help="loss weight of LA_i is decay**(i-1): favours early drafts, which are accepted most")
     p.add_argument("--gen-tokens", type=int, default=160, help="tokens generated per prompt for --data self")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--resume", action="store_true", help="continue from OUT.ckpt.safetensors")
@@ -128,6 +130,7 @@ def train(args) -> dict:
     sched = lambda s: min(1.0, (s + 1) / 20) * 0.5 * (1 + math.cos(math.pi * s / args.steps))  # noqa: E731
     draft_idx = init.draft_indices()
     L = args.num_lookahead
+    pos_weight = args.position_decay ** torch.arange(L, dtype=torch.float32, device=dev)  # (L,)
     tokens_seen, losses, agree = 0, [], torch.zeros(L)
     bar = tqdm(range(step0, args.steps), desc=f"training L={L}", unit="step", initial=step0, total=args.steps)
     train_start = time.perf_counter()
@@ -156,10 +159,11 @@ def train(args) -> dict:
         target_rows = starts[:, None] + torch.arange(1, L + 1, device=dev)[None]  # (P, L): t+i
         target = teacher[target_rows]  # (P, L, V)
         if args.loss == "kl":
-            loss = F.kl_div(logits.log_softmax(-1), target.log_softmax(-1), log_target=True,
-                            reduction="none").sum(-1).mean()
+            per = F.kl_div(logits.log_softmax(-1), target.log_softmax(-1), log_target=True,
+                           reduction="none").sum(-1)  # (P, L)
         else:
-            loss = F.cross_entropy(logits.flatten(0, 1), target.argmax(-1).flatten())
+            per = F.cross_entropy(logits.flatten(0, 1), target.argmax(-1).flatten(), reduction="none").view(-1, L)
+        loss = (per.mean(0) * pos_weight).sum() / pos_weight.sum()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -167,9 +171,9 @@ def train(args) -> dict:
         with torch.no_grad():
             hit = (logits.argmax(-1) == target.argmax(-1)).float().mean(0).cpu()  # (L,)
         agree = hit if step == step0 else 0.9 * agree + 0.1 * hit
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         rate = tokens_seen / (time.perf_counter() - train_start)
-        bar.set_postfix(loss=f"{float(loss):.3f}", agree="/".join(f"{a:.2f}" for a in agree.tolist()),
+        bar.set_postfix(loss=f"{losses[-1]:.3f}", agree="/".join(f"{a:.2f}" for a in agree.tolist()),
                         pos_s=f"{rate:.0f}")
         if (step + 1) % args.checkpoint_every == 0 or step + 1 == args.steps:
             save_checkpoint(_checkpoint_path(out), param, opt, step + 1, args)
@@ -180,7 +184,7 @@ def train(args) -> dict:
     report = {
         "model": loaded.name, "num_lookahead": L, "tokens_per_draft": args.tokens_per_draft,
         "shared": args.shared, "loss_kind": args.loss, "init": args.init, "lr": args.lr, "steps": args.steps,
-        "batch_positions": args.batch_positions, "seed": args.seed, "data": args.data,
+        "batch_positions": args.batch_positions, "position_decay": args.position_decay, "seed": args.seed, "data": args.data,
         "train_sequences": len(seqs), "train_time_s": round(train_s, 1),
         "positions_per_s": round(tokens_seen / max(train_s, 1e-9), 1),
         "initial_loss": round(sum(losses[:5]) / max(len(losses[:5]), 1), 4) if losses else None,
@@ -197,7 +201,35 @@ def train(args) -> dict:
     la.save(out)
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2))
+        Path(args.report).with_suffix(".md").write_text(report_markdown(report, " ".join(sys.argv)))
     return report
+
+
+def report_markdown(report: dict, command: str) -> str:
+    """The training report as markdown: data, steps, time, agreement, accepted drafts, baseline."""
+    def row(name, ev):
+        agree = " / ".join(f"{a:.1%}" for a in ev.get("top1_agreement", []))
+        g = ev.get("greedy_pass", {})
+        return (f"| {name} | {agree} | {g.get('accepted_drafts_per_step', float('nan')):.3f} | "
+                f"{g.get('mean_accepted_tokens', float('nan')):.3f} | {g.get('acceptance_rate', float('nan')):.3f} |")
+    lines = [
+        f"# Look-ahead embeddings for {report['model']}, L={report['num_lookahead']}", "",
+        f"Command: `{command}`", "",
+        f"- data: {report['data']} ({report['train_sequences']} sequences of the model's own greedy generations)",
+        f"- steps: {report['steps']} x {report['batch_positions']} prefix positions, lr {report['lr']}, "
+        f"loss {report['loss_kind']}, init {report['init']}, shared {report['shared']}, "
+        f"tokens per draft {report['tokens_per_draft']}",
+        f"- training time: {report['train_time_s']} s ({report['positions_per_s']} positions/s); "
+        f"total with data and evaluation: {report['total_time_s']} s",
+        f"- loss: {report['initial_loss']} (first 5 steps) -> {report['final_loss']} (last 20 steps)", "",
+        "| embeddings | top-1 agreement LA_1 / LA_2 / ... (held-out) | accepted drafts per step (greedy PaSS) | "
+        "mean accepted tokens | draft acceptance rate |", "|---|---|---|---|---|",
+        row("trained", report.get("eval", {})),
+    ]
+    if "baseline_fixed_token" in report:
+        lines.append(row("fixed-token baseline (untrained)", report["baseline_fixed_token"]))
+    return "\n".join(lines) + "\n"
+
 
 
 def main(argv: list[str] | None = None) -> int:

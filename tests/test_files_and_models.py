@@ -140,3 +140,30 @@ def test_embedded_detokenizer_handles_emoji_and_cjk(smollm):
     pieces = [detok.add(t, final=i == len(ids) - 1) for i, t in enumerate(ids)]
     assert "".join(pieces) == tok.decode(ids, skip_special_tokens=True) == text
     assert "\ufffd" not in "".join(pieces)
+
+
+def test_truncated_lookahead_is_exact(tiny):
+    """The first L' tokens of an L-block give the same drafts as a block of L' (causal attention)."""
+    la = LookaheadEmbeddings.initialise(tiny, 4, "random", generator=torch.Generator().manual_seed(2))
+    short = la.truncate(2)
+    assert short.num_lookahead == 2 and torch.equal(short.weight, la.weight[:2])
+    emb = tiny.model.get_input_embeddings()(torch.tensor([[5, 6, 7]]))
+    with torch.no_grad():
+        full = tiny.model(inputs_embeds=torch.cat([emb, la.weight[None]], 1)).logits[0, 3:5]
+        part = tiny.model(inputs_embeds=torch.cat([emb, short.weight[None]], 1)).logits[0, 3:5]
+    torch.testing.assert_close(full, part, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError):
+        la.truncate(5)
+
+
+def test_resolve_lookahead_uses_larger_shipped_file(tiny, tmp_path, monkeypatch):
+    from pass_core import methods
+
+    monkeypatch.setenv("PASS_PLAYGROUND_ASSETS", str(tmp_path))
+    la8 = LookaheadEmbeddings.initialise(tiny, 6, "random", generator=torch.Generator().manual_seed(0))
+    la8.kind = "trained"
+    la8.save(methods.shipped_lookahead_path(tiny.name, 6))
+    got, which = methods.resolve_lookahead(tiny, 3)
+    assert got.num_lookahead == 3 and torch.equal(got.weight, la8.weight[:3]) and "first 3 of" in which
+    got, which = methods.resolve_lookahead(tiny, 7)  # no file with L >= 7: untrained fallback, said so
+    assert got.kind == "fixed-token" and "untrained" in which
