@@ -13,7 +13,6 @@ events of all runs, so counts are summed over prompts, never averaged per prompt
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import shlex
@@ -25,15 +24,13 @@ from pathlib import Path
 
 import torch
 
-from .bench_report import BASELINE, machine_info, markdown_report
+from .bench_report import BASELINE, load_html_report, machine_info, markdown_report
 from .events import StepEvent, output_token_ids, summarize
-from .methods import METHODS, assets_dir, make_decoder, resolve_lookahead
+from .methods import METHODS, assets_dir, make_decoder, resolve_drafter, resolve_lookahead
 from .models import DEFAULT_MODEL, load_model
 from .settings import DecodeSettings
 
 SUITES = ("quick", "full")
-#: Methods that take look-ahead embeddings -> the ``kind`` passed to ``resolve_lookahead``.
-LOOKAHEAD_KIND = {"pass": "trained", "fixed-token": "fixed-token"}
 #: ``RunSummary`` fields copied into every summary entry.
 SUMMARY_FIELDS = ("tokens_per_forward_pass", "mean_accepted_tokens", "accepted_drafts_per_step",
                   "acceptance_rate", "per_position_conditional", "per_position_unconditional",
@@ -112,6 +109,23 @@ def schedule(methods: list[str], lookaheads: list[int], temperatures: list[float
     return keys
 
 
+def method_state(method: str, loaded, num_lookahead: int) -> tuple[dict, str]:
+    """What a method needs besides the settings, resolved once before any timing.
+
+    Returns:
+        (keyword arguments for ``make_decoder``, a sentence saying what was used, or "").
+        A method not named here gets {} and resolves its own state inside ``make_decoder``.
+    """
+    if method in ("pass", "fixed-token"):
+        kind = "fixed-token" if method == "fixed-token" else "trained"
+        la, note = resolve_lookahead(loaded, num_lookahead, kind=kind)
+        return {"lookahead": la}, note
+    if method == "parallelspec":
+        drafter, note = resolve_drafter(loaded, num_lookahead)
+        return {"drafter": drafter}, note
+    return {}, ""
+
+
 def run_bench(loaded, prompts: list[BenchPrompt], methods: list[str], lookaheads: list[int],
               temperatures: list[float], base: DecodeSettings, repeats: int,
               progress: bool = True) -> tuple[list[BenchRun], dict[str, str]]:
@@ -124,18 +138,20 @@ def run_bench(loaded, prompts: list[BenchPrompt], methods: list[str], lookaheads
     """
     from tqdm.auto import tqdm
 
-    lookahead, notes = {}, {}
+    state, notes = {}, {}
     for m in methods:
-        for n in lookaheads if m in LOOKAHEAD_KIND else ():
-            lookahead[m, n], notes[f"{m} L={n}"] = resolve_lookahead(loaded, n, kind=LOOKAHEAD_KIND[m])
-            if progress:
-                print(f"look-ahead {m} L={n}: {notes[f'{m} L={n}']}", file=sys.stderr)
+        for n in lookaheads if m != BASELINE else ():
+            state[m, n], note = method_state(m, loaded, n)
+            if note:
+                notes[f"{m} L={n}"] = note
+                if progress:
+                    print(f"{m} L={n}: {note}", file=sys.stderr)
 
     def run(key: RunKey, **changes) -> list[StepEvent]:
         settings = base.with_(temperature=key.temperature, num_lookahead=key.num_lookahead or lookaheads[0],
                               seed=base.seed + key.repeat, **changes)
         return list(make_decoder(key.method, loaded, prompts[key.prompt_index].prompt, settings,
-                                 lookahead.get((key.method, key.num_lookahead))))
+                                 **state.get((key.method, key.num_lookahead), {})))
 
     for m in methods:  # warm-up: first calls pay for allocations and kernel selection
         run(RunKey(m, None if m == BASELINE else lookaheads[0], temperatures[0], 0, 0),
@@ -203,26 +219,6 @@ def aggregate(runs: list[BenchRun], lookaheads: list[int], temperatures: list[fl
                     for c in categories if any(r.category == c for r in sel)}
                 summary.setdefault(m, {})[setting_key(n, t)] = entry
     return summary
-
-
-def load_html_report():
-    """The top-level ``bench_report`` module (Plotly figures), imported only when asked for.
-
-    pass_core never imports plotly itself; this import happens only for ``--html``.
-
-    Raises:
-        ValueError: bench_report.py is neither importable nor at the repository root.
-    """
-    try:
-        import bench_report
-    except ImportError:
-        file = Path(__file__).resolve().parent.parent / "bench_report.py"
-        if not file.is_file():
-            raise ValueError("--html needs bench_report.py at the repository root.") from None
-        spec = importlib.util.spec_from_file_location("bench_report", file)
-        bench_report = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(bench_report)
-    return bench_report
 
 
 def _csv(text: str, kind, name: str) -> list:
@@ -306,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
                      "num_lookahead": lookaheads, "temperatures": temperatures, "repeats": args.repeats,
                      "model": loaded.name, "model_description": loaded.describe(), "limit": args.limit,
                      "threads": torch.get_num_threads(), "warmup_tokens": WARMUP_TOKENS},
-        "lookahead": notes,
+        "method_notes": notes,
         "summary": aggregate(runs, lookaheads, temperatures),
         "runs": [{"method": r.key.method, "num_lookahead": r.key.num_lookahead, "temperature": r.key.temperature,
                   "repeat": r.key.repeat, "prompt_index": r.key.prompt_index, "category": r.category,

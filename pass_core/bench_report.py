@@ -7,8 +7,10 @@ metric. The Plotly HTML report lives outside the core, in the top-level ``bench_
 from __future__ import annotations
 
 import datetime
+import importlib.util
 import os
 import platform
+from pathlib import Path
 
 import torch
 
@@ -78,5 +80,25 @@ def markdown_report(report: dict) -> str:
         cells = [f"{_fmt(c['speedup'])}x ({_fmt(c['mean_accepted_tokens'])})" if c else "-"
                  for c in (e["by_category"].get(x) for x in cats)]
         lines.append(f"| {m} | {n} | {t} | " + " | ".join(cells) + " |")
-    notes = [f"- look-ahead {k}: {v}" for k, v in report.get("lookahead", {}).items()]
+    notes = [f"- {k}: {v}" for k, v in report.get("method_notes", {}).items()]
     return "\n".join(lines + ([""] + notes if notes else []))
+
+
+def load_html_report():
+    """The top-level ``bench_report`` module (Plotly figures), imported only when asked for.
+
+    pass_core never imports plotly itself; this import happens only for ``--html``.
+
+    Raises:
+        ValueError: bench_report.py is neither importable nor at the repository root.
+    """
+    try:
+        import bench_report
+    except ImportError:
+        file = Path(__file__).resolve().parent.parent / "bench_report.py"
+        if not file.is_file():
+            raise ValueError("--html needs bench_report.py at the repository root.") from None
+        spec = importlib.util.spec_from_file_location("bench_report", file)
+        bench_report = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench_report)
+    return bench_report

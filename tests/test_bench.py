@@ -1,0 +1,248 @@
+"""The benchmark: metric formulas on hand-made events, the run order, the CLI and its JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pass_core import bench
+from pass_core.bench import BenchRun, RunKey, aggregate, load_suite, schedule, setting_key
+from pass_core.events import DraftRecord, StepEvent, TokenRecord, summarize
+
+
+def pass_event(accepted: int, L: int = 3, step_s: float = 0.1, ids: list[int] | None = None,
+               finish: str | None = None) -> StepEvent:
+    """A PaSS step: exact token, ``accepted`` drafts, then the rejected draft (if any) and the
+    resampled token, or the bonus token when all L were accepted. Committed ids = ``ids``."""
+    ids = ids or list(range(accepted + 2))
+    assert len(ids) == accepted + 2
+    tokens = [TokenRecord(ids[0], "a", "exact")] + [TokenRecord(t, "b", "accepted") for t in ids[1:-1]]
+    if accepted < L:
+        tokens.append(TokenRecord(999, "x", "rejected"))
+    tokens.append(TokenRecord(ids[-1], "c", "bonus" if accepted == L else "resampled"))
+    drafts = tuple(DraftRecord(position=i + 1, token_id=0, text="", q=0.5, p=0.5, u=0.1,
+                               decision="accepted" if i < accepted else "rejected" if i == accepted else "not_verified")
+                   for i in range(L))
+    return StepEvent(method="pass", step=1, tokens=tuple(tokens), drafts=drafts, forward_passes=2,
+                     step_s=step_s, finish_reason=finish)
+
+
+def ar_events(ids: list[int], step_s: float = 0.05) -> list[StepEvent]:
+    return [StepEvent(method="ar", step=i + 1, tokens=(TokenRecord(t, "t", "target"),), step_s=step_s,
+                      finish_reason="max_new_tokens" if i == len(ids) - 1 else None)
+            for i, t in enumerate(ids)]
+
+
+def test_summarize_formulas_on_hand_made_events():
+    # L = 3; steps accept 0, 1, 3, 1 drafts -> tokens 2 + 3 + 5 + 3 = 13 over 4 steps, 8 passes
+    events = [pass_event(m) for m in (0, 1, 3, 1)]
+    s = summarize(events)
+    assert (s.tokens, s.steps, s.forward_passes, s.drafted_tokens, s.accepted_drafts) == (13, 4, 8, 12, 5)
+    assert s.tokens_per_forward_pass == pytest.approx(13 / 8)
+    assert s.mean_accepted_tokens == pytest.approx(13 / 4)
+    assert s.accepted_drafts_per_step == pytest.approx(5 / 4)
+    assert s.acceptance_rate == pytest.approx(5 / 12)
+    # position 1: accepted in 3 of 4 steps, all 4 reached it; position 2: accepted once, reached by the
+    # 3 steps that accepted position 1; position 3: accepted once, reached only by the 3-accept step
+    assert s.per_position_unconditional == pytest.approx([3 / 4, 1 / 4, 1 / 4])
+    assert s.per_position_conditional == pytest.approx([3 / 4, 1 / 3, 1 / 1])
+    assert s.acceptance_histogram == pytest.approx([1 / 4, 2 / 4, 0, 1 / 4])
+    assert s.tokens_per_s == pytest.approx(13 / 0.4)
+    ar = summarize(ar_events([1, 2, 3]))
+    assert (ar.tokens_per_forward_pass, ar.mean_accepted_tokens, ar.accepted_drafts_per_step) == (1.0, 1.0, 0.0)
+    assert ar.acceptance_rate is None
+
+
+def make_runs() -> list[BenchRun]:
+    """Two prompts (chat, code), two repeats, AR and PaSS at L=3, T=0, with known timings."""
+    runs = []
+    for rep, pass_s in ((0, 0.1), (1, 0.2)):
+        for i, cat in enumerate(("chat", "code")):
+            ids = [10 * i + 1, 10 * i + 2, 10 * i + 3, 10 * i + 4]
+            runs.append(BenchRun(RunKey("ar", None, 0.0, rep, i), cat, ar_events(ids, step_s=0.05)))
+            # prompt 1 of repeat 1 differs from AR in its last token: exact match 3 / 4
+            last = 99 if (rep, i) == (1, 1) else ids[3]
+            runs.append(BenchRun(RunKey("pass", 3, 0.0, rep, i), cat,
+                                 [pass_event(0, ids=ids[:2], step_s=pass_s),
+                                  pass_event(0, ids=[ids[2], last], step_s=pass_s, finish="max_new_tokens")]))
+    return runs
+
+
+def test_aggregate_speedup_exact_match_and_categories():
+    summary = aggregate(make_runs(), lookaheads=[3], temperatures=[0.0])
+    assert set(summary) == {"ar", "pass"} and set(summary["pass"]) == {"L=3,T=0"}
+    e = summary["pass"]["L=3,T=0"]
+    # AR: 8 tokens in 0.4 s = 20 tok/s per repeat; PaSS: 8 tokens in 0.4 s (rep 0) / 0.8 s (rep 1)
+    assert e["speedup_per_repeat"] == pytest.approx([1.0, 0.5])
+    assert (e["speedup_min"], e["speedup_max"]) == pytest.approx((0.5, 1.0))
+    assert e["speedup"] == pytest.approx(0.75)  # median of two
+    assert e["tokens_per_s"] == pytest.approx(16 / 1.2)
+    assert e["mean_accepted_tokens"] == pytest.approx(2.0)
+    assert e["accepted_drafts_per_step"] == 0.0 and e["acceptance_rate"] == 0.0
+    assert e["exact_match_rate"] == pytest.approx(3 / 4)
+    assert e["runs"] == 4
+    assert set(e["by_category"]) == {"chat", "code"}
+    assert e["by_category"]["chat"]["exact_match_rate"] == 1.0
+    assert e["by_category"]["code"]["exact_match_rate"] == 0.5
+    assert e["by_category"]["code"]["speedup_per_repeat"] == pytest.approx([1.0, 0.5])
+    ar = summary["ar"]["L=3,T=0"]
+    assert ar["speedup"] == 1.0 and ar["exact_match_rate"] == 1.0 and ar["tokens_per_s"] == pytest.approx(20.0)
+
+
+def test_aggregate_reuses_ar_across_L_and_skips_exact_match_when_sampling():
+    runs = make_runs()
+    runs += [BenchRun(RunKey("pass", 5, 0.0, r.key.repeat, r.key.prompt_index), r.category, r.events)
+             for r in list(runs) if r.key.method == "pass"]
+    sampled = [BenchRun(RunKey(r.key.method, r.key.num_lookahead, 0.8, r.key.repeat, r.key.prompt_index),
+                        r.category, r.events) for r in runs]
+    summary = aggregate(runs + sampled, lookaheads=[3, 5], temperatures=[0.0, 0.8])
+    assert set(summary["ar"]) == set(summary["pass"]) == {setting_key(n, t) for n in (3, 5) for t in (0, 0.8)}
+    assert summary["pass"]["L=5,T=0"]["speedup"] == pytest.approx(0.75)
+    assert summary["pass"]["L=3,T=0.8"]["exact_match_rate"] is None
+    assert summary["ar"]["L=5,T=0.8"]["runs"] == 4
+
+
+def test_schedule_interleaves_ar_then_every_L_and_method():
+    keys = schedule(["ar", "pass", "fixed-token"], [2, 4], [0.0, 0.8], num_prompts=2, repeats=2)
+    assert len(keys) == 2 * 2 * 2 * (1 + 2 * 2)
+    first = [(k.method, k.num_lookahead, k.repeat, k.prompt_index) for k in keys[:10]]
+    assert first == [("ar", None, 0, 0), ("pass", 2, 0, 0), ("fixed-token", 2, 0, 0), ("pass", 4, 0, 0),
+                     ("fixed-token", 4, 0, 0),
+                     ("ar", None, 1, 0), ("pass", 2, 1, 0), ("fixed-token", 2, 1, 0), ("pass", 4, 1, 0),
+                     ("fixed-token", 4, 1, 0)]
+    assert all(k.temperature == 0.0 for k in keys[:20]) and all(k.temperature == 0.8 for k in keys[20:])
+
+
+def test_run_bench_calls_decoders_in_interleaved_order(monkeypatch, tiny):
+    calls = []
+
+    def fake_make_decoder(method, loaded, prompt, settings, lookahead=None, drafter=None):
+        calls.append((method, settings.num_lookahead, settings.temperature, settings.seed, prompt,
+                      settings.max_new_tokens, lookahead))
+        return iter(ar_events([1]))
+
+    monkeypatch.setattr(bench, "make_decoder", fake_make_decoder)
+    monkeypatch.setattr(bench, "resolve_lookahead", lambda loaded, n, kind: (f"{kind}-{n}", f"note {kind} {n}"))
+    prompts = [bench.BenchPrompt("chat", "p0"), bench.BenchPrompt("code", "p1")]
+    base = bench.DecodeSettings(max_new_tokens=20, seed=7)
+    runs, notes = bench.run_bench(tiny, prompts, ["ar", "pass", "fixed-token"], [3], [0.0], base, repeats=2,
+                                  progress=False)
+    assert notes == {"pass L=3": "note trained 3", "fixed-token L=3": "note fixed-token 3"}
+    warmup, timed = calls[:3], calls[3:]
+    assert [c[0] for c in warmup] == ["ar", "pass", "fixed-token"]
+    assert all(c[5] == bench.WARMUP_TOKENS for c in warmup)
+    assert [(c[0], c[3], c[4]) for c in timed] == [
+        ("ar", 7, "p0"), ("pass", 7, "p0"), ("fixed-token", 7, "p0"),
+        ("ar", 8, "p0"), ("pass", 8, "p0"), ("fixed-token", 8, "p0"),
+        ("ar", 7, "p1"), ("pass", 7, "p1"), ("fixed-token", 7, "p1"),
+        ("ar", 8, "p1"), ("pass", 8, "p1"), ("fixed-token", 8, "p1")]
+    assert [c[6] for c in timed[:3]] == [None, "trained-3", "fixed-token-3"]
+    assert all(c[5] == 20 for c in timed)
+    assert [r.category for r in runs[:3]] == ["chat"] * 3 and len(runs) == 12
+
+
+def test_load_suite(tmp_path):
+    quick = load_suite("quick")
+    assert len(quick) == 12 and {p.category for p in quick} >= {"chat", "code", "math"}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"category": "chat", "prompt": "hi"}\n{"category": "chat"}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match="line 2"):
+        load_suite(str(bad))
+    with pytest.raises(ValueError, match="not found"):
+        load_suite(str(tmp_path / "missing.jsonl"))
+
+
+@pytest.mark.parametrize("argv", [["--methods", "ar,nope"], ["--num-lookahead", "3,x"],
+                                  ["--temperature", "-1"], ["--num-lookahead", "99"], ["--repeats", "0"]])
+def test_cli_rejects_bad_arguments_before_loading(argv, monkeypatch):
+    monkeypatch.setattr(bench, "load_model", lambda *a, **k: pytest.fail("must not load the model"))
+    with pytest.raises(SystemExit) as err:
+        bench.main(argv)
+    assert err.value.code == 2
+
+
+@pytest.fixture
+def keep_threads():
+    """main(--threads) sets torch's global thread count: restore it for the other tests."""
+    import torch
+
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+def test_main_json_schema_on_tiny_model(tmp_path, tiny_folder, capsys, keep_threads):
+    suite = tmp_path / "suite.jsonl"
+    suite.write_text("\n".join(json.dumps(r) for r in [
+        {"category": "chat", "prompt": "Hello there"}, {"category": "code", "prompt": "def f(x):"},
+        {"category": "chat", "prompt": "How are you?"}]) + "\n", encoding="utf-8")
+    out = tmp_path / "bench.json"
+    rc = bench.main(["--suite", str(suite), "--model", str(tiny_folder),
+                     "--methods", "pass,fixed-token,parallelspec",
+                     "--num-lookahead", "2,3", "--temperature", "0,0.8", "--max-new-tokens", "8",
+                     "--repeats", "2", "--json", str(out), "--html", str(tmp_path / "bench.html"), "--no-progress",
+                     "--threads", "1"])  # tiny matmuls: 1 thread avoids OpenMP spinning on a busy CPU
+    assert rc == 0
+    stdout = capsys.readouterr().out
+    assert "| method | L | T |" in stdout and "| pass | 2 | 0 |" in stdout
+    assert stdout.count("| ar | - | 0 |") == 2  # once per table: its runs serve every L
+    assert "Speed-up vs temperature" in (tmp_path / "bench.html").read_text(encoding="utf-8")
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert {"machine", "command", "settings", "summary", "method_notes", "runs"} <= set(report)
+    assert {"cpu", "cores", "torch", "device", "date"} <= set(report["machine"])
+    assert report["settings"]["methods"] == ["ar", "pass", "fixed-token", "parallelspec"]
+    assert report["command"].startswith("python -m pass_core.bench --suite")
+    assert report["machine"]["torch_threads"] == 1
+    assert len(report["runs"]) == 2 * 3 * 2 * (1 + 2 * 3)
+    assert set(report["summary"]) == {"ar", "pass", "fixed-token", "parallelspec"}
+    fields = {"speedup": (float,), "speedup_min": (float,), "speedup_max": (float,),
+              "tokens_per_forward_pass": (float,), "mean_accepted_tokens": (float,),
+              "accepted_drafts_per_step": (float,), "acceptance_rate": (float, type(None)),
+              "exact_match_rate": (float, type(None)), "per_position_conditional": (list,),
+              "per_position_unconditional": (list,), "acceptance_histogram": (list,), "tokens_per_s": (float,)}
+    for method, by_setting in report["summary"].items():
+        assert set(by_setting) == {"L=2,T=0", "L=3,T=0", "L=2,T=0.8", "L=3,T=0.8"}
+        for key, entry in by_setting.items():
+            for name, types in fields.items():
+                assert isinstance(entry[name], types), (method, key, name, entry[name])
+            assert set(entry["by_category"]) == {"chat", "code"}
+            assert set(fields) <= set(entry["by_category"]["code"])
+            if key.endswith("T=0"):
+                assert entry["exact_match_rate"] == 1.0, (method, key)  # lossless decoders
+            else:
+                assert entry["exact_match_rate"] is None
+        assert by_setting["L=3,T=0"]["speedup_min"] <= by_setting["L=3,T=0"]["speedup"] \
+            <= by_setting["L=3,T=0"]["speedup_max"]
+    assert len(report["summary"]["pass"]["L=3,T=0"]["per_position_conditional"]) == 3
+    assert report["summary"]["ar"]["L=2,T=0"]["speedup"] == 1.0
+
+
+def test_html_report_has_the_figures(tmp_path):
+    bench_report = bench.load_html_report()
+    runs = make_runs()
+    runs += [BenchRun(RunKey("fixed-token", 3, 0.0, r.key.repeat, r.key.prompt_index), r.category, r.events)
+             for r in list(runs) if r.key.method == "pass"]
+    report = {"command": "python -m pass_core.bench", "machine": {"cpu": "test"}, "method_notes": {"pass L=3": "x"},
+              "summary": aggregate(runs, [3], [0.0])}
+    figures = [make(report) for make in bench_report.FIGURES]
+    assert [len(f.data) for f in figures] == [2, 2, 4, 2]
+    path = tmp_path / "r.html"
+    bench_report.write_html(report, str(path))
+    text = path.read_text(encoding="utf-8")
+    assert "Speed-up vs number of look-ahead tokens L" in text and "fixed-token" in text
+
+
+def test_bench_core_imports_no_plotly_or_gradio():
+    """pass_core.bench reaches plotly only through the top-level bench_report, inside a function."""
+    import ast
+    from pathlib import Path
+
+    for name in ("bench.py", "bench_report.py"):
+        tree = ast.parse((Path(bench.__file__).parent / name).read_text(encoding="utf-8"))
+        imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                    for alias in node.names}
+        imported |= {(node.module or "").split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        assert not imported & {"plotly", "gradio"}, name
+        top_level = {alias.name for node in tree.body if isinstance(node, ast.Import) for alias in node.names}
+        assert "bench_report" not in top_level, name
