@@ -1,0 +1,326 @@
+"""PaSS Playground: autoregressive decoding (AR) raced against PaSS, side by side.
+
+``python app.py [--model NAME]`` serves on 127.0.0.1:7860 (GRADIO_SERVER_NAME /
+GRADIO_SERVER_PORT override). Importing this module loads nothing and launches nothing:
+``build_demo`` builds the page, ``ModelHolder`` loads the model in a background thread.
+
+This file only wires the UI: decoding, timing and metrics come from ``pass_core``
+(step events, ``summarize``), figures and token colours from ``charts``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+import time
+
+try:  # Hugging Face's `spaces` package (ZeroGPU); imported before anything touches CUDA
+    import spaces
+except ImportError:
+    spaces = None
+if not hasattr(spaces, "GPU"):  # absent, or only this repo's spaces/ folder seen as a namespace package
+    spaces = None
+
+import gradio as gr
+
+import charts
+from pass_core.events import METRIC_FORMULAS, TOKEN_LABELS, summarize
+from pass_core.methods import METHODS, make_decoder, resolve_lookahead
+from pass_core.models import DEFAULT_MODEL, LoadedModel, load_model
+from pass_core.race import race
+from pass_core.settings import SETTING_RANGES, DecodeSettings
+
+EXAMPLES = [
+    "Write a Python function that checks whether a string is a palindrome.",
+    "Tell a short story about a lighthouse keeper who finds a message in a bottle.",
+    "Explain in simple words how a rainbow forms.",
+    "List five tips for learning a new language.",
+    "Explique en quelques phrases pourquoi le ciel est bleu.",
+]
+#: Metrics shown under the panes, with the label shown to people.
+METRIC_LABELS = {
+    "tokens_per_s": "tokens/s",
+    "speedup": "speed-up (PaSS vs AR)",
+    "tokens_per_forward_pass": "tokens per forward pass",
+    "mean_accepted_tokens": "mean accepted tokens per step",
+    "acceptance_rate": "draft acceptance rate",
+}
+UPDATE_INTERVAL_S = 0.1  # at most ~10 page updates per second of wall time
+QUEUE_MAX_SIZE = 16
+LOAD_TIMEOUT_S = 600  # a Run pressed while the model loads waits this long at most
+
+HOW_TO_READ = """
+- **AR** (left) runs the target model once per token. **PaSS** (right) appends L learned *look-ahead tokens* to its input: one *drafting pass* gives an **exact** token plus L drafts, one *verification pass* checks the drafts with speculative sampling, so the output follows the target model's own distribution.
+- Colours: **AR target** = a token of plain AR decoding; **exact** = sampled from the real position of the drafting pass (never a draft); **accepted draft** = a draft kept by verification; **rejected draft** = the first draft verification refused (not part of the output; hidden unless *show rejected drafts* is on); **resampled** = the token drawn in its place; **bonus** = the extra token drawn when every draft was accepted.
+- Fair race: both decoders run in this one process, never at the same time; whichever has used less compute goes next, so both panes show what each had produced after the same compute time. Timings count model work only, not the page.
+- Charts: latency of every step, tokens against compute time (steeper is faster), how many drafts each step accepted, and acceptance per look-ahead position (conditional: given verification reached it).
+- Greedy (temperature 0): PaSS must reproduce AR token for token; the check under the panes says whether it did and where it first differed.
+- *fused step (extension)* is beyond the paper: the next step's drafting rides on the verification pass (one forward pass per step).
+- Untrained look-ahead embeddings (see the line at the top) give few accepted drafts: PaSS is then slower than AR.
+"""
+
+def _rgb(hex_colour: str) -> str:
+    return ", ".join(str(int(hex_colour[i:i + 2], 16)) for i in (1, 3, 5))
+
+
+# Tight token boxes, and rejected drafts struck through (a mark that does not rely on
+# colour alone; gradio writes each token's colour into its style attribute).
+CSS = f"""
+.token-pane {{min-height: 220px}}
+.token-pane .textfield {{font-size: 15px; line-height: 1.8}}
+.token-pane .token.highlighted {{margin: 0 1px 2px 0 !important; padding: 1px 1px !important}}
+.token-pane .token[style*="{_rgb(charts.TOKEN_COLORS[TOKEN_LABELS['rejected']])}"] .text {{text-decoration: line-through}}
+"""
+
+
+def gpu(duration):
+    """``spaces.GPU(duration=...)`` where the ``spaces`` package exists (ZeroGPU), else a no-op."""
+    return spaces.GPU(duration=duration) if spaces is not None else (lambda fn: fn)
+
+
+class ModelHolder:
+    """The process's one target model, loaded once in a background thread and shared read-only.
+
+    The model is a process resource, not per-user data; per-user data lives in ``gr.State``.
+    """
+
+    def __init__(self, name: str = DEFAULT_MODEL, device: str = "auto", loaded: LoadedModel | None = None):
+        self.name, self.device, self.loaded = name, device, loaded
+        self.error: str | None = None
+        self.progress = "ready" if loaded else "Loading model…"
+        self._done = threading.Event()
+        if loaded is not None:
+            self._done.set()
+
+    def start(self) -> "ModelHolder":
+        """Start loading in a daemon thread; return self."""
+        threading.Thread(target=self._load, name="load-model", daemon=True).start()
+        return self
+
+    def _load(self) -> None:
+        try:
+            self.loaded = load_model(self.name, device=self.device, progress=self._set_progress)
+        except Exception as err:  # noqa: BLE001 - shown in the status line; the app keeps serving
+            self.error = f"{type(err).__name__}: {err}"
+        finally:
+            self._done.set()
+
+    def _set_progress(self, message: str) -> None:
+        self.progress = f"Loading model… {message}"
+
+    @property
+    def ready(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout_s: float | None = None) -> LoadedModel:
+        """The loaded model, waiting for the load. Raises gr.Error when it failed or timed out."""
+        if not self._done.wait(timeout_s):
+            raise gr.Error("The model is still loading; try again in a moment.")
+        if self.loaded is None:
+            raise gr.Error(f"The model could not be loaded: {self.error}")
+        return self.loaded
+
+    def status(self) -> str:
+        """Markdown status line: loading progress, the error, or the model's description."""
+        if not self.ready:
+            return self.progress
+        if self.loaded is None:
+            return f"⚠ **Model failed to load**: {self.error}"
+        return f"**Target model:** {self.loaded.describe()}"
+
+
+def _whole(value):
+    """Slider values arrive as floats; pass whole numbers on as int (others fail validation)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def make_settings(num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, fused) -> DecodeSettings:
+    """Validated ``DecodeSettings`` from UI values. Raises gr.Error with the setting's range."""
+    try:
+        return DecodeSettings(num_lookahead=_whole(num_lookahead), temperature=temperature, top_k=_whole(top_k),
+                              top_p=top_p, max_new_tokens=_whole(max_new_tokens), seed=_whole(seed),
+                              fused=bool(fused))
+    except (TypeError, ValueError) as err:
+        raise gr.Error(str(err)) from err
+
+
+def method_names(fused: bool) -> dict[str, str]:
+    """Race key -> name shown in chart legends."""
+    return {"ar": METHODS["ar"], "pass": METHODS["pass"] + (" (fused step, extension)" if fused else "")}
+
+
+def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finished: bool, lookahead_note: str,
+           pass_changed: bool = True) -> tuple:
+    """Every output of the race from the events so far (pure: events in, display values out).
+
+    ``pass_changed=False`` (no PaSS step since the last update) leaves the two PaSS-only
+    charts as they are: building a figure costs ~1.5 ms, and the page updates 10 times a second.
+    """
+    ar, pss = summarize(events["ar"], "ar"), summarize(events["pass"], "pass")
+    ar, pss = (ar if ar.steps else None), (pss if pss.steps else None)
+    metrics = charts.metric_texts(ar, pss)
+    names = method_names(fused)
+    run_note = ("**Finished.**  \n" if finished else "**Racing…**  \n")
+    return (
+        charts.highlighted_tokens(events["ar"], show_rejected),
+        charts.highlighted_tokens(events["pass"], show_rejected),
+        *(metrics[key] for key in METRIC_LABELS),
+        charts.greedy_check(events["ar"], events["pass"], greedy, finished),
+        charts.latency_figure(events, names),
+        charts.cumulative_figure(events, names),
+        charts.acceptance_histogram_figure(pss) if pass_changed else gr.skip(),
+        charts.position_acceptance_figure(pss) if pass_changed else gr.skip(),
+        run_note + charts.compute_line(ar, pss),
+        f"**Look-ahead embeddings:** {lookahead_note}",
+        {"events": events, "greedy": greedy, "fused": fused, "finished": finished, "note": lookahead_note},
+    )
+
+
+def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
+                 show_rejected=True, fused=False, *, update_interval_s: float = UPDATE_INTERVAL_S):
+    """Race AR against PaSS (pass_core.race: fair interleaving by compute time) and stream the page.
+
+    Yields the outputs of ``render`` at most every ``update_interval_s`` seconds of wall
+    time, and once more at the end. Raises gr.Error for bad settings or a bad prompt.
+    """
+    settings = make_settings(num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, fused)
+    events = {"ar": [], "pass": []}
+    try:
+        lookahead, note = resolve_lookahead(loaded, settings.num_lookahead)
+        decoders = {"ar": make_decoder("ar", loaded, prompt, settings),
+                    "pass": make_decoder("pass", loaded, prompt, settings, lookahead)}
+        last, pass_steps_shown = float("-inf"), -1
+        for name, event in race(decoders):
+            events[name].append(event)
+            now = time.monotonic()
+            if now - last >= update_interval_s:
+                last = now
+                pass_changed = len(events["pass"]) != pass_steps_shown
+                pass_steps_shown = len(events["pass"])
+                yield render(events, show_rejected, settings.greedy, settings.fused, False, note, pass_changed)
+    except ValueError as err:  # empty prompt, prompt too long, look-ahead file for another model
+        raise gr.Error(str(err)) from err
+    yield render(events, show_rejected, settings.greedy, settings.fused, True, note)
+
+
+def gpu_duration(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, *rest) -> int:
+    """Seconds of GPU to ask ZeroGPU for: about 3 forward passes per new token, plus slack."""
+    try:
+        return int(min(300, 20 + 0.1 * float(max_new_tokens)))
+    except (TypeError, ValueError):
+        return 60
+
+
+def rerender_panes(state, show_rejected):
+    """Re-colour both panes from the last run (the toggle needs no new run)."""
+    if not state:
+        return gr.skip(), gr.skip()
+    events = state["events"]
+    return (charts.highlighted_tokens(events["ar"], show_rejected),
+            charts.highlighted_tokens(events["pass"], show_rejected))
+
+
+def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
+    """Build the page around a model (a ``LoadedModel``, or a ``ModelHolder`` that may still be loading)."""
+    holder = model if isinstance(model, ModelHolder) else ModelHolder(model.name, loaded=model)
+
+    def lookahead_line(num_lookahead) -> str:
+        if holder.loaded is None:
+            return "**Look-ahead embeddings:** chosen once the model has loaded."
+        try:
+            return f"**Look-ahead embeddings:** {resolve_lookahead(holder.loaded, int(num_lookahead))[1]}"
+        except ValueError as err:
+            return f"⚠ **Look-ahead embeddings:** {err}"
+
+    def poll(num_lookahead):
+        return holder.status(), lookahead_line(num_lookahead), gr.Timer(active=not holder.ready)
+
+    @gpu(duration=gpu_duration)
+    def run_on_device(*values):
+        yield from race_handler(holder.loaded, *values)
+
+    def on_run(*values):
+        if not holder.ready:
+            yield (gr.skip(),) * (len(outputs) - 3) + ("Waiting for the model to load…", gr.skip(), gr.skip())
+        holder.wait(timeout_s=LOAD_TIMEOUT_S)
+        yield from run_on_device(*values)
+
+    rng = SETTING_RANGES
+    with gr.Blocks(title="PaSS Playground") as demo:
+        gr.Markdown("# PaSS Playground\nWatch **PaSS** (parallel speculative sampling, Monea, Joulin & Grave 2023) "
+                    "race plain **autoregressive** decoding on the same model: one model drafts for itself with "
+                    "learned look-ahead tokens, and verification keeps its output distribution exact.")
+        status = gr.Markdown(holder.status(), elem_id="status-line")
+        lookahead_md = gr.Markdown(lookahead_line(rng["num_lookahead"][2]))
+        with gr.Row():
+            with gr.Column(scale=3):
+                prompt = gr.Textbox(label="prompt", lines=4, placeholder="Type a prompt, or pick an example below.")
+                gr.Examples(examples=[[e] for e in EXAMPLES], inputs=[prompt], label="examples")
+                with gr.Row():
+                    run_btn = gr.Button("Run", variant="primary")
+                    stop_btn = gr.Button("Stop", variant="stop")
+            with gr.Column(scale=2):
+                with gr.Accordion("Settings", open=True):
+                    num_lookahead = gr.Slider(*rng["num_lookahead"], step=1, label="look-ahead tokens L",
+                                              info="drafts per step, one learned [LA] embedding each")
+                    temperature = gr.Slider(*rng["temperature"], step=0.05, label="temperature", info="0 = greedy")
+                    with gr.Row():
+                        top_k = gr.Slider(*rng["top_k"], step=1, label="top-k", info="0 = off")
+                        top_p = gr.Slider(*rng["top_p"], step=0.01, label="top-p", info="1 = off")
+                    with gr.Row():
+                        max_new_tokens = gr.Slider(*rng["max_new_tokens"], step=1, label="max new tokens")
+                        seed = gr.Number(rng["seed"][2], label="seed", precision=0, minimum=rng["seed"][0],
+                                         maximum=rng["seed"][1])
+                    with gr.Row():
+                        show_rejected = gr.Checkbox(True, label="show rejected drafts")
+                        fused = gr.Checkbox(DecodeSettings().fused, label="fused step (extension)",
+                                            info="beyond the paper: one forward pass per step")
+        with gr.Row(equal_height=True):
+            panes = [gr.HighlightedText(label=METHODS[key], color_map=charts.TOKEN_COLORS, show_legend=True,
+                                        show_inline_category=False, combine_adjacent=False, elem_classes="token-pane")
+                     for key in ("ar", "pass")]
+        greedy_md = gr.Markdown()
+        with gr.Row():
+            metrics = [gr.Textbox(label=label, info=METRIC_FORMULAS[key], interactive=False, min_width=180)
+                       for key, label in METRIC_LABELS.items()]
+        run_md = gr.Markdown()
+        with gr.Row():
+            latency_plot, cumulative_plot = gr.Plot(label="latency per step"), gr.Plot(label="tokens vs compute time")
+        with gr.Row():
+            hist_plot, position_plot = gr.Plot(label="accepted drafts per step"), gr.Plot(label="acceptance by position")
+        with gr.Accordion("How to read this", open=False):
+            gr.Markdown(HOW_TO_READ)
+        state = gr.State(None)
+        timer = gr.Timer(1.0, active=not holder.ready)
+
+        inputs = [prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused]
+        outputs = [*panes, *metrics, greedy_md, latency_plot, cumulative_plot, hist_plot, position_plot, run_md,
+                   lookahead_md, state]
+        run_event = run_btn.click(on_run, inputs, outputs, api_name="race", concurrency_limit=1,
+                                  show_progress="minimal")
+        stop_btn.click(None, cancels=[run_event])
+        show_rejected.change(rerender_panes, [state, show_rejected], panes, api_visibility="private", queue=False)
+        num_lookahead.release(lookahead_line, num_lookahead, lookahead_md, api_visibility="private")
+        timer.tick(poll, num_lookahead, [status, lookahead_md, timer], api_visibility="private",
+                   show_progress="hidden", queue=False)
+        demo.load(poll, num_lookahead, [status, lookahead_md, timer], api_visibility="private",
+                  show_progress="hidden", queue=False)
+    demo.queue(max_size=QUEUE_MAX_SIZE)
+    return demo
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse the command line, start loading the model and serve the page (blocks)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"model name for load_model (default {DEFAULT_MODEL})")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+    args = parser.parse_args(argv)
+    demo = build_demo(ModelHolder(args.model, args.device).start())
+    demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+                server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
+                theme=gr.themes.Soft(), css=CSS, show_error=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""Assemble a ready-to-push Hugging Face Space folder from the repository's own files.
+
+``python spaces/build.py [--out DIR]`` (or ``make space``) writes ``spaces/build/``:
+app.py, charts.py, pass_core/, assets/, requirements.txt and README.md. The README's
+``sdk_version`` and the requirements' gradio pin are set to the installed Gradio, and
+``python_version`` to the running interpreter's, so that the Space runs what was tested.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+DEFAULT_OUT = HERE / "build"
+#: Repository paths copied into the Space (files or folders).
+SOURCES = ("app.py", "charts.py", "pass_core", "assets")
+_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".DS_Store")
+
+
+def _installed_gradio() -> str:
+    import gradio
+
+    return gradio.__version__
+
+
+def space_readme(text: str, gradio_version: str, python_version: str) -> str:
+    """The Space README with sdk_version / python_version set in its front matter.
+
+    Raises:
+        ValueError: the text has no front matter with both keys.
+    """
+    front = re.match(r"^---\n(.*?)\n---\n", text, flags=re.S)
+    if not front or "sdk_version:" not in front.group(1) or "python_version:" not in front.group(1):
+        raise ValueError("spaces/README.md needs YAML front matter with sdk_version and python_version")
+    head = re.sub(r"(?m)^sdk_version:.*$", f"sdk_version: {gradio_version}", front.group(1))
+    head = re.sub(r"(?m)^python_version:.*$", f'python_version: "{python_version}"', head)
+    return f"---\n{head}\n---\n" + text[front.end():]
+
+
+def space_requirements(text: str, gradio_version: str) -> str:
+    """requirements.txt with the gradio pin set to ``gradio_version`` (gradio_client untouched)."""
+    return re.sub(r"(?m)^gradio\s*([=<>!~].*)?$", f"gradio=={gradio_version}", text)
+
+
+def build_space(out: Path = DEFAULT_OUT, repo: Path = REPO) -> Path:
+    """Write the Space folder to ``out`` (replacing an earlier build there); return ``out``.
+
+    Raises:
+        ValueError: ``out`` is a non-empty folder that is not an earlier Space build
+            (refuses to delete it), or a source file is missing.
+    """
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        if not ((out / "app.py").is_file() and (out / "README.md").is_file()):
+            raise ValueError(f"{out} is not empty and does not look like a Space build; not replacing it.")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in SOURCES:
+        src = repo / name
+        if src.is_dir():
+            shutil.copytree(src, out / name, ignore=_IGNORE)
+        elif src.is_file():
+            shutil.copy2(src, out / name)
+        else:
+            raise ValueError(f"{src} is missing: the Space needs it.")
+    gradio_version = _installed_gradio()
+    python_version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    readme = space_readme((HERE / "README.md").read_text(encoding="utf-8"), gradio_version, python_version)
+    (out / "README.md").write_text(readme, encoding="utf-8")
+    requirements = space_requirements((HERE / "requirements.txt").read_text(encoding="utf-8"), gradio_version)
+    (out / "requirements.txt").write_text(requirements, encoding="utf-8")
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
+    args = parser.parse_args(argv)
+    out = build_space(args.out)
+    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    print(f"Space folder ready: {out} ({size / 1e6:.1f} MB). Push it with: "
+          f"hf upload YOUR_NAME/pass-playground {out} . --repo-type space")
+
+
+if __name__ == "__main__":
+    main()

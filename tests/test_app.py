@@ -1,0 +1,229 @@
+"""The app: race handler as a function on the tiny model, the demo's wiring, and once through
+gradio_client against ``python app.py`` on localhost."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import gradio as gr
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import app  # noqa: E402
+import charts  # noqa: E402
+from pass_core.events import TOKEN_LABELS, output_text  # noqa: E402
+from pass_core.settings import SETTING_RANGES  # noqa: E402
+
+OUTPUT_NAMES = ["ar_tokens", "pass_tokens", *app.METRIC_LABELS, "greedy_check", "latency", "cumulative",
+                "histogram", "positions", "run_info", "lookahead", "state"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    """Tiny models run fastest on one thread (and far faster on a busy machine)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def run(loaded, prompt="Hello there", num_lookahead=2, temperature=0.0, top_k=0, top_p=1.0, max_new_tokens=10,
+        seed=0, show_rejected=True, fused=False, **kw) -> list[dict]:
+    """All yields of the race handler, each as a dict of named outputs."""
+    outs = app.race_handler(loaded, prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
+                            show_rejected, fused, **kw)
+    return [dict(zip(OUTPUT_NAMES, out, strict=True)) for out in outs]
+
+
+def test_race_fills_both_panes_metrics_and_charts(tiny):
+    final = run(tiny, update_interval_s=0.0)[-1]
+    assert final["ar_tokens"] and final["pass_tokens"]
+    assert {label for _, label in final["ar_tokens"]} == {TOKEN_LABELS["target"]}
+    assert {label for _, label in final["pass_tokens"]} <= set(TOKEN_LABELS.values()) - {TOKEN_LABELS["target"]}
+    assert TOKEN_LABELS["exact"] in {label for _, label in final["pass_tokens"]}
+    assert re.fullmatch(r"AR [\d.]+  ·  PaSS [\d.]+", final["tokens_per_s"])
+    assert re.fullmatch(r"[\d.]+×", final["speedup"])
+    assert final["tokens_per_forward_pass"].startswith("AR 1.00")
+    assert final["mean_accepted_tokens"].startswith("AR 1.00")
+    assert "drafts" in final["acceptance_rate"]
+    assert "identical to AR" in final["greedy_check"]  # greedy PaSS is lossless
+    assert "Finished" in final["run_info"] and "ms/step" in final["run_info"]
+    assert "Look-ahead embeddings" in final["lookahead"]
+    assert len(final["latency"].data) == 2 and len(final["cumulative"].data) == 2
+    events = final["state"]["events"]
+    assert sum(len(e.new_token_ids) for e in events["ar"]) == 10
+    assert sum(len(e.new_token_ids) for e in events["pass"]) == 10
+
+
+def test_rejected_drafts_toggle(tiny):
+    shown = run(tiny, max_new_tokens=12)[-1]
+    events = shown["state"]["events"]["pass"]
+    hidden = app.rerender_panes(shown["state"], False)[1]
+    assert TOKEN_LABELS["rejected"] not in {label for _, label in hidden}
+    assert "".join(text for text, _ in hidden) == output_text(events)
+    if any(t.label == "rejected" for e in events for t in e.tokens):
+        assert TOKEN_LABELS["rejected"] in {label for _, label in shown["pass_tokens"]}
+    assert app.render(shown["state"]["events"], False, True, False, True, "")[1] == hidden
+
+
+def test_updates_are_throttled(tiny):
+    outs = run(tiny, max_new_tokens=8, update_interval_s=60.0)
+    assert len(outs) == 2  # the first event, then the final update
+    assert "Racing" in outs[0]["run_info"] and "Finished" in outs[1]["run_info"]
+
+
+def test_sampling_and_fused_extension(tiny):
+    final = run(tiny, temperature=0.8, top_k=10, top_p=0.9, fused=True, max_new_tokens=8)[-1]
+    assert final["ar_tokens"] and final["pass_tokens"]
+    assert "by design" in final["greedy_check"]
+    assert final["state"]["events"]["pass"][0].method == "pass-fused"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"prompt": "   "}, "empty"),
+    ({"prompt": "x" * 600}, "context"),
+    ({"num_lookahead": 30}, "look-ahead"),
+    ({"temperature": -1.0}, "temperature"),
+    ({"top_p": 0.0}, "top-p"),
+    ({"max_new_tokens": 2.5}, "whole number"),
+    ({"seed": None}, "seed"),
+])
+def test_bad_input_raises_gr_error(tiny, kwargs, message):
+    with pytest.raises(gr.Error, match=message):
+        run(tiny, **kwargs)
+
+
+def test_demo_builds_with_race_endpoint_and_limits(tiny):
+    demo = app.build_demo(tiny)
+    race = [(i, fn) for i, fn in demo.fns.items() if fn.api_name == "race"]
+    assert len(race) == 1 and race[0][1].concurrency_limit == 1
+    assert any(race[0][0] in (fn.cancels or []) for fn in demo.fns.values()), "Stop must cancel the race"
+    assert demo._queue.max_size == app.QUEUE_MAX_SIZE
+    sliders = {c.label: c for c in demo.blocks.values() if isinstance(c, gr.Slider)}
+    lo, hi, default = SETTING_RANGES["num_lookahead"]
+    assert (sliders["look-ahead tokens L"].minimum, sliders["look-ahead tokens L"].maximum) == (lo, hi)
+    assert sliders["look-ahead tokens L"].value == default
+
+
+def test_model_holder_reports_load_error():
+    holder = app.ModelHolder("no-such-model-name").start()
+    with pytest.raises(gr.Error, match="could not be loaded"):
+        holder.wait(timeout_s=60)
+    assert "failed to load" in holder.status()
+
+
+def test_run_pressed_while_loading_waits_for_the_model(tiny):
+    holder = app.ModelHolder("tiny")  # not started: stays "loading" until we hand it the model
+    demo = app.build_demo(holder)
+    on_run = next(fn.fn for fn in demo.fns.values() if fn.api_name == "race")
+    updates = on_run("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False)
+    assert "Waiting for the model" in next(updates)[OUTPUT_NAMES.index("run_info")]
+    holder.loaded = tiny
+    holder._done.set()
+    assert "Finished" in list(updates)[-1][OUTPUT_NAMES.index("run_info")]
+
+
+def test_model_holder_with_loaded_model(tiny):
+    holder = app.ModelHolder(loaded=tiny)
+    assert holder.ready and holder.wait() is tiny
+    assert tiny.describe() in holder.status()
+
+
+def test_gpu_wrapper_is_a_no_op_without_spaces():
+    if app.spaces is None:
+        fn = lambda: 1  # noqa: E731
+        assert app.gpu(duration=10)(fn) is fn
+    assert 20 <= app.gpu_duration("p", 3, 0, 0, 1, 1024) <= 300
+
+
+def test_ui_files_never_import_torch():
+    for name in ("app.py", "charts.py"):
+        text = (REPO / name).read_text()
+        assert not re.search(r"(?m)^\s*(import torch|from torch)", text), name
+
+
+def test_greedy_check_points_at_first_divergence():
+    from pass_core.events import StepEvent, TokenRecord
+
+    def events(ids):
+        return [StepEvent(method="ar", step=i + 1, tokens=(TokenRecord(t, f"<{t}>", "target"),)) for i, t in enumerate(ids)]
+
+    assert "identical to AR" in charts.greedy_check(events([1, 2, 3]), events([1, 2, 3]), True, True)
+    message = charts.greedy_check(events([1, 2, 3]), events([1, 5, 3]), True, True)
+    assert "at token 1" in message and "<2>" in message and "<5>" in message
+
+
+# --- the real server, driven through gradio_client -------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_app(model: str, timeout_s: float = 120.0):
+    """``python app.py --model MODEL`` on a free localhost port; yields its URL."""
+    port = free_port()
+    env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1", HF_HUB_OFFLINE="1",
+               GRADIO_ANALYTICS_ENABLED="False", OMP_NUM_THREADS="1")
+    log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"pass-app-{port}.log", "w+")
+    proc = subprocess.Popen([sys.executable, str(REPO / "app.py"), "--model", model], cwd=REPO, env=env,
+                            stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if proc.poll() is not None:
+                log.seek(0)
+                raise RuntimeError(f"app.py exited with {proc.returncode}:\n{log.read()[-3000:]}")
+            try:
+                urllib.request.urlopen(url, timeout=2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"app.py did not serve {url} within {timeout_s} s") from None
+                time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def test_race_through_gradio_client(tiny_folder):
+    from gradio_client import Client
+
+    with running_app(str(tiny_folder)) as url:
+        client = Client(url, verbose=False)
+        job = client.submit("Hello there", 2, 0.0, 0, 1.0, 12, 0, True, False, api_name="/race")
+        updates = list(job)
+        result = job.result()
+        assert updates and len(result) == len(OUTPUT_NAMES) - 1  # gr.State is not part of the API
+        named = dict(zip(OUTPUT_NAMES, result))
+        for pane in ("ar_tokens", "pass_tokens"):
+            tokens = named[pane]
+            tokens = tokens.get("value", tokens) if isinstance(tokens, dict) else tokens
+            assert tokens, pane
+        assert "PaSS" in named["tokens_per_s"] and named["speedup"].endswith("×")
+        assert "identical to AR" in named["greedy_check"]
+        # a bad request is an error for that request only; the app keeps serving
+        with pytest.raises(Exception, match="empty"):
+            client.predict("  ", 2, 0.0, 0, 1.0, 4, 0, True, False, api_name="/race")
+        again = client.predict("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False, api_name="/race")
+        assert "Finished" in dict(zip(OUTPUT_NAMES, again))["run_info"]

@@ -1,0 +1,98 @@
+"""The Hugging Face Space folder: assembled from the repo's files, valid metadata, an app that imports."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import gradio
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def load_build_module():
+    spec = importlib.util.spec_from_file_location("spaces_build", REPO / "spaces" / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def space(tmp_path_factory) -> Path:
+    return load_build_module().build_space(tmp_path_factory.mktemp("space") / "build")
+
+
+def front_matter(readme: Path) -> dict:
+    text = readme.read_text(encoding="utf-8")
+    assert text.startswith("---\n"), "README.md must start with YAML front matter"
+    return yaml.safe_load(text.split("---\n", 2)[1])
+
+
+def test_front_matter_is_valid_and_pins_installed_gradio(space):
+    meta = front_matter(space / "README.md")
+    assert meta["sdk"] == "gradio"
+    assert meta["sdk_version"] == gradio.__version__
+    assert (space / meta["app_file"]).is_file()
+    assert meta["python_version"] == f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert "HuggingFaceTB/SmolLM2-135M-Instruct" in meta["models"]
+    for key in ("title", "emoji", "colorFrom", "colorTo", "short_description", "license"):
+        assert meta.get(key), key
+    assert len(meta["short_description"]) <= 60  # the Hub's limit
+
+
+def test_requirements_pin_everything_and_match_gradio(space):
+    lines = [ln.strip() for ln in (space / "requirements.txt").read_text().splitlines()
+             if ln.strip() and not ln.startswith("#")]
+    assert all("==" in ln for ln in lines), lines
+    pins = dict(ln.split("==") for ln in lines)
+    assert pins["gradio"] == gradio.__version__
+    for name in ("torch", "transformers", "accelerate", "safetensors", "plotly", "tqdm", "gguf",
+                 "huggingface_hub", "pyyaml", "spaces"):
+        assert name in pins, name
+
+
+def test_folder_holds_the_repo_sources_only(space):
+    for name in ("app.py", "charts.py", "pass_core/__init__.py", "pass_core/methods.py", "assets"):
+        assert (space / name).exists(), name
+    assert (space / "app.py").read_bytes() == (REPO / "app.py").read_bytes()
+    assert not list(space.rglob("__pycache__"))
+    assert not (space / "tests").exists() and not (space / "spaces").exists()
+
+
+def test_build_refuses_to_replace_an_unrelated_folder(tmp_path):
+    (tmp_path / "precious.txt").write_text("keep me")
+    with pytest.raises(ValueError, match="not replacing"):
+        load_build_module().build_space(tmp_path)
+    assert (tmp_path / "precious.txt").exists()
+
+
+def test_assembled_app_imports_and_builds_its_demo(space):
+    """A fresh interpreter in the Space folder: importing app launches nothing, build_demo works,
+    and (where the embedded model is installed) the model loads offline from that folder's pass_core."""
+    code = """
+import sys, app, pass_core, pass_core.methods as methods
+from pathlib import Path
+here = Path.cwd().resolve()
+assert Path(app.__file__).resolve().parent == here, app.__file__
+assert Path(pass_core.__file__).resolve().parent == here / "pass_core", pass_core.__file__
+assert methods.assets_dir().resolve() == here / "assets", methods.assets_dir()
+from pass_core.models import embedded_gguf_path
+holder = app.ModelHolder()
+demo = app.build_demo(holder)
+assert any(fn.api_name == "race" for fn in demo.fns.values())
+if embedded_gguf_path() is not None:
+    holder.start()
+    print("MODEL", holder.wait(timeout_s=120).describe())
+print("BUILT")
+"""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PASS_PLAYGROUND_ASSETS")}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=space, env=env, capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "BUILT" in proc.stdout
