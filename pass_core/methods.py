@@ -75,6 +75,42 @@ def resolve_lookahead(loaded, num_lookahead: int, path: str | None = None,
                 "fixed-token initialisation (expect few accepted drafts)")
 
 
+#: Largest k among shipped ParallelSpec drafters searched by ``resolve_drafter``.
+SHIPPED_MAX_DRAFTS = 8
+
+
+def shipped_drafter_path(model_name: str, num_draft: int) -> Path:
+    """Where the shipped ParallelSpec drafter for (model, k) lives (it may not exist)."""
+    safe = model_name.replace("/", "--")
+    return assets_dir() / "drafter" / f"{safe}-k{num_draft}.safetensors"
+
+
+def resolve_drafter(loaded, num_draft: int, path: str | None = None) -> tuple[ParallelDrafter, str]:
+    """Pick a ParallelSpec drafter: an explicit file, the shipped one, or an untrained fallback.
+
+    Without a file for exactly k = ``num_draft``, the shipped drafter with the smallest
+    larger k is used (mask i never sees later masks, so it gives fewer drafts exactly as
+    trained), else the one with the largest smaller k (fewer drafts per step than asked).
+
+    Returns:
+        (drafter, a sentence saying which was used).
+
+    Raises:
+        ValueError: a missing / corrupt file or one trained for another model.
+    """
+    if path:
+        drafter = ParallelDrafter.load(path, loaded)
+        return drafter, f"{drafter.describe()} from {path}"
+    for k in [*range(num_draft, SHIPPED_MAX_DRAFTS + 1), *range(min(num_draft, SHIPPED_MAX_DRAFTS + 1) - 1, 0, -1)]:
+        shipped = shipped_drafter_path(loaded.name, k)
+        if shipped.is_file():
+            drafter = ParallelDrafter.load(shipped, loaded)
+            return drafter, f"shipped {drafter.describe()} ({shipped.name}), {min(num_draft, k)} drafts per step"
+    drafter = ParallelDrafter.initialise(loaded, num_draft)
+    return drafter, (f"no trained ParallelSpec drafter for {loaded.name}: using an untrained one "
+                     "(expect almost no accepted drafts)")
+
+
 def make_decoder(method: str, loaded, prompt: str, settings: DecodeSettings,
                  lookahead: LookaheadEmbeddings | None = None,
                  drafter: ParallelDrafter | None = None) -> Iterator[StepEvent]:

@@ -33,7 +33,7 @@ from .data import default_prompt_file, generate_self_data, prompt_lengths, read_
 from .lookahead import embedding_signature, signature_fingerprint
 from .methods import shipped_drafter_path
 from .models import DEFAULT_MODEL, cache_root, load_model
-from .parallelspec import ParallelDrafter, additive, group_layout
+from .parallelspec import ParallelDrafter, additive, group_layout, read_features
 
 
 @dataclass
@@ -59,16 +59,20 @@ class Features:
 
 @torch.inference_mode()
 def target_features(loaded, seqs: list[list[int]], prompt_lens: list[int], topk: int = 32, batch_size: int = 8,
-                    desc: str = "target features") -> Features:
-    """Run the frozen target once over every sequence (right padding: causal attention ignores it), cached."""
+                    desc: str = "target features", layers: tuple[int, ...] = (-1,)) -> Features:
+    """Run the frozen target once over every sequence (right padding: causal attention ignores it), cached.
+
+    ``layers``: the hidden states the drafter reads (``parallelspec.read_features``).
+    """
     key = hashlib.sha256(json.dumps([loaded.name, signature_fingerprint(embedding_signature(
-        loaded.model.get_input_embeddings().weight)), seqs, topk]).encode()).hexdigest()[:16]
+        loaded.model.get_input_embeddings().weight)), seqs, topk] + ([list(layers)] if layers != (-1,) else [])
+    ).encode()).hexdigest()[:16]
     path = cache_root() / "drafter-features" / f"{loaded.name.replace('/', '--')}-{key}.safetensors"
     offsets = torch.tensor([0] + [len(s) for s in seqs]).cumsum(0)
     if path.is_file():
         t = load_file(str(path))
         return Features(t["hidden"], t["top_ids"].long(), t["top_probs"], offsets, seqs, prompt_lens)
-    n, d = int(offsets[-1]), loaded.d_emb
+    n, d = int(offsets[-1]), loaded.d_emb * len(layers)
     hidden, top_ids, top_probs = torch.empty((n, d), dtype=torch.float16), torch.empty((n, topk), dtype=torch.int32), \
         torch.empty((n, topk), dtype=torch.float16)
     order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
@@ -79,10 +83,11 @@ def target_features(loaded, seqs: list[list[int]], prompt_lens: list[int], topk:
         ids = torch.tensor([seqs[i] + [0] * (width - len(seqs[i])) for i in rows], device=loaded.device)
         out = loaded.model(input_ids=ids, output_hidden_states=True)
         probs = out.logits.float().softmax(-1)  # (B, T, V)
+        feats = read_features(out.hidden_states, layers)  # (B, T, F*D)
         top = probs.topk(topk, dim=-1)
         for j, i in enumerate(rows):
             lo, length = int(offsets[i]), len(seqs[i])
-            hidden[lo:lo + length] = out.hidden_states[-1][j, :length].cpu().half()
+            hidden[lo:lo + length] = feats[j, :length].cpu().half()
             top_ids[lo:lo + length] = top.indices[j, :length].cpu().int()
             top_probs[lo:lo + length] = top.values[j, :length].cpu().half()
         bar.update(sum(len(seqs[i]) for i in rows))
@@ -103,26 +108,28 @@ def draft_vocabulary(features: Features, size: int, vocab_size: int) -> torch.Te
 
 
 def make_batch(features: Features, rows: list[int], num_masks: int, anchors_per_seq: int,
-               gen: torch.Generator, device, max_len: int = 320) -> dict:
+               gen: torch.Generator, device, max_len: int = 320, prompt_positions: bool = False) -> dict:
     """Inputs and teacher rows for a group-wise batch of whole sequences.
 
-    Returns a dict with token_ids (B, R), hidden (B, R, D) float32, mask_ids (G*M,),
+    Returns a dict with token_ids (B, R) (x_{t+1}), prev_ids (B, R) (x_t), hidden (B, R, D) float32, mask_ids (G*M,),
     position_ids (B, Q), attention_mask (B, 1, Q, Q) additive, teacher (B, Q) int64 row of
     ``features`` each query slot must match (-1: no loss), draft (B, Q) int64 draft number
-    1..k of each slot (0: no loss). Q = R + G*M; anchors are drawn from the generated part.
+    1..k of each slot (0: no loss). Q = R + G*M; anchors and scored real positions come from the
+    generated part, or from every position with ``prompt_positions`` (the prompt's text too).
     """
     real_len = min(max(len(features.seqs[i]) for i in rows) - 1, max_len)
     g, m = anchors_per_seq, num_masks
-    ids, hid, pos, masks, teacher, draft = [], [], [], [], [], []
+    ids, prev, hid, pos, masks, teacher, draft = [], [], [], [], [], [], []
     for i in rows:
         seq, lo = features.seqs[i], int(features.offsets[i])
         r = min(len(seq) - 1, real_len)  # real positions t = 0..r-1 use x_{t+1}, h_t
-        first = min(max(features.prompt_lens[i] - 1, 0), r - 1)
+        first = 0 if prompt_positions else min(max(features.prompt_lens[i] - 1, 0), r - 1)
         candidates = torch.arange(first, r)
         pick = candidates[torch.randperm(len(candidates), generator=gen)[:g]].sort().values
         anchors = torch.cat([pick, torch.zeros(g - len(pick), dtype=torch.long)])  # dummies: no loss
         allowed, positions, mask_ids = group_layout(real_len, anchors, m, device="cpu")
         ids.append(seq[1:r + 1] + [0] * (real_len - r))
+        prev.append(seq[:r] + [0] * (real_len - r))
         h = features.hidden[lo:lo + r].float()
         hid.append(torch.cat([h, h.new_zeros(real_len - r, h.shape[1])]))
         pos.append(positions)
@@ -135,27 +142,38 @@ def make_batch(features: Features, rows: list[int], num_masks: int, anchors_per_
         tgt_mask = torch.where(ok, lo + a + 1 + step, -1)
         teacher.append(torch.cat([tgt_real, tgt_mask]))
         draft.append(torch.cat([torch.where(tgt_real >= 0, 1, 0), torch.where(ok, step + 1, 0)]))
-    return {"token_ids": torch.tensor(ids, device=device), "hidden": torch.stack(hid).to(device),
+    return {"token_ids": torch.tensor(ids, device=device), "prev_ids": torch.tensor(prev, device=device),
+            "hidden": torch.stack(hid).to(device),
             "mask_ids": mask_ids.to(device), "position_ids": torch.stack(pos).to(device),
             "attention_mask": additive(torch.stack(masks)[:, None], torch.float32).to(device),
             "teacher": torch.stack(teacher).to(device), "draft": torch.stack(draft).to(device)}
 
 
-def batch_loss(drafter: ParallelDrafter, parts, batch: dict, features: Features, vocab_map: torch.Tensor):
-    """Cross-entropy of the drafter to the target's renormalised top-k distribution.
+def batch_loss(drafter: ParallelDrafter, parts, batch: dict, features: Features, vocab_map: torch.Tensor,
+               feature_weight: float = 0.0):
+    """Distillation loss of a group-wise batch.
+
+    loss = cross-entropy to the target's renormalised top-k distribution (KL up to a constant)
+    + ``feature_weight`` * smooth-L1 between the drafter's output features and the target's
+    hidden state at the predicted position (EAGLE's feature regression, Li et al. 2024,
+    section 4.2: a dense signal that speeds up training).
 
     Returns:
         (loss scalar, (N,) bool top-1 agreement, (N,) int64 draft number of each scored slot).
     """
-    feats = drafter(parts, batch["token_ids"], batch["hidden"], batch["mask_ids"], batch["position_ids"],
-                    batch["attention_mask"])  # (B, Q, D)
+    feats = drafter(parts, batch["token_ids"], batch["prev_ids"], batch["hidden"], batch["mask_ids"],
+                    batch["position_ids"], batch["attention_mask"])  # (B, Q, D)
     keep = batch["teacher"] >= 0
     rows = batch["teacher"][keep].cpu()
-    logp = drafter.logits(parts, feats[keep]).log_softmax(-1)  # (N, Vd)
+    scored = feats[keep]  # (N, D)
+    logp = drafter.logits(parts, scored).log_softmax(-1)  # (N, Vd)
     ids = vocab_map[features.top_ids[rows]].to(logp.device)  # (N, K), -1 outside the draft vocabulary
     probs = features.top_probs[rows].float().to(logp.device) * (ids >= 0)
     probs = probs / probs.sum(-1, keepdim=True).clamp_min(1e-9)
     loss = -(probs * logp.gather(-1, ids.clamp_min(0))).sum(-1).mean()
+    if feature_weight:
+        target = features.hidden[rows, -scored.shape[-1]:].to(scored.device, scored.dtype)  # (N, D): last layer
+        loss = loss + feature_weight * torch.nn.functional.smooth_l1_loss(scored, target)
     agree = logp.argmax(-1) == ids[:, 0]
     return loss, agree.detach(), batch["draft"][keep]
 
@@ -175,8 +193,8 @@ def evaluate(drafter: ParallelDrafter, parts, features: Features, num_draft: int
             continue
         anchors = torch.arange(first, r)
         batch = make_batch(features, [i], m, len(anchors), torch.Generator().manual_seed(0), device, max_len=10**9)
-        feats = drafter(parts, batch["token_ids"], batch["hidden"], batch["mask_ids"], batch["position_ids"],
-                        batch["attention_mask"])[0]  # (Q, D)
+        feats = drafter(parts, batch["token_ids"], batch["prev_ids"], batch["hidden"], batch["mask_ids"],
+                        batch["position_ids"], batch["attention_mask"])[0]  # (Q, D)
         pred = drafter.logits(parts, feats).argmax(-1).cpu()  # (Q,) draft-vocabulary index
         ok = torch.zeros((r, num_draft), dtype=torch.bool)  # ok[a, j]: draft j+1 at anchor a equals argmax p
         valid = torch.zeros((r, num_draft), dtype=torch.bool)
@@ -221,6 +239,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--anchors", type=int, default=64, help="mask groups (anchors) per sequence and step")
     p.add_argument("--draft-vocab", type=int, default=16384, help="draft vocabulary size (0 = the full vocabulary)")
     p.add_argument("--topk", type=int, default=32, help="target probabilities kept per position")
+    p.add_argument("--feature-weight", type=float, default=1.0,
+                   help="weight of the feature-regression loss (EAGLE); 0 = distillation loss only")
     p.add_argument("--warmup", type=int, default=20, help="warm-up steps")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (leave cores for others)")
     p.add_argument("--eval-every", type=int, default=100, help="held-out evaluation interval (steps)")
@@ -278,14 +298,14 @@ def main(argv=None) -> dict:
         batch = make_batch(train, rows, args.num_draft - 1, args.anchors, gen, loaded.device)
         for group in opt.param_groups:
             group["lr"] = _lr_at(step, args)
-        loss, agree, _ = batch_loss(drafter, parts, batch, train, vocab_map)
+        loss, agree, _ = batch_loss(drafter, parts, batch, train, vocab_map, args.feature_weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(drafter.parameters(), 1.0)
         opt.step()
         step += 1
         train_s += time.perf_counter() - t0
-        window.append((float(loss), float(agree.float().mean())))
+        window.append((loss.item(), agree.float().mean().item()))
         bar.update(1)
         bar.set_postfix(loss=f"{sum(w[0] for w in window[-20:]) / len(window[-20:]):.3f}",
                         top1=f"{sum(w[1] for w in window[-20:]) / len(window[-20:]):.2f}")
