@@ -13,7 +13,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-torch.set_num_threads(min(2, torch.get_num_threads()))
+# one thread: robust when the CPU is shared (two threads slow down 10x under load), and the
+# tiny models gain nothing from more
+torch.set_num_threads(1)
 
 from tiny import save_tiny, tiny_loaded  # noqa: E402
 
