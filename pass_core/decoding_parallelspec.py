@@ -68,7 +68,8 @@ def _target_pass(model, ids: list[int], cache, device, drafter: ParallelDrafter)
 @torch.inference_mode()
 def generate_parallelspec(loaded, prompt: str, settings: DecodeSettings, drafter: ParallelDrafter, *,
                           draft_fn: DraftFn | None = None, verify_fn: VerifyFn = verify_drafts,
-                          inspect_fn: InspectFn | None = None) -> Iterator[StepEvent]:
+                          inspect_fn: InspectFn | None = None, min_confidence: float | None = None
+                          ) -> Iterator[StepEvent]:
     """ParallelSpec: a one-layer parallel drafter proposes k drafts in one pass; the target verifies them.
 
     Args:
@@ -79,6 +80,13 @@ def generate_parallelspec(loaded, prompt: str, settings: DecodeSettings, drafter
         drafter: a ``ParallelDrafter`` for this model (moved to its device and dtype).
         draft_fn: test seam replacing the drafter's drafts (one-hot q); the drafter still runs.
         verify_fn: test seam replacing the acceptance rule (negative controls).
+        min_confidence: confidence gate, an *extension* (dynamic draft length, in the spirit of
+            EAGLE-2's confidence-based drafting): when the drafter's top-1 probability for d_1
+            (temperature 1) is below it, the step verifies no draft (a plain target step, cheaper
+            than a (k+1)-token pass). All or nothing *(our choice: on CPU BLAS a 2- or 3-token pass
+            is not cheaper than a 4-token one)*. It depends on the drafter alone, so the output stays
+            exactly the target's. None: the drafter file's calibrated value
+            (``info["min_confidence"]``; 0 = always k drafts).
         inspect_fn: test seam, called after each step with a dict of ``target_cache``,
             ``drafter_cache``, ``committed`` ids and ``pending_hidden`` ((1, P, D): h_t of the
             positions the drafter has not read yet).
@@ -96,6 +104,8 @@ def generate_parallelspec(loaded, prompt: str, settings: DecodeSettings, drafter
     ids, state, gen = _prepare(loaded, prompt, settings)
     model, clock, dev = loaded.model, StepClock(loaded.device), loaded.device
     parts, k_max = drafter.target_parts(loaded), min(settings.num_lookahead, drafter.num_draft)
+    if min_confidence is None:
+        min_confidence = float(drafter.info.get("min_confidence", 0.0))
     target_cache, drafter_cache = new_cache(model), drafter.new_cache()
 
     # step 1: prefill; every prompt position becomes a pending pair (x_{t+1}, h_t)
@@ -115,13 +125,16 @@ def generate_parallelspec(loaded, prompt: str, settings: DecodeSettings, drafter
         k = min(k_max, max(state.remaining - 1, 0))  # drafts that can still be used
         # 1. drafting pass: all k drafts at once
         drafts, q = torch.zeros(0, dtype=torch.long, device=dev), torch.zeros((0, loaded.vocab_size), device=dev)
+        drafter_passes = int(k > 0)
         if k:
             draft_logits = drafter.draft(parts, ids + state.output, pending_h, k, drafter_cache)  # (k, V)
             pending_h = None
-            if draft_fn is not None:
+            if min_confidence > 0 and float(draft_logits[0].float().softmax(-1).max()) < min_confidence:
+                k, draft_logits = 0, draft_logits[:0]  # unsure of d_1: a plain target step is cheaper
+            if draft_fn is not None and k:
                 drafts = torch.tensor(draft_fn(ids + state.output, k), device=dev)
                 q = torch.nn.functional.one_hot(drafts, loaded.vocab_size).float()
-            else:
+            elif k:
                 q = logits_to_probs(draft_logits, settings)  # (k, V)
                 drafts = sample(q, gen)  # (k,)
         t1 = clock.now()
@@ -146,7 +159,7 @@ def generate_parallelspec(loaded, prompt: str, settings: DecodeSettings, drafter
         yield StepEvent(
             method=METHOD, step=step, tokens=_with_rejected(records, rejected, state.detok, m),
             drafts=_draft_records(loaded, state.detok, drafts.tolist(), q_all, result.p_draft, result.uniforms, k, m),
-            forward_passes=1, drafter_passes=1 if k else 0, drafting_s=t1 - t0, verification_s=t2 - t1,
+            forward_passes=1, drafter_passes=drafter_passes, drafting_s=t1 - t0, verification_s=t2 - t1,
             step_s=t2 - t0, finish_reason=reason)
 
 

@@ -2,17 +2,18 @@
 
 One transformer decoder layer, EAGLE style: at position t it reads the target's last
 hidden state h_t (after the final norm: the vector the output head reads) fused with the
-embedding of the token that followed, ``fc(concat(embed(x_{t+1}), h_t)) -> D``. It shares
-the target's frozen input embeddings, final norm and output head. ``num_draft - 1``
-learned [MASK] vectors sit after the last real position, so one drafter pass gives k
-drafts: d_1 from the last real position (EAGLE's own next-token prediction) and d_2..d_k
-from the masks *(our choice: the real position already predicts one token, so k drafts
-need k - 1 masks)*.
+embedding of the token that followed, ``fc(concat(embed(x_{t+1}), h_t, embed(x_t))) -> D``
+(the x_t part is *our choice*, see ``ParallelDrafter``). It shares the target's frozen input
+embeddings and output head. ``num_draft - 1`` learned [MASK] vectors sit after the last real
+position, so one drafter pass gives k drafts: d_1 from the last real position (EAGLE's own
+next-token prediction) and d_2..d_k from the masks *(our choice: the real position already
+predicts one token, so k drafts need k - 1 masks)*. Mask i never sees later masks, so a
+drafter trained for k drafts gives any k' <= k exactly as trained.
 
-Optional *extension* (FR-Spec / EAGLE-3 style, not in the paper): a draft vocabulary, a
-subset of the target's output rows. Drafts come only from it (q is 0 elsewhere), which
-makes the drafter's output head several times cheaper; verification stays lossless for
-any q.
+Optional *extensions*, not in the paper: a draft vocabulary (FR-Spec / EAGLE-3 style: a
+subset of the target's output rows; drafts come only from it, q is 0 elsewhere, which makes
+the drafter's head several times cheaper; verification stays lossless for any q) and
+intermediate target layers as extra features (EAGLE-3).
 
 Files are safetensors (float16 weights) with metadata naming the model, checked with
 ``lookahead.embedding_signature`` so that a drafter for another model is refused.
@@ -157,7 +158,8 @@ class ParallelDrafter(nn.Module):
         draft_vocab: (Vd,) int64 buffer of target token ids the drafter may propose, or None (all V).
         prev_token: also fuse the embedding of x_t, ``fc(concat(embed(x_{t+1}), h_t, embed(x_t)))``
             *(our choice, an extension)*: with the previous token in each position one attention
-            layer can copy from earlier context (an induction head needs it; measured better).
+            layer can copy from earlier context (an induction head needs the previous token;
+            measured: slightly better held-out agreement in a short run).
         feature_layers: which of the target's hidden states the drafter reads (indices into
             ``output_hidden_states``; -1 = the last, after the final norm). More than one is the
             EAGLE-3 *extension* (Li et al. 2025): intermediate layers, RMS-normalised, concatenated.
@@ -191,7 +193,7 @@ class ParallelDrafter(nn.Module):
                    info: dict | None = None, **arch) -> "ParallelDrafter":
         """An untrained drafter for ``loaded`` (float32 on the CPU; ``to`` moves it).
 
-        ``arch``: ``prev_token`` / ``final_norm`` (see the class docstring).
+        ``arch``: ``prev_token`` / ``final_norm`` / ``feature_layers`` (see the class docstring).
         """
         table = loaded.model.get_input_embeddings().weight
         with torch.random.fork_rng(devices=[]):

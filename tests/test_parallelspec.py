@@ -106,6 +106,17 @@ def test_greedy_equals_ar_with_trained_drafter(tiny, trained):
     assert accepted > 0
 
 
+def test_confidence_gate_keeps_greedy_output(tiny, trained):
+    """The gate (an extension) only shortens the drafts: output stays AR's, the drafter still runs every step."""
+    drafter, _ = trained
+    settings = DecodeSettings(max_new_tokens=32, num_lookahead=3)
+    for prompt in PROMPTS[:2]:
+        events = list(generate_parallelspec(tiny, prompt, settings, drafter, min_confidence=0.3))
+        assert output_token_ids(events) == _ar_ids(tiny, prompt, settings)
+        assert all(e.drafter_passes == 1 for e in events[1:-1])
+        assert any(not e.drafts for e in events[1:-1]) and any(e.drafts for e in events[1:-1])
+
+
 def test_training_layout_matches_incremental_drafting(tiny, trained):
     """A mask group in the 4-D training layout gives the same drafts as a cached drafting pass."""
     drafter, _ = trained
