@@ -83,10 +83,11 @@ def final_norm(model) -> nn.Module:
 def causal_mask(n_cached: int, q_len: int, dtype: torch.dtype, device) -> torch.Tensor:
     """(1, 1, Q, n_cached + Q) additive causal mask for a pass after ``n_cached`` cached positions."""
     allowed = torch.ones((q_len, n_cached + q_len), dtype=torch.bool, device=device).tril(n_cached)
-    return torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill(~allowed, torch.finfo(dtype).min)[None, None]
+    return additive(allowed, dtype)[None, None]
 
 
-def group_layout(seq_len: int, anchors: torch.Tensor, num_masks: int, device=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def group_layout(seq_len: int, anchors: torch.Tensor, num_masks: int,
+                 device=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The group-wise training layout of ParallelSpec (paper section 3.2) for one sequence.
 
     Query = T real positions, then one group of M masks per anchor a. Real position j sees

@@ -457,8 +457,9 @@ def write_report(out: Path, report: dict) -> None:
         "Accepted tokens per step: greedy decoding simulated along the held-out greedy generations "
         "(accepted drafts + 1 target token per step, Spec-Bench's definition).",
         "Confidence gate (extension): a step whose first draft has a drafter probability below min_confidence "
-        "verifies no draft (a plain target step); chosen on held-out data for the best simulated speed-up with a step cost of "
-        f"1 + {args['cost_per_draft']} k + {args['drafter_cost']} AR steps (measured on 2 CPU cores).", ""]
+        "verifies no draft (a plain target step); chosen on held-out data for the best simulated speed-up "
+        "with a step cost of "
+        f"1 + {args['cost_per_draft']} k + {args['drafter_cost']} AR steps (measured on this 2-core CPU, one thread).", ""]
     out.with_suffix(".report.md").write_text("\n".join(lines))
 
 
