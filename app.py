@@ -1,4 +1,4 @@
-"""PaSS Playground: autoregressive decoding (AR) raced against PaSS, side by side.
+"""PaSS Playground: autoregressive decoding (AR), PaSS and ParallelSpec raced side by side.
 
 ``python app.py [--model NAME]`` serves on 127.0.0.1:7860 (GRADIO_SERVER_NAME /
 GRADIO_SERVER_PORT override). Importing this module loads nothing and launches nothing:
@@ -26,7 +26,7 @@ import gradio as gr
 
 import charts
 from pass_core.events import METRIC_FORMULAS, TOKEN_LABELS, summarize
-from pass_core.methods import METHODS, make_decoder, resolve_lookahead
+from pass_core.methods import METHODS, make_decoder, resolve_drafter, resolve_lookahead
 from pass_core.models import DEFAULT_MODEL, LoadedModel, load_model
 from pass_core.race import race
 from pass_core.settings import SETTING_RANGES, DecodeSettings
@@ -41,23 +41,27 @@ EXAMPLES = [
 #: Metrics shown under the panes, with the label shown to people.
 METRIC_LABELS = {
     "tokens_per_s": "tokens/s",
-    "speedup": "speed-up (PaSS vs AR)",
+    "speedup": "speed-up vs AR",
     "tokens_per_forward_pass": "tokens per forward pass",
     "mean_accepted_tokens": "mean accepted tokens per step",
     "acceptance_rate": "draft acceptance rate",
 }
+#: The methods the app can race (any two, or all three), in pane order.
+RACE_METHODS = ("ar", "pass", "parallelspec")
+DEFAULT_RACE = ("ar", "pass", "parallelspec")
 UPDATE_INTERVAL_S = 0.1  # at most ~10 page updates per second of wall time
 QUEUE_MAX_SIZE = 16
 LOAD_TIMEOUT_S = 600  # a Run pressed while the model loads waits this long at most
 
 HOW_TO_READ = """
-- **AR** (left) runs the target model once per token. **PaSS** (right) appends L learned *look-ahead tokens* to its input: one *drafting pass* gives an **exact** token plus L drafts, one *verification pass* checks the drafts with speculative sampling, so the output follows the target model's own distribution.
-- Colours: **AR target** = a token of plain AR decoding; **exact** = sampled from the real position of the drafting pass (never a draft); **accepted draft** = a draft kept by verification; **rejected draft** = the first draft verification refused (not part of the output; hidden unless *show rejected drafts* is on); **resampled** = the token drawn in its place; **bonus** = the extra token drawn when every draft was accepted.
-- Fair race: both decoders run in this one process, never at the same time; whichever has used less compute goes next, so both panes show what each had produced after the same compute time. Timings count model work only, not the page.
-- Charts: latency of every step, tokens against compute time (steeper is faster), how many drafts each step accepted, and acceptance per look-ahead position (conditional: given verification reached it).
-- Greedy (temperature 0): PaSS must reproduce AR token for token; the check under the panes says whether it did and where it first differed.
-- *fused step (extension)* is beyond the paper: the next step's drafting rides on the verification pass (one forward pass per step).
-- Untrained look-ahead embeddings (see the line at the top) give few accepted drafts: PaSS is then slower than AR.
+- **AR** runs the target model once per token. **PaSS** appends L learned *look-ahead tokens* to its input: one *drafting pass* gives an **exact** token plus L drafts, one *verification pass* checks the drafts with speculative sampling. **ParallelSpec** (Xiao et al. 2024) drafts k tokens in one pass of a small trained *parallel drafter* (one decoder layer over the target's hidden states, k [MASK] tokens); the target then verifies them the same way. Both keep the target model's output distribution exactly.
+- Pick any two methods, or all three, under *methods to race*. The one slider sets the drafts per step: L look-ahead tokens for PaSS, k [MASK] tokens for ParallelSpec.
+- Colours: **AR target** = a token of plain AR decoding; **exact** = sampled by the target at a real position, never a draft (PaSS's drafting pass; ParallelSpec's first token and steps that verify no draft); **accepted draft** = a draft kept by verification; **rejected draft** = the first draft verification refused (not part of the output; hidden unless *show rejected drafts* is on); **resampled** = the token drawn in its place; **bonus** = the extra token drawn when every draft was accepted.
+- Fair race: all decoders run in this one process, never at the same time; whichever has used the least compute goes next, so every pane shows what its method had produced after the same compute time. Timings count model work only, not the page.
+- Charts: latency of every step, tokens against compute time (steeper is faster), how many drafts each step accepted, and acceptance per draft position d_i (solid: conditional, given verification reached it; hatched: unconditional).
+- Greedy (temperature 0): PaSS and ParallelSpec must reproduce AR token for token; the check under the panes says whether they did and where they first differed.
+- *fused step (extension)* is beyond the paper and applies to PaSS only: the next step's drafting rides on the verification pass (one forward pass per step).
+- Untrained look-ahead embeddings or drafters (see the lines at the top) give few accepted drafts: the method is then slower than AR.
 """
 
 def _rgb(hex_colour: str) -> str:
@@ -146,95 +150,141 @@ def make_settings(num_lookahead, temperature, top_k, top_p, max_new_tokens, seed
 
 
 def method_names(fused: bool) -> dict[str, str]:
-    """Race key -> name shown in chart legends."""
-    return {"ar": METHODS["ar"], "pass": METHODS["pass"] + (" (fused step, extension)" if fused else "")}
+    """Race key -> short name shown in chart legends (the panes carry the full ``METHODS`` names)."""
+    return {**charts.SHORT_NAMES, "pass": charts.SHORT_NAMES["pass"] + (" (fused)" if fused else "")}
 
 
-def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finished: bool, lookahead_note: str,
-           pass_changed: bool = True) -> tuple:
+def race_keys(methods) -> tuple[str, ...]:
+    """The chosen methods in pane order. Raises gr.Error unless at least two known ones are chosen."""
+    chosen = set(methods or ())
+    unknown = chosen - set(RACE_METHODS)
+    if unknown:
+        raise gr.Error(f"Unknown method(s) {', '.join(sorted(unknown))}: choose from {', '.join(RACE_METHODS)}.")
+    if len(chosen) < 2:
+        raise gr.Error("Pick at least two methods to race (any two of AR, PaSS and ParallelSpec, or all three).")
+    return tuple(key for key in RACE_METHODS if key in chosen)
+
+
+def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finished: bool, drafter_note: str,
+           drafts_changed: bool = True) -> tuple:
     """Every output of the race from the events so far (pure: events in, display values out).
 
-    ``pass_changed=False`` (no PaSS step since the last update) leaves the two PaSS-only
-    charts as they are: building a figure costs ~1.5 ms, and the page updates 10 times a second.
+    Args:
+        events: method key -> its ``StepEvent`` list so far, for the racing methods in pane order.
+        drafter_note: markdown naming the look-ahead embeddings / drafter each method uses.
+        drafts_changed: False when no drafting method stepped since the last update: the two
+            draft-only charts are then left as they are (a figure costs ~1.5 ms, and the page
+            updates 10 times a second).
+
+    Returns:
+        One value per output of ``build_demo``'s race: 3 panes (a method not racing gets an
+        empty pane; the page hides it), 5 metrics, greedy check, 4 figures, run line, drafter
+        line and the ``gr.State`` dict.
     """
-    ar, pss = summarize(events["ar"], "ar"), summarize(events["pass"], "pass")
-    ar, pss = (ar if ar.steps else None), (pss if pss.steps else None)
-    metrics = charts.metric_texts(ar, pss)
-    names = method_names(fused)
+    summaries = {key: summarize(evs, key) for key, evs in events.items()}
+    summaries = {key: (s if s.steps else None) for key, s in summaries.items()}
+    metrics = charts.metric_texts(summaries)
+    names = {key: name for key, name in method_names(fused).items() if key in events}
     run_note = ("**Finished.**  \n" if finished else "**Racing…**  \n")
     return (
-        charts.highlighted_tokens(events["ar"], show_rejected),
-        charts.highlighted_tokens(events["pass"], show_rejected),
+        *(charts.highlighted_tokens(events.get(key, []), show_rejected) for key in RACE_METHODS),
         *(metrics[key] for key in METRIC_LABELS),
-        charts.greedy_check(events["ar"], events["pass"], greedy, finished),
+        charts.greedy_check(events, greedy, finished),
         charts.latency_figure(events, names),
         charts.cumulative_figure(events, names),
-        charts.acceptance_histogram_figure(pss) if pass_changed else gr.skip(),
-        charts.position_acceptance_figure(pss) if pass_changed else gr.skip(),
-        run_note + charts.compute_line(ar, pss),
-        f"**Look-ahead embeddings:** {lookahead_note}",
-        {"events": events, "greedy": greedy, "fused": fused, "finished": finished, "note": lookahead_note},
+        charts.acceptance_histogram_figure(summaries, names) if drafts_changed else gr.skip(),
+        charts.position_acceptance_figure(summaries, names) if drafts_changed else gr.skip(),
+        run_note + charts.compute_line(summaries),
+        drafter_note,
+        {"events": events, "greedy": greedy, "fused": fused, "finished": finished, "note": drafter_note},
     )
 
 
-def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
-                 show_rejected=True, fused=False, *, update_interval_s: float = UPDATE_INTERVAL_S):
-    """Race AR against PaSS (pass_core.race: fair interleaving by compute time) and stream the page.
+def drafters_for(loaded: LoadedModel, keys, settings: DecodeSettings) -> tuple[dict, str]:
+    """Look-ahead embeddings / drafter for the racing methods, and a markdown line per method.
 
-    Yields the outputs of ``render`` at most every ``update_interval_s`` seconds of wall
-    time, and once more at the end. Raises gr.Error for bad settings or a bad prompt.
+    Returns:
+        ({"pass": LookaheadEmbeddings, "parallelspec": ParallelDrafter} for those racing, note).
+
+    Raises:
+        ValueError: a shipped file that is corrupt or for another model (shown as gr.Error).
     """
+    found, lines = {}, []
+    if "pass" in keys:
+        found["pass"], note = resolve_lookahead(loaded, settings.num_lookahead)
+        lines.append(f"**PaSS look-ahead embeddings:** {note}")
+    if "parallelspec" in keys:
+        found["parallelspec"], note = resolve_drafter(loaded, settings.num_lookahead)
+        lines.append(f"**ParallelSpec drafter:** {note}")
+    return found, "  \n".join(lines) or "AR only: nothing drafts."
+
+
+def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
+                 show_rejected=True, fused=False, methods=DEFAULT_RACE, *, update_interval_s: float = UPDATE_INTERVAL_S):
+    """Race the chosen methods (pass_core.race: fair interleaving by compute time) and stream the page.
+
+    ``methods`` holds two or three of "ar", "pass", "parallelspec". Yields the outputs of
+    ``render`` at most every ``update_interval_s`` seconds of wall time, and once more at the
+    end. Raises gr.Error for bad settings, fewer than two methods or a bad prompt.
+    """
+    keys = race_keys(methods)
     settings = make_settings(num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, fused)
-    events = {"ar": [], "pass": []}
+    events = {key: [] for key in keys}
     try:
-        lookahead, note = resolve_lookahead(loaded, settings.num_lookahead)
-        decoders = {"ar": make_decoder("ar", loaded, prompt, settings),
-                    "pass": make_decoder("pass", loaded, prompt, settings, lookahead)}
-        last, pass_steps_shown = float("-inf"), -1
+        found, note = drafters_for(loaded, keys, settings)
+        decoders = {key: make_decoder(key, loaded, prompt, settings, lookahead=found.get("pass"),
+                                      drafter=found.get("parallelspec")) for key in keys}
+        last, draft_steps_shown = float("-inf"), -1
         for name, event in race(decoders):
             events[name].append(event)
             now = time.monotonic()
             if now - last >= update_interval_s:
                 last = now
-                pass_changed = len(events["pass"]) != pass_steps_shown
-                pass_steps_shown = len(events["pass"])
-                yield render(events, show_rejected, settings.greedy, settings.fused, False, note, pass_changed)
-    except ValueError as err:  # empty prompt, prompt too long, look-ahead file for another model
+                draft_steps = sum(len(evs) for key, evs in events.items() if key != "ar")
+                drafts_changed, draft_steps_shown = draft_steps != draft_steps_shown, draft_steps
+                yield render(events, show_rejected, settings.greedy, settings.fused, False, note, drafts_changed)
+    except ValueError as err:  # empty prompt, prompt too long, a drafter file for another model
         raise gr.Error(str(err)) from err
     yield render(events, show_rejected, settings.greedy, settings.fused, True, note)
 
 
 def gpu_duration(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, *rest) -> int:
-    """Seconds of GPU to ask ZeroGPU for: about 3 forward passes per new token, plus slack."""
+    """Seconds of GPU to ask ZeroGPU for: up to three methods, a few forward passes per new token, plus slack."""
     try:
-        return int(min(300, 20 + 0.1 * float(max_new_tokens)))
+        return int(min(300, 20 + 0.15 * float(max_new_tokens)))
     except (TypeError, ValueError):
         return 60
 
 
 def rerender_panes(state, show_rejected):
-    """Re-colour both panes from the last run (the toggle needs no new run)."""
+    """Re-colour the panes from the last run (the toggle needs no new run)."""
     if not state:
-        return gr.skip(), gr.skip()
+        return (gr.skip(),) * len(RACE_METHODS)
     events = state["events"]
-    return (charts.highlighted_tokens(events["ar"], show_rejected),
-            charts.highlighted_tokens(events["pass"], show_rejected))
+    return tuple(charts.highlighted_tokens(events[key], show_rejected) if key in events else gr.skip()
+                 for key in RACE_METHODS)
+
+
+def pane_visibility(methods):
+    """Show the panes of the chosen methods (at least two stay visible while choosing)."""
+    chosen = set(methods or ())
+    return tuple(gr.update(visible=key in chosen or len(chosen) < 2) for key in RACE_METHODS)
 
 
 def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
     """Build the page around a model (a ``LoadedModel``, or a ``ModelHolder`` that may still be loading)."""
     holder = model if isinstance(model, ModelHolder) else ModelHolder(model.name, loaded=model)
 
-    def lookahead_line(num_lookahead) -> str:
+    def lookahead_line(num_lookahead, methods=DEFAULT_RACE) -> str:
         if holder.loaded is None:
-            return "**Look-ahead embeddings:** chosen once the model has loaded."
+            return "**Look-ahead embeddings / drafter:** chosen once the model has loaded."
         try:
-            return f"**Look-ahead embeddings:** {resolve_lookahead(holder.loaded, int(num_lookahead))[1]}"
+            return drafters_for(holder.loaded, methods or (), DecodeSettings(num_lookahead=int(num_lookahead)))[1]
         except ValueError as err:
-            return f"⚠ **Look-ahead embeddings:** {err}"
+            return f"⚠ **Look-ahead embeddings / drafter:** {err}"
 
-    def poll(num_lookahead):
-        return holder.status(), lookahead_line(num_lookahead), gr.Timer(active=not holder.ready)
+    def poll(num_lookahead, methods):
+        return holder.status(), lookahead_line(num_lookahead, methods), gr.Timer(active=not holder.ready)
 
     @gpu(duration=gpu_duration)
     def run_on_device(*values):
@@ -250,9 +300,10 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
     with gr.Blocks(title="PaSS Playground") as demo:
         gr.Markdown("# PaSS Playground\nWatch **PaSS** (parallel speculative sampling, Monea, Joulin & Grave 2023) "
                     "race plain **autoregressive** decoding on the same model: one model drafts for itself with "
-                    "learned look-ahead tokens, and verification keeps its output distribution exact.")
+                    "learned look-ahead tokens, and verification keeps its output distribution exact. "
+                    "**ParallelSpec** (Xiao et al. 2024) joins the race with a small trained parallel drafter.")
         status = gr.Markdown(holder.status(), elem_id="status-line")
-        lookahead_md = gr.Markdown(lookahead_line(rng["num_lookahead"][2]))
+        lookahead_md = gr.Markdown(lookahead_line(rng["num_lookahead"][2]), elem_id="drafter-line")
         with gr.Row():
             with gr.Column(scale=3):
                 prompt = gr.Textbox(label="prompt", lines=4, placeholder="Type a prompt, or pick an example below.")
@@ -262,8 +313,11 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
                     stop_btn = gr.Button("Stop", variant="stop")
             with gr.Column(scale=2):
                 with gr.Accordion("Settings", open=True):
+                    methods = gr.CheckboxGroup([(METHODS[key], key) for key in RACE_METHODS], value=list(DEFAULT_RACE),
+                                               label="methods to race", info="any two, or all three")
                     num_lookahead = gr.Slider(*rng["num_lookahead"], step=1, label="look-ahead tokens L",
-                                              info="drafts per step, one learned [LA] embedding each")
+                                              info="drafts per step: L learned [LA] tokens (PaSS), k [MASK] "
+                                                   "tokens (ParallelSpec)")
                     temperature = gr.Slider(*rng["temperature"], step=0.05, label="temperature", info="0 = greedy")
                     with gr.Row():
                         top_k = gr.Slider(*rng["top_k"], step=1, label="top-k", info="0 = off")
@@ -278,8 +332,9 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
                                             info="beyond the paper: one forward pass per step")
         with gr.Row(equal_height=True):
             panes = [gr.HighlightedText(label=METHODS[key], color_map=charts.TOKEN_COLORS, show_legend=True,
-                                        show_inline_category=False, combine_adjacent=False, elem_classes="token-pane")
-                     for key in ("ar", "pass")]
+                                        show_inline_category=False, combine_adjacent=False,
+                                        elem_classes="token-pane", elem_id=f"pane-{key}", visible=key in DEFAULT_RACE)
+                     for key in RACE_METHODS]
         greedy_md = gr.Markdown()
         with gr.Row():
             metrics = [gr.Textbox(label=label, info=METRIC_FORMULAS[key], interactive=False, min_width=180)
@@ -294,17 +349,19 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
         state = gr.State(None)
         timer = gr.Timer(1.0, active=not holder.ready)
 
-        inputs = [prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused]
+        inputs = [prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused, methods]
         outputs = [*panes, *metrics, greedy_md, latency_plot, cumulative_plot, hist_plot, position_plot, run_md,
                    lookahead_md, state]
         run_event = run_btn.click(on_run, inputs, outputs, api_name="race", concurrency_limit=1,
                                   show_progress="minimal")
         stop_btn.click(None, cancels=[run_event])
         show_rejected.change(rerender_panes, [state, show_rejected], panes, api_visibility="private", queue=False)
-        num_lookahead.release(lookahead_line, num_lookahead, lookahead_md, api_visibility="private")
-        timer.tick(poll, num_lookahead, [status, lookahead_md, timer], api_visibility="private",
+        num_lookahead.release(lookahead_line, [num_lookahead, methods], lookahead_md, api_visibility="private")
+        methods.change(pane_visibility, methods, panes, api_visibility="private", queue=False)
+        methods.change(lookahead_line, [num_lookahead, methods], lookahead_md, api_visibility="private")
+        timer.tick(poll, [num_lookahead, methods], [status, lookahead_md, timer], api_visibility="private",
                    show_progress="hidden", queue=False)
-        demo.load(poll, num_lookahead, [status, lookahead_md, timer], api_visibility="private",
+        demo.load(poll, [num_lookahead, methods], [status, lookahead_md, timer], api_visibility="private",
                   show_progress="hidden", queue=False)
     demo.queue(max_size=QUEUE_MAX_SIZE)
     return demo

@@ -44,7 +44,10 @@ TOKEN_COLORS: dict[str, str] = {
 }
 
 #: Line / bar colour per method key of the race.
-METHOD_COLORS = {"ar": OKABE_ITO["blue"], "pass": OKABE_ITO["bluish_green"]}
+METHOD_COLORS = {"ar": OKABE_ITO["blue"], "pass": OKABE_ITO["bluish_green"], "parallelspec": OKABE_ITO["orange"]}
+
+#: Method key -> short name used in metric lines and checks.
+SHORT_NAMES = {"ar": "AR", "pass": "PaSS", "parallelspec": "ParallelSpec"}
 
 _AXIS = dict(gridcolor="#e5e7eb", zerolinecolor="#d1d5db", linecolor="#9ca3af", showline=True)
 
@@ -123,26 +126,54 @@ def cumulative_figure(events: dict[str, list[StepEvent]], names: dict[str, str])
     return go.Figure(traces, _layout("compute time (s)", "generated tokens"))
 
 
-def acceptance_histogram_figure(summary: RunSummary | None) -> go.Figure:
-    """Share of steps that accepted 0, 1, ..., L drafts (``RunSummary.acceptance_histogram``)."""
-    hist = summary.acceptance_histogram if summary else []
-    bars = go.Bar(x=list(range(len(hist))), y=hist, marker=dict(color=METHOD_COLORS["pass"]),
-                  text=[f"{h:.0%}" for h in hist], textposition="outside", cliponaxis=False, name="steps")
-    layout = _layout("accepted drafts in the step", "share of steps", showlegend=False)
+def _speculative(summaries: dict[str, RunSummary | None]) -> dict[str, RunSummary | None]:
+    """The methods that draft (every key but "ar"), in race order."""
+    return {key: s for key, s in summaries.items() if key != "ar"}
+
+
+def acceptance_histogram_figure(summaries: dict[str, RunSummary | None], names: dict[str, str]) -> go.Figure:
+    """Share of steps that accepted 0, 1, ..., L drafts (``RunSummary.acceptance_histogram``).
+
+    Args:
+        summaries: method key -> its summary so far (None before its first step); AR is skipped.
+        names: method key -> label for the legend.
+
+    Returns:
+        One bar group per accepted-draft count, one bar per drafting method.
+    """
+    bars = []
+    for key, summary in _speculative(summaries).items():
+        hist = summary.acceptance_histogram if summary else []
+        bars.append(go.Bar(x=list(range(len(hist))), y=hist, name=names[key], marker=dict(color=METHOD_COLORS.get(key)),
+                           text=[f"{h:.0%}" for h in hist], textposition="outside", cliponaxis=False))
+    layout = _layout("accepted drafts in the step", "share of steps", barmode="group")
     layout["xaxis"].update(dtick=1)
     layout["yaxis"].update(range=[0, 1.1], tickformat=".0%")
-    return go.Figure([bars], layout)
+    return go.Figure(bars, layout)
 
 
-def position_acceptance_figure(summary: RunSummary | None) -> go.Figure:
-    """Acceptance by look-ahead position i: conditional and unconditional (algorithms.md section 6)."""
-    uncond = summary.per_position_unconditional if summary else []
-    cond = [c if c is not None else 0.0 for c in (summary.per_position_conditional if summary else [])]
-    x = [f"LA_{i}" for i in range(1, len(uncond) + 1)]
-    traces = [
-        go.Bar(x=x, y=cond, name="conditional", marker=dict(color=OKABE_ITO["blue"])),
-        go.Bar(x=x, y=uncond, name="unconditional", marker=dict(color=OKABE_ITO["sky_blue"])),
-    ]
+def position_acceptance_figure(summaries: dict[str, RunSummary | None], names: dict[str, str]) -> go.Figure:
+    """Acceptance by draft position i, conditional and unconditional (algorithms.md section 6).
+
+    Args:
+        summaries: method key -> its summary so far (None before its first step); AR is skipped.
+        names: method key -> label for the legend.
+
+    Returns:
+        Per drafting method a solid bar (conditional: accepted given verification reached i)
+        and a hatched one (unconditional: accepted at i / steps). Positions are named d_i,
+        the i-th draft of a step (PaSS: from look-ahead token LA_i; ParallelSpec: from mask i).
+    """
+    traces = []
+    for key, summary in _speculative(summaries).items():
+        uncond = summary.per_position_unconditional if summary else []
+        cond = [c if c is not None else 0.0 for c in (summary.per_position_conditional if summary else [])]
+        x = [f"d_{i}" for i in range(1, len(uncond) + 1)]
+        colour = METHOD_COLORS.get(key)
+        traces.append(go.Bar(x=x, y=cond, name=f"{names[key]}: conditional", marker=dict(color=colour)))
+        traces.append(go.Bar(x=x, y=uncond, name=f"{names[key]}: unconditional",
+                             marker=dict(color="white", line=dict(color=colour, width=1.5),
+                                         pattern=dict(shape="/", fgcolor=colour))))
     layout = _layout("draft position", "acceptance", barmode="group")
     layout["yaxis"].update(range=[0, 1.05], tickformat=".0%")
     return go.Figure(traces, layout)
@@ -159,28 +190,44 @@ def _fmt(value: float | None, spec: str) -> str:
     return "–" if value is None else format(value, spec)
 
 
-def metric_texts(ar: RunSummary | None, pss: RunSummary | None) -> dict[str, str]:
-    """Display strings of the headline metrics, keyed like ``METRIC_FORMULAS``."""
-    ratio = speedup(pss, ar)
+def metric_texts(summaries: dict[str, RunSummary | None]) -> dict[str, str]:
+    """Display strings of the headline metrics, keyed like ``METRIC_FORMULAS``.
+
+    Args:
+        summaries: method key ("ar", "pass", "parallelspec") -> its summary so far, or None
+            before its first step; the order is the race's.
+
+    Returns:
+        One string per metric, each naming the methods ("AR 16.1  ·  PaSS 12.0"). The speed-up
+        is against AR when AR races, else against the first method of the race.
+    """
+    def each(attr: str, spec: str, keys=None) -> str:
+        return "  ·  ".join(f"{SHORT_NAMES[k]} {_fmt(s and getattr(s, attr), spec)}"
+                            for k, s in summaries.items() if keys is None or k in keys)
+
+    base = "ar" if "ar" in summaries else next(iter(summaries))
+    ratios = [f"{SHORT_NAMES[k]} {_fmt(speedup(s, summaries[base]), '.2f')}×" for k, s in summaries.items() if k != base]
+    rates = []
+    for key, s in _speculative(summaries).items():
+        rate = "–" if s is None or s.acceptance_rate is None else \
+            f"{s.acceptance_rate:.1%} ({s.accepted_drafts} of {s.drafted_tokens} drafts)"
+        rates.append(f"{SHORT_NAMES[key]} {rate}")
     return {
-        "tokens_per_s": f"AR {_fmt(ar and ar.tokens_per_s, '.1f')}  ·  PaSS {_fmt(pss and pss.tokens_per_s, '.1f')}",
-        "speedup": "–" if ratio is None else f"{ratio:.2f}×",
-        "tokens_per_forward_pass": (f"AR {_fmt(ar and ar.tokens_per_forward_pass, '.2f')}  ·  "
-                                    f"PaSS {_fmt(pss and pss.tokens_per_forward_pass, '.2f')}"),
-        "mean_accepted_tokens": (f"AR {_fmt(ar and ar.mean_accepted_tokens, '.2f')}  ·  "
-                                 f"PaSS {_fmt(pss and pss.mean_accepted_tokens, '.2f')}"),
-        "acceptance_rate": "–" if pss is None or pss.acceptance_rate is None else
-                           f"{pss.acceptance_rate:.1%} ({pss.accepted_drafts} of {pss.drafted_tokens} drafts)",
+        "tokens_per_s": each("tokens_per_s", ".1f"),
+        "speedup": "  ·  ".join(ratios) + ("" if base == "ar" else f" (vs {SHORT_NAMES[base]}; AR not racing)"),
+        "tokens_per_forward_pass": each("tokens_per_forward_pass", ".2f"),
+        "mean_accepted_tokens": each("mean_accepted_tokens", ".2f"),
+        "acceptance_rate": "  ·  ".join(rates) or "–",
     }
 
 
-def compute_line(ar: RunSummary | None, pss: RunSummary | None) -> str:
+def compute_line(summaries: dict[str, RunSummary | None]) -> str:
     """One line of compute-time facts per method (steps, forward passes, ms per step)."""
     parts = []
-    for name, s in (("AR", ar), ("PaSS", pss)):
+    for key, s in summaries.items():
         if s and s.steps:
-            parts.append(f"**{name}** {s.tokens} tokens in {s.steps} steps, {s.forward_passes} forward passes, "
-                         f"{s.compute_time_s:.2f} s compute ({s.ms_per_step:.1f} ms/step)")
+            parts.append(f"**{SHORT_NAMES[key]}** {s.tokens} tokens in {s.steps} steps, {s.forward_passes} forward "
+                         f"passes, {s.compute_time_s:.2f} s compute ({s.ms_per_step:.1f} ms/step)")
     return "  \n".join(parts)
 
 
@@ -188,24 +235,44 @@ def _committed(events: list[StepEvent]) -> list[tuple[int, str]]:
     return [(t.token_id, t.text) for e in events for t in e.tokens if t.committed]
 
 
-def greedy_check(ar_events: list[StepEvent], pass_events: list[StepEvent], greedy: bool, finished: bool) -> str:
-    """Markdown saying whether the PaSS output equals AR's (greedy only) and where it first differs.
+def _first_difference(reference: list[tuple[int, str]], other: list[tuple[int, str]]) -> int | None:
+    return next((i for i, (a, b) in enumerate(zip(reference, other)) if a[0] != b[0]), None)
+
+
+def greedy_check(events: dict[str, list[StepEvent]], greedy: bool, finished: bool) -> str:
+    """Markdown saying whether each drafting method's output equals AR's (greedy only), and where
+    it first differs.
 
     In greedy mode speculative decoding must reproduce AR token for token; a difference
     points at numerics (batched verification rounding differently near a tie) or a bug.
+
+    Args:
+        events: method key -> its events so far, in race order. The reference is AR when it
+            races, else the first method (both drafting methods must then agree with each other).
+        greedy: temperature 0.
+        finished: the race is over (lengths are compared only then).
     """
     if not greedy:
-        return ("Sampling (temperature > 0): the two outputs differ by design; "
-                "PaSS keeps the target model's distribution, not its exact draws.")
-    ar, pss = _committed(ar_events), _committed(pass_events)
-    n = min(len(ar), len(pss))
-    for i in range(n):
-        if ar[i][0] != pss[i][0]:
-            context = "".join(text for _, text in ar[max(0, i - 8):i])
-            return (f"✗ **PaSS differs from AR at token {i}** (0-based): AR `{ar[i][1]!r}` vs PaSS "
-                    f"`{pss[i][1]!r}`, after `{context[-40:]!r}`.")
-    if finished and len(ar) == len(pss):
-        return f"✓ **Greedy check: PaSS output is identical to AR** ({n} tokens)."
-    if finished:
-        return (f"✗ **Same first {n} tokens, but different lengths**: AR {len(ar)} tokens, PaSS {len(pss)}.")
-    return f"… Greedy check: identical so far ({n} tokens compared)."
+        return ("Sampling (temperature > 0): the outputs differ by design; "
+                "PaSS and ParallelSpec keep the target model's distribution, not its exact draws.")
+    ref_key = "ar" if "ar" in events else next(iter(events))
+    ref, ref_name = _committed(events[ref_key]), SHORT_NAMES[ref_key]
+    lines = []
+    for key, evs in events.items():
+        if key == ref_key:
+            continue
+        other, name = _committed(evs), SHORT_NAMES[key]
+        n = min(len(ref), len(other))
+        i = _first_difference(ref, other)
+        if i is not None:
+            context = "".join(text for _, text in ref[max(0, i - 8):i])
+            lines.append(f"✗ **{name} differs from {ref_name} at token {i}** (0-based): {ref_name} `{ref[i][1]!r}` vs "
+                         f"{name} `{other[i][1]!r}`, after `{context[-40:]!r}`.")
+        elif finished and len(ref) == len(other):
+            lines.append(f"✓ **Greedy check: {name} output is identical to {ref_name}** ({n} tokens).")
+        elif finished:
+            lines.append(f"✗ **{name}: same first {n} tokens as {ref_name}, but different lengths**: "
+                         f"{ref_name} {len(ref)} tokens, {name} {len(other)}.")
+        else:
+            lines.append(f"… Greedy check: {name} identical to {ref_name} so far ({n} tokens compared).")
+    return "  \n".join(lines)

@@ -24,7 +24,7 @@ import charts  # noqa: E402
 from pass_core.events import TOKEN_LABELS, output_text  # noqa: E402
 from pass_core.settings import SETTING_RANGES  # noqa: E402
 
-OUTPUT_NAMES = ["ar_tokens", "pass_tokens", *app.METRIC_LABELS, "greedy_check", "latency", "cumulative",
+OUTPUT_NAMES = ["ar_tokens", "pass_tokens", "parallelspec_tokens", *app.METRIC_LABELS, "greedy_check", "latency", "cumulative",
                 "histogram", "positions", "run_info", "lookahead", "state"]
 
 
@@ -47,24 +47,49 @@ def run(loaded, prompt="Hello there", num_lookahead=2, temperature=0.0, top_k=0,
     return [dict(zip(OUTPUT_NAMES, out, strict=True)) for out in outs]
 
 
-def test_race_fills_both_panes_metrics_and_charts(tiny):
+def test_race_fills_all_three_panes_metrics_and_charts(tiny):
     final = run(tiny, update_interval_s=0.0)[-1]
-    assert final["ar_tokens"] and final["pass_tokens"]
+    assert final["ar_tokens"] and final["pass_tokens"] and final["parallelspec_tokens"]
     assert {label for _, label in final["ar_tokens"]} == {TOKEN_LABELS["target"]}
     assert {label for _, label in final["pass_tokens"]} <= set(TOKEN_LABELS.values()) - {TOKEN_LABELS["target"]}
     assert TOKEN_LABELS["exact"] in {label for _, label in final["pass_tokens"]}
-    assert re.fullmatch(r"AR [\d.]+  ·  PaSS [\d.]+", final["tokens_per_s"])
-    assert re.fullmatch(r"[\d.]+×", final["speedup"])
+    assert {label for _, label in final["parallelspec_tokens"]} <= set(TOKEN_LABELS.values()) - {TOKEN_LABELS["target"]}
+    assert re.fullmatch(r"AR [\d.]+  ·  PaSS [\d.]+  ·  ParallelSpec [\d.]+", final["tokens_per_s"])
+    assert re.fullmatch(r"PaSS [\d.]+×  ·  ParallelSpec [\d.]+×", final["speedup"])
     assert final["tokens_per_forward_pass"].startswith("AR 1.00")
     assert final["mean_accepted_tokens"].startswith("AR 1.00")
-    assert "drafts" in final["acceptance_rate"]
-    assert "identical to AR" in final["greedy_check"]  # greedy PaSS is lossless
-    assert "Finished" in final["run_info"] and "ms/step" in final["run_info"]
-    assert "Look-ahead embeddings" in final["lookahead"]
-    assert len(final["latency"].data) == 2 and len(final["cumulative"].data) == 2
+    assert re.fullmatch(r"PaSS .*drafts\)  ·  ParallelSpec .*drafts\)", final["acceptance_rate"])
+    # greedy speculative decoding is lossless, for both drafting methods
+    assert "PaSS output is identical to AR" in final["greedy_check"]
+    assert "ParallelSpec output is identical to AR" in final["greedy_check"]
+    assert "Finished" in final["run_info"] and final["run_info"].count("ms/step") == 3
+    assert "PaSS look-ahead embeddings" in final["lookahead"] and "ParallelSpec drafter" in final["lookahead"]
+    assert len(final["latency"].data) == 3 and len(final["cumulative"].data) == 3
+    assert len(final["histogram"].data) == 2 and len(final["positions"].data) == 4  # AR drafts nothing
     events = final["state"]["events"]
-    assert sum(len(e.new_token_ids) for e in events["ar"]) == 10
-    assert sum(len(e.new_token_ids) for e in events["pass"]) == 10
+    for key in app.RACE_METHODS:
+        assert sum(len(e.new_token_ids) for e in events[key]) == 10, key
+
+
+@pytest.mark.parametrize("methods", [("ar", "pass"), ("ar", "parallelspec"), ("pass", "parallelspec")])
+def test_any_two_methods_race(tiny, methods):
+    final = run(tiny, methods=list(reversed(methods)), update_interval_s=0.0)[-1]
+    events = final["state"]["events"]
+    assert tuple(events) == methods  # pane order, whatever order they were ticked in
+    for key in app.RACE_METHODS:
+        assert bool(final[f"{key}_tokens"]) == (key in methods), key
+    assert len(final["latency"].data) == 2 and len(final["cumulative"].data) == 2
+    assert final["greedy_check"].startswith("✓") and final["greedy_check"].count("✓") == 1
+    if "ar" not in methods:  # no AR: the speed-up and the greedy check use the first method
+        assert final["speedup"].startswith("ParallelSpec ") and "vs PaSS" in final["speedup"]
+        assert "identical to PaSS" in final["greedy_check"]
+
+
+@pytest.mark.parametrize("methods, message", [((), "at least two"), (("pass",), "at least two"),
+                                              (("ar", "medusa"), "Unknown method")])
+def test_race_needs_two_known_methods(tiny, methods, message):
+    with pytest.raises(gr.Error, match=message):
+        run(tiny, methods=methods)
 
 
 def test_rejected_drafts_toggle(tiny):
@@ -76,6 +101,8 @@ def test_rejected_drafts_toggle(tiny):
     if any(t.label == "rejected" for e in events for t in e.tokens):
         assert TOKEN_LABELS["rejected"] in {label for _, label in shown["pass_tokens"]}
     assert app.render(shown["state"]["events"], False, True, False, True, "")[1] == hidden
+    assert app.rerender_panes(shown["state"], False)[2] == app.render(shown["state"]["events"], False, True, False,
+                                                                      True, "")[2]
 
 
 def test_updates_are_throttled(tiny):
@@ -86,7 +113,7 @@ def test_updates_are_throttled(tiny):
 
 def test_sampling_and_fused_extension(tiny):
     final = run(tiny, temperature=0.8, top_k=10, top_p=0.9, fused=True, max_new_tokens=8)[-1]
-    assert final["ar_tokens"] and final["pass_tokens"]
+    assert final["ar_tokens"] and final["pass_tokens"] and final["parallelspec_tokens"]
     assert "by design" in final["greedy_check"]
     assert final["state"]["events"]["pass"][0].method == "pass-fused"
 
@@ -128,7 +155,7 @@ def test_run_pressed_while_loading_waits_for_the_model(tiny):
     holder = app.ModelHolder("tiny")  # not started: stays "loading" until we hand it the model
     demo = app.build_demo(holder)
     on_run = next(fn.fn for fn in demo.fns.values() if fn.api_name == "race")
-    updates = on_run("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False)
+    updates = on_run("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False, ["ar", "pass"])
     assert "Waiting for the model" in next(updates)[OUTPUT_NAMES.index("run_info")]
     holder.loaded = tiny
     holder._done.set()
@@ -160,9 +187,12 @@ def test_greedy_check_points_at_first_divergence():
     def events(ids):
         return [StepEvent(method="ar", step=i + 1, tokens=(TokenRecord(t, f"<{t}>", "target"),)) for i, t in enumerate(ids)]
 
-    assert "identical to AR" in charts.greedy_check(events([1, 2, 3]), events([1, 2, 3]), True, True)
-    message = charts.greedy_check(events([1, 2, 3]), events([1, 5, 3]), True, True)
-    assert "at token 1" in message and "<2>" in message and "<5>" in message
+    assert "identical to AR" in charts.greedy_check({"ar": events([1, 2, 3]), "pass": events([1, 2, 3])}, True, True)
+    message = charts.greedy_check({"ar": events([1, 2, 3]), "pass": events([1, 5, 3])}, True, True)
+    assert "PaSS differs from AR at token 1" in message and "<2>" in message and "<5>" in message
+    three = charts.greedy_check({"ar": events([1, 2]), "pass": events([1, 2]), "parallelspec": events([1, 2, 4])},
+                                True, True)
+    assert "PaSS output is identical" in three and "ParallelSpec: same first 2 tokens" in three
 
 
 # --- the real server, driven through gradio_client -------------------------------------------
@@ -211,19 +241,23 @@ def test_race_through_gradio_client(tiny_folder):
 
     with running_app(str(tiny_folder)) as url:
         client = Client(url, verbose=False)
-        job = client.submit("Hello there", 2, 0.0, 0, 1.0, 12, 0, True, False, api_name="/race")
+        job = client.submit("Hello there", 2, 0.0, 0, 1.0, 12, 0, True, False, ["ar", "pass", "parallelspec"],
+                            api_name="/race")
         updates = list(job)
         result = job.result()
         assert updates and len(result) == len(OUTPUT_NAMES) - 1  # gr.State is not part of the API
         named = dict(zip(OUTPUT_NAMES, result))
-        for pane in ("ar_tokens", "pass_tokens"):
+        for pane in ("ar_tokens", "pass_tokens", "parallelspec_tokens"):
             tokens = named[pane]
             tokens = tokens.get("value", tokens) if isinstance(tokens, dict) else tokens
             assert tokens, pane
         assert "PaSS" in named["tokens_per_s"] and named["speedup"].endswith("×")
-        assert "identical to AR" in named["greedy_check"]
+        assert "PaSS output is identical to AR" in named["greedy_check"]
+        assert "ParallelSpec output is identical to AR" in named["greedy_check"]
         # a bad request is an error for that request only; the app keeps serving
         with pytest.raises(Exception, match="empty"):
-            client.predict("  ", 2, 0.0, 0, 1.0, 4, 0, True, False, api_name="/race")
-        again = client.predict("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False, api_name="/race")
+            client.predict("  ", 2, 0.0, 0, 1.0, 4, 0, True, False, ["ar", "pass"], api_name="/race")
+        with pytest.raises(Exception, match="at least two"):
+            client.predict("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False, ["ar"], api_name="/race")
+        again = client.predict("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False, ["pass", "parallelspec"], api_name="/race")
         assert "Finished" in dict(zip(OUTPUT_NAMES, again))["run_info"]

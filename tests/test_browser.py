@@ -1,6 +1,6 @@
 """The page once in a real headless browser: Debian's Chromium driven by Playwright.
 
-Runs ``python app.py`` on the tiny model, races a prompt, and checks that both panes hold
+Runs ``python app.py`` on the tiny model, races a prompt, and checks that the three panes hold
 coloured token spans and that Plotly drew the charts. Saves tests/artifacts/browser.png.
 """
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pass_core.methods import METHODS
 from test_app import running_app
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -36,14 +37,18 @@ def test_page_races_and_draws(tiny_folder):
             page.get_by_label("prompt").fill("Hello there")
             page.get_by_role("button", name="Run").click()
             page.get_by_text("Finished.").first.wait_for(timeout=90_000)
-            panes = page.locator(".token-pane")
-            assert panes.count() == 2
-            for i in range(2):
-                assert panes.nth(i).locator(".token.highlighted").count() > 0, f"pane {i} has no tokens"
-            colour = panes.nth(0).locator(".token.highlighted").first.get_attribute("style")
+            for key in ("ar", "pass", "parallelspec"):  # all three race by default
+                pane = page.locator(f"#pane-{key}")
+                assert pane.is_visible(), key
+                assert pane.locator(".token.highlighted").count() > 0, f"pane {key} has no tokens"
+            colour = page.locator("#pane-ar .token.highlighted").first.get_attribute("style")
             assert "background-color" in colour
             page.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=30_000)
             assert page.locator(".js-plotly-plot").count() >= 4
             page.screenshot(path=str(ARTIFACTS / "browser.png"), full_page=True)
+            # untick a method: its pane goes away, the other two race
+            page.get_by_label(METHODS["pass"], exact=True).uncheck()
+            page.locator("#pane-pass").wait_for(state="hidden", timeout=10_000)
+            assert page.locator("#pane-ar").is_visible() and page.locator("#pane-parallelspec").is_visible()
         finally:
             browser.close()
