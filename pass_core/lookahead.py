@@ -6,52 +6,17 @@ trained for, so that loading them for another model is refused.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
+
+from .model_files import (check_trained_for, embedding_signature, read_model_file, signature_fingerprint,  # noqa: F401
+                          signatures_match)
 
 FORMAT = "pass-lookahead/1"
-#: Rows of the input embedding matrix sampled for the model signature.
-_SIGNATURE_ROWS = 16
-_SIGNATURE_DIMS = 8
-
-
-def embedding_signature(input_embeddings: torch.Tensor) -> list[float]:
-    """A small, dtype-robust signature of a model's input embeddings.
-
-    Args:
-        input_embeddings: (V, D) float embedding matrix.
-
-    Returns:
-        ``_SIGNATURE_ROWS * _SIGNATURE_DIMS`` floats: the first dims of evenly spaced
-        rows. Quantised and full-precision copies of one model correlate > 0.9;
-        different models do not.
-    """
-    weight = input_embeddings.detach().float().cpu()
-    rows = torch.linspace(0, weight.shape[0] - 1, _SIGNATURE_ROWS).long()
-    return [round(float(x), 5) for x in weight[rows, :_SIGNATURE_DIMS].flatten()]
-
-
-def signature_fingerprint(signature: list[float]) -> str:
-    """Short hex fingerprint of a signature (for display)."""
-    return hashlib.sha256(json.dumps([round(x, 2) for x in signature]).encode()).hexdigest()[:12]
-
-
-def signatures_match(a: list[float], b: list[float]) -> bool:
-    """True when two embedding signatures come from the same model (correlation > 0.9)."""
-    if len(a) != len(b) or not a:
-        return False
-    ta, tb = torch.tensor(a), torch.tensor(b)
-    ta, tb = ta - ta.mean(), tb - tb.mean()
-    denom = float(ta.norm() * tb.norm())
-    return denom > 0 and float((ta * tb).sum()) / denom > 0.9
-
-
 @dataclass
 class LookaheadEmbeddings:
     """The L look-ahead vectors [LA]_1..[LA]_L for one model.
@@ -191,20 +156,9 @@ class LookaheadEmbeddings:
             ValueError: missing file, a corrupt or foreign file, or one trained for
                 another model (the message names both models).
         """
-        path = Path(path)
-        if not path.is_file():
-            raise ValueError(f"Look-ahead file {str(path)!r} does not exist.")
-        try:
-            from safetensors import safe_open
-
-            with safe_open(str(path), framework="pt") as handle:
-                meta = handle.metadata() or {}
-            tensors = load_file(str(path))
-        except (SafetensorError, OSError, ValueError, RuntimeError) as err:
-            raise ValueError(f"{str(path)!r} is not a readable safetensors look-ahead file ({err}).") from err
-        if meta.get("format") != FORMAT or "lookahead" not in tensors:
-            raise ValueError(f"{str(path)!r} is a safetensors file but not a PaSS look-ahead file "
-                             f"(format {meta.get('format')!r}).")
+        meta, tensors = read_model_file(path, "PaSS look-ahead file", FORMAT)
+        if "lookahead" not in tensors:
+            raise ValueError(f"{str(path)!r} holds no 'lookahead' tensor: not a PaSS look-ahead file.")
         try:
             emb = cls(weight=tensors["lookahead"].float(), model_name=meta["model_name"],
                       signature=json.loads(meta["signature"]), vocab_size=int(meta["vocab_size"]),
@@ -224,17 +178,5 @@ class LookaheadEmbeddings:
         Raises:
             ValueError: naming the file's model and the loaded model.
         """
-        table = loaded.model.get_input_embeddings().weight
-        problems = []
-        if self.d_emb != loaded.d_emb:
-            problems.append(f"d_emb {self.d_emb} vs {loaded.d_emb}")
-        if self.vocab_size != loaded.vocab_size:
-            problems.append(f"vocabulary {self.vocab_size} vs {loaded.vocab_size}")
-        if not problems and not signatures_match(self.signature, embedding_signature(table)):
-            problems.append("input embeddings differ")
-        if problems:
-            raise ValueError(
-                f"{str(path)} was trained for model {self.model_name!r}, not for the loaded model "
-                f"{loaded.name!r} ({', '.join(problems)}). Train embeddings for this model with "
-                f"python -m pass_core.train --model {loaded.name}, or load {self.model_name!r}."
-            )
+        check_trained_for(loaded, path, self.model_name, self.d_emb, self.vocab_size, self.signature,
+                          f"Train embeddings for this model with python -m pass_core.train --model {loaded.name}")

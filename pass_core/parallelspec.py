@@ -16,7 +16,7 @@ the drafter's head several times cheaper; verification stays lossless for any q)
 intermediate target layers as extra features (EAGLE-3).
 
 Files are safetensors (float16 weights) with metadata naming the model, checked with
-``lookahead.embedding_signature`` so that a drafter for another model is refused.
+``model_files.embedding_signature`` so that a drafter for another model is refused.
 """
 
 from __future__ import annotations
@@ -26,13 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 from transformers import DynamicCache, LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
 
-from .lookahead import embedding_signature, signature_fingerprint, signatures_match
+from .model_files import check_trained_for, embedding_signature, read_model_file, signature_fingerprint
 
 FORMAT = "pass-parallelspec/1"
 _CONFIG_FIELDS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
@@ -335,18 +334,7 @@ class ParallelDrafter(nn.Module):
             ValueError: missing, corrupt or foreign file, or a drafter trained for another
                 model (the message names both models).
         """
-        path = Path(path)
-        if not path.is_file():
-            raise ValueError(f"Drafter file {str(path)!r} does not exist.")
-        try:
-            with safe_open(str(path), framework="pt") as handle:
-                meta = handle.metadata() or {}
-            tensors = load_file(str(path))
-        except (SafetensorError, OSError, ValueError, RuntimeError) as err:
-            raise ValueError(f"{str(path)!r} is not a readable safetensors drafter file ({err}).") from err
-        if meta.get("format") != FORMAT:
-            raise ValueError(f"{str(path)!r} is a safetensors file but not a ParallelSpec drafter "
-                             f"(format {meta.get('format')!r}).")
+        meta, tensors = read_model_file(path, "ParallelSpec drafter file", FORMAT)
         try:
             vocab_size = int(meta["vocab_size"])
             vocab = tensors.pop("draft_vocab", None)
@@ -369,19 +357,9 @@ class ParallelDrafter(nn.Module):
         Raises:
             ValueError: naming the drafter's model and the loaded model.
         """
-        problems = []
-        if self.config.hidden_size != loaded.d_emb:
-            problems.append(f"hidden size {self.config.hidden_size} vs {loaded.d_emb}")
-        if self.vocab_size != loaded.vocab_size:
-            problems.append(f"vocabulary {self.vocab_size} vs {loaded.vocab_size}")
-        if not problems and not signatures_match(self.signature,
-                                                 embedding_signature(loaded.model.get_input_embeddings().weight)):
-            problems.append("input embeddings differ")
-        if problems:
-            raise ValueError(
-                f"{str(path)} was trained for model {self.model_name!r}, not for the loaded model {loaded.name!r} "
-                f"({', '.join(problems)}). Train a drafter for this model with python -m pass_core.train_drafter "
-                f"--model {loaded.name} --num-draft {self.num_draft} --out FILE, or load {self.model_name!r}.")
+        check_trained_for(loaded, path, self.model_name, self.config.hidden_size, self.vocab_size, self.signature,
+                          f"Train a drafter for this model with python -m pass_core.train_drafter --model {loaded.name} "
+                          f"--num-draft {self.num_draft} --out FILE")
 
     def for_model(self, loaded) -> "ParallelDrafter":
         """Move to the target's device and dtype (in place), eval mode, gradients off; returns self."""

@@ -35,7 +35,7 @@ from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
 from .data import default_prompt_file, generate_self_data, prompt_lengths, read_prompts
-from .lookahead import embedding_signature, signature_fingerprint
+from .model_files import embedding_signature, signature_fingerprint
 from .methods import shipped_drafter_path
 from .models import DEFAULT_MODEL, cache_root, load_model
 from .parallelspec import ParallelDrafter, additive, group_layout, read_features

@@ -1,0 +1,103 @@
+"""Files bound to one target model: look-ahead embeddings and ParallelSpec drafters.
+
+Both are safetensors (never pickle) whose metadata names the model they were trained for
+and holds a small signature of its input embeddings, so that loading one for another
+model is refused with a message that names both models.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_file
+
+#: Rows / leading dims of the input embedding matrix sampled for the model signature.
+_SIGNATURE_ROWS = 16
+_SIGNATURE_DIMS = 8
+
+
+def embedding_signature(input_embeddings: torch.Tensor) -> list[float]:
+    """A small, dtype-robust signature of a model's input embeddings.
+
+    Args:
+        input_embeddings: (V, D) float embedding matrix.
+
+    Returns:
+        ``_SIGNATURE_ROWS * _SIGNATURE_DIMS`` floats: the first dims of evenly spaced
+        rows. Quantised and full-precision copies of one model correlate > 0.9;
+        different models do not.
+    """
+    weight = input_embeddings.detach().float().cpu()
+    rows = torch.linspace(0, weight.shape[0] - 1, _SIGNATURE_ROWS).long()
+    return [round(float(x), 5) for x in weight[rows, :_SIGNATURE_DIMS].flatten()]
+
+
+def signature_fingerprint(signature: list[float]) -> str:
+    """Short hex fingerprint of a signature (for display and cache keys)."""
+    return hashlib.sha256(json.dumps([round(x, 2) for x in signature]).encode()).hexdigest()[:12]
+
+
+def signatures_match(a: list[float], b: list[float]) -> bool:
+    """True when two embedding signatures come from the same model (correlation > 0.9)."""
+    if len(a) != len(b) or not a:
+        return False
+    ta, tb = torch.tensor(a), torch.tensor(b)
+    ta, tb = ta - ta.mean(), tb - tb.mean()
+    denom = float(ta.norm() * tb.norm())
+    return denom > 0 and float((ta * tb).sum()) / denom > 0.9
+
+
+def read_model_file(path: str | Path, what: str, fmt: str) -> tuple[dict[str, str], dict[str, torch.Tensor]]:
+    """Read a model-bound safetensors file: its metadata and its tensors (on CPU, stored dtype).
+
+    Args:
+        path: the file.
+        what: what the file should be, for messages ("look-ahead file", "drafter file").
+        fmt: the expected ``format`` metadata value.
+
+    Raises:
+        ValueError: the file is missing, unreadable / corrupt, or not of format ``fmt``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{what[0].upper()}{what[1:]} {str(path)!r} does not exist.")
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            meta = handle.metadata() or {}
+        tensors = load_file(str(path))
+    except (SafetensorError, OSError, ValueError, RuntimeError) as err:
+        raise ValueError(f"{str(path)!r} is not a readable safetensors {what} ({err}).") from err
+    if meta.get("format") != fmt:
+        raise ValueError(f"{str(path)!r} is a safetensors file but not a {what} of format {fmt!r} "
+                         f"(format {meta.get('format')!r}).")
+    return meta, tensors
+
+
+def check_trained_for(loaded, path: str | Path, model_name: str, width: int, vocab_size: int,
+                      signature: list[float], how_to_train: str) -> None:
+    """Refuse a file trained for another model than ``loaded``.
+
+    Args:
+        loaded: the ``LoadedModel``.
+        path: the file (or a description), for the message.
+        model_name / width / vocab_size / signature: what the file was trained for
+            (width = d_emb = the target's hidden size).
+        how_to_train: the command that trains one for ``loaded`` (ends the message).
+
+    Raises:
+        ValueError: naming the file's model, the loaded model and what differs.
+    """
+    problems = []
+    if width != loaded.d_emb:
+        problems.append(f"d_emb {width} vs {loaded.d_emb}")
+    if vocab_size != loaded.vocab_size:
+        problems.append(f"vocabulary {vocab_size} vs {loaded.vocab_size}")
+    if not problems and not signatures_match(signature, embedding_signature(loaded.model.get_input_embeddings().weight)):
+        problems.append("input embeddings differ")
+    if problems:
+        raise ValueError(f"{str(path)} was trained for model {model_name!r}, not for the loaded model {loaded.name!r} "
+                         f"({', '.join(problems)}). {how_to_train}, or load {model_name!r}.")
