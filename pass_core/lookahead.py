@@ -13,8 +13,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from .model_files import (check_trained_for, embedding_signature, read_model_file, signature_fingerprint,  # noqa: F401
-                          signatures_match)
+from .model_files import check_trained_for, embedding_signature, read_model_file, signature_fingerprint
 
 FORMAT = "pass-lookahead/1"
 @dataclass

@@ -17,7 +17,9 @@ from pass_core.methods import METHODS, assets_dir, make_decoder, resolve_drafter
 from pass_core.parallelspec import FORMAT, ParallelDrafter, causal_mask
 from pass_core.sampling import logits_to_probs
 from pass_core.settings import DecodeSettings
-from pass_core.train_drafter import batch_loss, draft_vocabulary, evaluate, make_batch, target_features
+from pass_core.drafter_data import draft_vocabulary, make_batch, target_features
+from pass_core.drafter_eval import evaluate
+from pass_core.train_drafter import batch_loss
 from pass_core.text import encode_prompt
 from pass_core.verification import VerificationResult, verify_drafts
 from tiny import tiny_loaded
