@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--batch-positions", type=int, default=96, help="prefix positions per step")
     p.add_argument("--init", default="mean", choices=["fixed-token", "mean", "random"])
+    p.add_argument("--init-from", default=None, metavar="FILE",
+                   help="start from a trained look-ahead file for this model: its rows seed LA_1.., "
+                        "--init fills the rest (e.g. grow a trained L=4 set to L=8)")
     p.add_argument("--shared", action="store_true", help="one embedding shared by all L positions")
     p.add_argument("--tokens-per-draft", type=int, default=1, help="R > 1: 'registers' extension")
     p.add_argument("--loss", default="kl", choices=["kl", "ce"])
@@ -102,6 +105,25 @@ def load_checkpoint(path: Path, param: torch.Tensor, opt: torch.optim.Adam) -> i
     return step
 
 
+def _seed_from_file(init: LookaheadEmbeddings, path: str, loaded) -> LookaheadEmbeddings:
+    """``init`` with its first rows replaced by a trained file's (the file's L may be smaller or larger).
+
+    Because LA_i attends only to the prefix and LA_<i, the first rows of a trained set stay a
+    trained set: training L=8 from a trained L=4 file starts with LA_1..LA_4 already good.
+
+    Raises:
+        ValueError: the file is missing / corrupt, trained for another model, or uses another
+            number of tokens per draft position.
+    """
+    src = LookaheadEmbeddings.load(path, loaded)
+    if src.tokens_per_draft != init.tokens_per_draft:
+        raise ValueError(f"{path} has {src.tokens_per_draft} tokens per draft position; --tokens-per-draft is "
+                         f"{init.tokens_per_draft}.")
+    n = min(src.block_len, init.block_len)
+    init.weight[:n] = src.weight[:n].to(init.weight.dtype)
+    return init
+
+
 def train(args) -> dict:
     """Run training as described by the parsed ``args``; returns the report dict.
 
@@ -122,6 +144,8 @@ def train(args) -> dict:
     gen = torch.Generator().manual_seed(args.seed)
     init = LookaheadEmbeddings.initialise(loaded, args.num_lookahead, args.init, args.tokens_per_draft,
                                           generator=gen)
+    if args.init_from:
+        init = _seed_from_file(init, args.init_from, loaded)
     rows = 1 if args.shared else init.block_len
     param = torch.nn.Parameter(init.weight[:rows].clone().to(dev))  # (1 or L*R, D), float32
     opt = torch.optim.Adam([param], lr=args.lr)
@@ -183,7 +207,7 @@ def train(args) -> dict:
                              vocab_size=loaded.vocab_size, kind="trained", tokens_per_draft=args.tokens_per_draft)
     report = {
         "model": loaded.name, "num_lookahead": L, "tokens_per_draft": args.tokens_per_draft,
-        "shared": args.shared, "loss_kind": args.loss, "init": args.init, "lr": args.lr, "steps": args.steps,
+        "shared": args.shared, "loss_kind": args.loss, "init": args.init, "init_from": args.init_from, "lr": args.lr, "steps": args.steps,
         "batch_positions": args.batch_positions, "position_decay": args.position_decay, "seed": args.seed, "data": args.data,
         "train_sequences": len(seqs), "train_time_s": round(train_s, 1),
         "positions_per_s": round(tokens_seen / max(train_s, 1e-9), 1),
@@ -217,7 +241,9 @@ def report_markdown(report: dict, command: str) -> str:
         f"Command: `{command}`", "",
         f"- data: {report['data']} ({report['train_sequences']} sequences of the model's own greedy generations)",
         f"- steps: {report['steps']} x {report['batch_positions']} prefix positions, lr {report['lr']}, "
-        f"loss {report['loss_kind']}, init {report['init']}, shared {report['shared']}, "
+        f"loss {report['loss_kind']}, init {report['init']}"
+        + (f" (rows seeded from {Path(report['init_from']).name})" if report.get("init_from") else "")
+        + f", shared {report['shared']}, "
         f"tokens per draft {report['tokens_per_draft']}",
         f"- training time: {report['train_time_s']} s ({report['positions_per_s']} positions/s); "
         f"total with data and evaluation: {report['total_time_s']} s",

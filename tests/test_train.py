@@ -100,6 +100,22 @@ def test_resume_continues_from_checkpoint(tiny_folder, tmp_path):
     torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
+def test_init_from_seeds_the_first_rows(tiny_folder, tmp_path):
+    (tmp_path / "small").mkdir()
+    (tmp_path / "big").mkdir()
+    run_train(tiny_folder, tmp_path / "small", "--steps", "4")
+    small = LookaheadEmbeddings.load(tmp_path / "small" / "la.safetensors").weight  # (2, D)
+    run_train(tiny_folder, tmp_path / "big", "--steps", "1", "--lr", "1e-9", "--num-lookahead", "3",
+              "--init-from", str(tmp_path / "small" / "la.safetensors"))
+    big = LookaheadEmbeddings.load(tmp_path / "big" / "la.safetensors")
+    assert big.num_lookahead == 3 and big.info["init_from"].endswith("la.safetensors")
+    torch.testing.assert_close(big.weight[:2], small, atol=1e-6, rtol=1e-6)  # seeded, barely moved
+    assert not torch.allclose(big.weight[2], small[1])  # the new row comes from --init
+    with pytest.raises(ValueError, match="tokens per draft"):
+        run_train(tiny_folder, tmp_path / "big", "--steps", "1", "--tokens-per-draft", "2",
+                  "--init-from", str(tmp_path / "small" / "la.safetensors"))
+
+
 def test_bad_arguments(tiny_folder, tmp_path):
     with pytest.raises(ValueError, match="num-lookahead"):
         run_train(tiny_folder, tmp_path, "--steps", "1", "--num-lookahead", "0")
