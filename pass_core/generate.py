@@ -11,7 +11,7 @@ import sys
 import time
 
 from .events import output_text, output_token_ids, summarize
-from .methods import METHODS, make_decoder, resolve_lookahead
+from .methods import METHODS, make_decoder, resolve_drafter, resolve_lookahead
 from .models import DEFAULT_MODEL, load_model
 from .settings import SETTING_RANGES, DecodeSettings
 
@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompt", required=True, help="the user's text")
     p.add_argument("--model", default=DEFAULT_MODEL, help="model name, hub id, folder or .gguf file")
     p.add_argument("--lookahead", default=None, help="look-ahead safetensors file, or 'fixed-token'")
+    p.add_argument("--drafter", default=None, help="ParallelSpec drafter file (default: the shipped one)")
     lo, hi, _ = SETTING_RANGES["num_lookahead"]
     p.add_argument("--num-lookahead", type=int, default=d.num_lookahead, help=f"L, {lo}-{hi}")
     p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
@@ -57,15 +58,18 @@ def main(argv: list[str] | None = None) -> int:
                                   num_lookahead=args.num_lookahead, chat_template=not args.raw, fused=args.fused)
         loaded = load_model(args.model, device=args.device, dtype=args.dtype, progress=log)
         log(f"model: {loaded.describe()}")
-        lookahead, which = None, ""
+        lookahead, drafter, which = None, None, ""
         if args.method in ("pass", "fixed-token"):
             lookahead, which = resolve_lookahead(loaded, settings.num_lookahead, args.lookahead,
                                                  kind="fixed-token" if args.method == "fixed-token" else "trained")
             settings = settings.with_(num_lookahead=lookahead.num_lookahead)
             log(f"look-ahead: {which}")
+        if args.method == "parallelspec":
+            drafter, which = resolve_drafter(loaded, settings.num_lookahead, args.drafter)
+            log(f"drafter: {which}")
         start = time.perf_counter()
         events = []
-        for event in make_decoder(args.method, loaded, args.prompt, settings, lookahead):
+        for event in make_decoder(args.method, loaded, args.prompt, settings, lookahead, drafter):
             events.append(event)
             if not args.json:
                 for tok in event.tokens:
@@ -79,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarize(events, method=args.method)
     if args.json:
         out = {
-            "method": args.method, "model": loaded.name, "lookahead": which, "settings": settings.to_dict(),
+            "method": args.method, "model": loaded.name, "lookahead" if args.method != "parallelspec" else "drafter": which,
+            "settings": settings.to_dict(),
             "token_ids": output_token_ids(events), "text": output_text(events),
             "summary": {**summary.to_dict(), "wall_time_s": wall},
         }

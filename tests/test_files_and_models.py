@@ -91,6 +91,18 @@ def test_cli_json(tiny_folder):
     assert "untrained" in data["lookahead"] or "fixed-token" in data["lookahead"]
 
 
+def test_cli_parallelspec_drafter_file(tiny_folder, tmp_path):
+    cmd = [sys.executable, "-m", "pass_core.generate", "--method", "parallelspec", "--prompt", "hi there",
+           "--model", str(tiny_folder), "--max-new-tokens", "6"]
+    out = subprocess.run(cmd + ["--json"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["method"] == "parallelspec" and "untrained" in data["drafter"]
+    out = subprocess.run(cmd + ["--drafter", str(tmp_path / "missing.safetensors")], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 2 and "does not exist" in out.stderr
+
+
 def test_cli_bad_setting_exits_2(tiny_folder):
     out = subprocess.run([sys.executable, "-m", "pass_core.generate", "--prompt", "hi", "--model", str(tiny_folder),
                           "--num-lookahead", "0"], capture_output=True, text=True, timeout=120)
