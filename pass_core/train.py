@@ -225,7 +225,7 @@ def train(args) -> dict:
     la.save(out)
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2))
-        Path(args.report).with_suffix(".md").write_text(report_markdown(report, " ".join(sys.argv)))
+        Path(args.report).with_suffix(".md").write_text(report_markdown(report, "python -m pass_core.train " + " ".join(sys.argv[1:])))
     return report
 
 
