@@ -266,9 +266,9 @@ def rerender_panes(state, show_rejected):
 
 
 def pane_visibility(methods):
-    """Show the panes of the chosen methods (at least two stay visible while choosing)."""
+    """Show the panes of the chosen methods only (Run asks for two or more)."""
     chosen = set(methods or ())
-    return tuple(gr.update(visible=key in chosen or len(chosen) < 2) for key in RACE_METHODS)
+    return tuple(gr.update(visible=key in chosen) for key in RACE_METHODS)
 
 
 def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
