@@ -144,6 +144,20 @@ def test_embedded_greedy_pass_equals_ar(smollm):
 
 
 @pytest.mark.slow
+def test_embedded_model_has_trained_lookahead_for_every_offered_l(smollm):
+    """The app offers L = 1..8: each resolves to shipped, trained embeddings with a report."""
+    from pass_core.methods import assets_dir, resolve_lookahead
+    from pass_core.settings import SETTING_RANGES
+
+    lo, hi, _ = SETTING_RANGES["num_lookahead"]
+    for n in range(lo, hi + 1):
+        la, which = resolve_lookahead(smollm, n)
+        assert la.num_lookahead == n and la.kind == "trained" and which.startswith("shipped"), (n, which)
+    for path in (assets_dir() / "lookahead").glob("*.safetensors"):
+        assert path.stat().st_size < 64 * 1024  # L x d_emb float32 numbers: a few KB
+    assert (assets_dir() / "lookahead" / "report.md").is_file() and (assets_dir() / "lookahead" / "report-L8.md").is_file()
+
+
 def test_embedded_detokenizer_handles_emoji_and_cjk(smollm):
     tok = smollm.tokenizer
     text = "Party 🎉🎉 time, 春天 and café"
