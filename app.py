@@ -248,6 +248,32 @@ def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k,
     yield render(events, show_rejected, settings.greedy, settings.fused, True, note)
 
 
+def validate_inputs(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected=True,
+                    fused=False, methods=DEFAULT_RACE) -> list:
+    """Check the race's inputs in the browser before the run starts: one ``gr.validate`` per input.
+
+    The page then marks the faulty inputs with their messages instead of failing every output.
+    ``race_handler`` checks the same again (and the prompt's length against the model's context),
+    so API calls that skip this step still get a ``gr.Error``.
+    """
+    def check(**field):
+        try:
+            DecodeSettings(**{k: _whole(v) for k, v in field.items()})
+            return gr.validate(True, "")
+        except (TypeError, ValueError) as err:
+            return gr.validate(False, str(err))
+
+    chosen = set(methods or ())
+    return [
+        gr.validate(bool(str(prompt or "").strip()), "The prompt is empty: type a prompt or pick an example."),
+        check(num_lookahead=num_lookahead), check(temperature=temperature), check(top_k=top_k),
+        check(top_p=top_p), check(max_new_tokens=max_new_tokens), check(seed=seed),
+        gr.validate(True, ""), gr.validate(True, ""),
+        gr.validate(len(chosen & set(RACE_METHODS)) >= 2 and chosen <= set(RACE_METHODS),
+                    "Pick at least two methods to race (any two of AR, PaSS and ParallelSpec, or all three)."),
+    ]
+
+
 def gpu_duration(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, *rest) -> int:
     """Seconds of GPU to ask ZeroGPU for: up to three methods, a few forward passes per new token, plus slack."""
     try:
@@ -353,7 +379,7 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
         outputs = [*panes, *metrics, greedy_md, latency_plot, cumulative_plot, hist_plot, position_plot, run_md,
                    lookahead_md, state]
         run_event = run_btn.click(on_run, inputs, outputs, api_name="race", concurrency_limit=1,
-                                  show_progress="minimal")
+                                  show_progress="minimal", validator=validate_inputs)
         stop_btn.click(None, cancels=[run_event])
         show_rejected.change(rerender_panes, [state, show_rejected], panes, api_visibility="private", queue=False)
         num_lookahead.release(lookahead_line, [num_lookahead, methods], lookahead_md, api_visibility="private")

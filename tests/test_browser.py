@@ -50,5 +50,14 @@ def test_page_races_and_draws(tiny_folder):
             page.get_by_label(METHODS["pass"], exact=True).uncheck()
             page.locator("#pane-pass").wait_for(state="hidden", timeout=10_000)
             assert page.locator("#pane-ar").is_visible() and page.locator("#pane-parallelspec").is_visible()
+            # one method left: Run is refused at the input, with the reason, and the outputs keep the last race
+            page.get_by_label(METHODS["parallelspec"], exact=True).uncheck()
+            page.get_by_role("button", name="Run").click()
+            page.get_by_text("Pick at least two methods").first.wait_for(timeout=10_000)
+            page.screenshot(path=str(ARTIFACTS / "browser-validation.png"), full_page=True)
+            assert page.locator("#pane-ar .token.highlighted").count() > 0
+            page.get_by_label(METHODS["pass"], exact=True).check()  # fixed: the race runs again
+            page.get_by_role("button", name="Run").click()
+            page.locator("#pane-pass .token.highlighted").first.wait_for(timeout=90_000)
         finally:
             browser.close()
