@@ -118,7 +118,14 @@ def generate_autoregressive(loaded, prompt: str, settings: DecodeSettings) -> It
             return
 
 
-def _draft_records(loaded, detok, drafts, q_draft, p_draft, uniforms, num_verified, num_accepted):
+def _draft_records(loaded, detok, drafts, q_draft, p_draft, uniforms, num_verified, num_accepted, records=None):
+    """One ``DraftRecord`` per draft. ``records`` (the committed tokens of the step): drafts past
+    the end of the output (accepted, but after EOS) count as not verified, so acceptance
+    statistics only count drafts that are part of the output."""
+    if records is not None:
+        committed = sum(label == "accepted" for _, label, _ in records)
+        if committed < num_accepted:
+            num_verified = num_accepted = committed
     out = []
     for i, tid in enumerate(drafts):
         if i < num_accepted:
@@ -240,7 +247,7 @@ def generate_pass(loaded, prompt: str, settings: DecodeSettings, lookahead: Look
             method="pass", step=step,
             tokens=_with_rejected(records, rejected, state.detok, 1 + result.num_accepted),
             drafts=_draft_records(loaded, state.detok, drafts.tolist(), q_all, result.p_draft,
-                                  result.uniforms, k, result.num_accepted),
+                                  result.uniforms, k, result.num_accepted, records),
             forward_passes=2, drafting_s=t1 - t0, verification_s=t2 - t1, step_s=t2 - t0,
             finish_reason=reason)
         if reason:
@@ -339,7 +346,7 @@ def generate_pass_fused(loaded, prompt: str, settings: DecodeSettings, lookahead
             method="pass-fused", step=step,
             tokens=_with_rejected(records, rejected, state.detok, m),
             drafts=_draft_records(loaded, state.detok, drafts.tolist(), q_all, result.p_draft,
-                                  result.uniforms, k, m),
+                                  result.uniforms, k, m, records),
             forward_passes=1, drafting_s=t2 - t_verified, verification_s=t_verified - t0, step_s=t2 - t0,
             finish_reason=reason)
         drafts, q = new_drafts, new_q

@@ -13,7 +13,8 @@ VERIFICATION pass  target over [x_{n-1}, d_1..d_k] -> p_1..p_{k+1} and h_{n-1}..
 tokens per step = m accepted + 1 resampled/bonus, for 1 target pass + 1 drafter pass
 ```
 
-The first step is the target's prefill over the prompt (one token, labelled ``target``).
+The first step is the target's prefill over the prompt (one token, labelled ``exact``: sampled
+by the target at a real position, never a draft, as PaSS's).
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def generate_parallelspec(loaded, prompt: str, settings: DecodeSettings, drafter
             positions the drafter has not read yet).
 
     Yields:
-        ``StepEvent`` (method "parallelspec"): tokens labelled target (the prefill) /
+        ``StepEvent`` (method "parallelspec"): tokens labelled exact (the prefill and gated steps) /
         accepted / rejected / resampled / bonus, drafts with q, p, u and the decision,
         ``forward_passes`` = target passes (1 per step), ``drafter_passes`` (1 per step
         with drafts), ``drafting_s`` and ``verification_s`` timed separately.
@@ -114,7 +115,7 @@ def generate_parallelspec(loaded, prompt: str, settings: DecodeSettings, drafter
     first = int(sample(logits_to_probs(logits[-1:], settings), gen)[0])
     t1 = clock.now()
     pending_h = hidden  # (1, P, D): h_t of the positions t not yet in the drafter cache
-    records, reason = state.take([(first, "target")])
+    records, reason = state.take([(first, "exact")])
     _inspect(inspect_fn, target_cache, drafter_cache, ids, state, pending_h)
     yield StepEvent(method=METHOD, step=1, tokens=_tokens(loaded, records), forward_passes=1,
                     verification_s=t1 - t0, step_s=t1 - t0, finish_reason=reason)
@@ -158,7 +159,8 @@ def generate_parallelspec(loaded, prompt: str, settings: DecodeSettings, drafter
         q_all = q[torch.arange(len(drafts)), drafts].tolist()
         yield StepEvent(
             method=METHOD, step=step, tokens=_with_rejected(records, rejected, state.detok, m),
-            drafts=_draft_records(loaded, state.detok, drafts.tolist(), q_all, result.p_draft, result.uniforms, k, m),
+            drafts=_draft_records(loaded, state.detok, drafts.tolist(), q_all, result.p_draft, result.uniforms, k, m,
+                                  records),
             forward_passes=1, drafter_passes=drafter_passes, drafting_s=t1 - t0, verification_s=t2 - t1,
             step_s=t2 - t0, finish_reason=reason)
 

@@ -265,3 +265,21 @@ def test_sampling_filters():
     assert (p[0, 1:] == 0).all()  # the top token alone holds > 0.5 of the mass
     p = logits_to_probs(logits, DecodeSettings(temperature=1.0, top_p=0.9))
     assert (p[0, :3] > 0).all() and p[0, 3] == 0
+
+
+def test_drafts_after_eos_are_not_counted_as_accepted(tiny):
+    """Verification accepted 3 drafts but the 2nd was EOS: only the committed ones count."""
+    class Detok:
+        def token_text(self, tid):
+            return f"<{tid}>"
+
+    records = [(5, "exact", "a"), (6, "accepted", "b"), (0, "accepted", "")]  # EOS (0) ends the output
+    drafts = decoding._draft_records(tiny, Detok(), [6, 0, 7], [0.5] * 3, [0.5] * 3, [0.1] * 3, 3, 3, records)
+    assert [d.decision for d in drafts] == ["accepted", "accepted", "not_verified"]
+    uncut = decoding._draft_records(tiny, Detok(), [6, 0, 7], [0.5] * 3, [0.5] * 3, [0.1] * 3, 3, 3)
+    assert [d.decision for d in uncut] == ["accepted"] * 3
+    # every real run: accepted drafts == committed tokens labelled "accepted"
+    settings = DecodeSettings(num_lookahead=3, temperature=1.0, max_new_tokens=40, seed=3)
+    la = LookaheadEmbeddings.initialise(tiny, 3, "random", generator=torch.Generator().manual_seed(0))
+    for event in generate_pass(tiny, "hello", settings, la):
+        assert event.num_accepted == sum(t.label == "accepted" for t in event.tokens if t.committed)

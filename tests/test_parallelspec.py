@@ -99,7 +99,7 @@ def test_greedy_equals_ar_with_trained_drafter(tiny, trained):
         assert output_token_ids(events) == _ar_ids(tiny, prompt, settings)
         assert output_text(events) == tiny.tokenizer.decode(output_token_ids(events), skip_special_tokens=True)
         accepted += summarize(events).accepted_drafts
-        assert events[0].tokens[0].label == "target" and events[0].drafter_passes == 0
+        assert events[0].tokens[0].label == "exact" and events[0].drafter_passes == 0
         assert all(e.forward_passes == 1 and e.drafter_passes == (1 if e.drafts else 0) for e in events[1:])
         assert {t.label for e in events[1:] if e.drafts for t in e.tokens} <= {"accepted", "rejected", "resampled",
                                                                                "bonus"}
