@@ -49,8 +49,11 @@ METRIC_LABELS = {
 #: The methods the app can race (any two, or all three), in pane order.
 RACE_METHODS = ("ar", "pass", "parallelspec")
 DEFAULT_RACE = ("ar", "pass", "parallelspec")
-UPDATE_INTERVAL_S = 0.1  # at most ~10 page updates per second of wall time
+UPDATE_INTERVAL_S = 0.25  # at most 4 page updates per second of wall time at the start of a race
+CHART_EVERY = 4  # charts redraw on every 4th page update (figures are the browser's heaviest work)
+TOKENS_PER_EXTRA_S = 400  # each 400 tokens on the page add 1 s between updates, so long races stay responsive
 QUEUE_MAX_SIZE = 16
+STOPPED_NOTE = "**Stopped.** The panes show what each method had produced when you pressed Stop."
 LOAD_TIMEOUT_S = 600  # a Run pressed while the model loads waits this long at most
 
 HOW_TO_READ = """
@@ -59,6 +62,8 @@ HOW_TO_READ = """
 - Colours: **AR target** = a token of plain AR decoding; **exact** = sampled by the target at a real position, never a draft (PaSS's drafting pass; ParallelSpec's first token and steps that verify no draft); **accepted draft** = a draft kept by verification; **rejected draft** = the first draft verification refused (not part of the output; hidden unless *show rejected drafts* is on); **resampled** = the token drawn in its place; **bonus** = the extra token drawn when every draft was accepted.
 - Fair race: all decoders run in this one process, never at the same time; whichever has used the least compute goes next, so every pane shows what its method had produced after the same compute time. Timings count model work only, not the page.
 - Charts: latency of every step, tokens against compute time (steeper is faster), how many drafts each step accepted, and acceptance per draft position d_i (solid: conditional, given verification reached it; hatched: unconditional).
+- *Mean accepted tokens per step* counts every token a step adds, so PaSS's *exact* token from its drafting pass is in it: PaSS pays two forward passes per step for it. Compare methods by *tokens per forward pass* and tokens/s.
+- ParallelSpec's shipped drafter comes with a *confidence gate* (an extension): when the drafter's probability for its first draft is below a threshold (0.3, chosen on held-out data), the step drafts nothing and the target just samples one *exact* token, which is cheaper than verifying a likely-wrong draft. That is why its conditional acceptance at d_1 is higher than its unconditional one.
 - Greedy (temperature 0): PaSS and ParallelSpec must reproduce AR token for token; the check under the panes says whether they did and where they first differed.
 - *fused step (extension)* is beyond the paper and applies to PaSS only: the next step's drafting rides on the verification pass (one forward pass per step).
 - Untrained look-ahead embeddings or drafters (see the lines at the top) give few accepted drafts: the method is then slower than AR.
@@ -166,15 +171,15 @@ def race_keys(methods) -> tuple[str, ...]:
 
 
 def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finished: bool, drafter_note: str,
-           drafts_changed: bool = True) -> tuple:
+           charts_now: bool = True) -> tuple:
     """Every output of the race from the events so far (pure: events in, display values out).
 
     Args:
         events: method key -> its ``StepEvent`` list so far, for the racing methods in pane order.
         drafter_note: markdown naming the look-ahead embeddings / drafter each method uses.
-        drafts_changed: False when no drafting method stepped since the last update: the two
-            draft-only charts are then left as they are (a figure costs ~1.5 ms, and the page
-            updates 10 times a second).
+        charts_now: False leaves the four charts as they are (``gr.skip()``): redrawing Plotly
+            figures is the browser's heaviest work, so during a race they redraw on every
+            ``CHART_EVERY``-th update only (and always at the end).
 
     Returns:
         One value per output of ``build_demo``'s race: 3 panes (a method not racing gets an
@@ -190,10 +195,10 @@ def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finishe
         *(charts.highlighted_tokens(events.get(key, []), show_rejected) for key in RACE_METHODS),
         *(metrics[key] for key in METRIC_LABELS),
         charts.greedy_check(events, greedy, finished),
-        charts.latency_figure(events, names),
-        charts.cumulative_figure(events, names),
-        charts.acceptance_histogram_figure(summaries, names) if drafts_changed else gr.skip(),
-        charts.position_acceptance_figure(summaries, names) if drafts_changed else gr.skip(),
+        charts.latency_figure(events, names) if charts_now else gr.skip(),
+        charts.cumulative_figure(events, names) if charts_now else gr.skip(),
+        charts.acceptance_histogram_figure(summaries, names) if charts_now else gr.skip(),
+        charts.position_acceptance_figure(summaries, names) if charts_now else gr.skip(),
         run_note + charts.compute_line(summaries),
         drafter_note,
         {"events": events, "greedy": greedy, "fused": fused, "finished": finished, "note": drafter_note},
@@ -224,8 +229,9 @@ def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k,
     """Race the chosen methods (pass_core.race: fair interleaving by compute time) and stream the page.
 
     ``methods`` holds two or three of "ar", "pass", "parallelspec". Yields the outputs of
-    ``render`` at most every ``update_interval_s`` seconds of wall time, and once more at the
-    end. Raises gr.Error for bad settings, fewer than two methods or a bad prompt.
+    ``render`` at most every ``update_interval_s`` seconds of wall time (one more second per
+    ``TOKENS_PER_EXTRA_S`` tokens already shown, so that the browser keeps up and Stop stays
+    responsive in long races), and once more at the end. Raises gr.Error for bad settings, fewer than two methods or a bad prompt.
     """
     keys = race_keys(methods)
     settings = make_settings(num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, fused)
@@ -234,15 +240,16 @@ def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k,
         found, note = drafters_for(loaded, keys, settings)
         decoders = {key: make_decoder(key, loaded, prompt, settings, lookahead=found.get("pass"),
                                       drafter=found.get("parallelspec")) for key in keys}
-        last, draft_steps_shown = float("-inf"), -1
+        last, updates, tokens = float("-inf"), 0, 0
         for name, event in race(decoders):
             events[name].append(event)
+            tokens += len(event.tokens)
             now = time.monotonic()
-            if now - last >= update_interval_s:
+            if now - last >= update_interval_s * (1 + tokens / TOKENS_PER_EXTRA_S):
                 last = now
-                draft_steps = sum(len(evs) for key, evs in events.items() if key != "ar")
-                drafts_changed, draft_steps_shown = draft_steps != draft_steps_shown, draft_steps
-                yield render(events, show_rejected, settings.greedy, settings.fused, False, note, drafts_changed)
+                charts_now = updates % CHART_EVERY == 0
+                updates += 1
+                yield render(events, show_rejected, settings.greedy, settings.fused, False, note, charts_now)
     except ValueError as err:  # empty prompt, prompt too long, a drafter file for another model
         raise gr.Error(str(err)) from err
     yield render(events, show_rejected, settings.greedy, settings.fused, True, note)
@@ -316,7 +323,8 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
     def run_on_device(*values):
         yield from race_handler(holder.loaded, *values)
 
-    def on_run(*values):
+    def on_run(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused, methods):
+        values = (prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused, methods)
         if not holder.ready:
             yield (gr.skip(),) * (len(outputs) - 3) + ("Waiting for the model to load…", gr.skip(), gr.skip())
         holder.wait(timeout_s=LOAD_TIMEOUT_S)
@@ -380,9 +388,10 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
                    lookahead_md, state]
         run_event = run_btn.click(on_run, inputs, outputs, api_name="race", concurrency_limit=1,
                                   show_progress="minimal", validator=validate_inputs)
-        stop_btn.click(None, cancels=[run_event])
+        stop_btn.click(lambda: STOPPED_NOTE, None, run_md, cancels=[run_event], api_visibility="private", queue=False)
         show_rejected.change(rerender_panes, [state, show_rejected], panes, api_visibility="private", queue=False)
-        num_lookahead.release(lookahead_line, [num_lookahead, methods], lookahead_md, api_visibility="private")
+        num_lookahead.change(lookahead_line, [num_lookahead, methods], lookahead_md, api_visibility="private",
+                             trigger_mode="always_last", show_progress="hidden")
         methods.change(pane_visibility, methods, panes, api_visibility="private", queue=False)
         methods.change(lookahead_line, [num_lookahead, methods], lookahead_md, api_visibility="private")
         timer.tick(poll, [num_lookahead, methods], [status, lookahead_md, timer], api_visibility="private",

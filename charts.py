@@ -147,7 +147,7 @@ def acceptance_histogram_figure(summaries: dict[str, RunSummary | None], names: 
         bars.append(go.Bar(x=list(range(len(hist))), y=hist, name=names[key], marker=dict(color=METHOD_COLORS.get(key)),
                            text=[f"{h:.0%}" for h in hist], textposition="outside", cliponaxis=False))
     layout = _layout("accepted drafts in the step", "share of steps", barmode="group")
-    layout["xaxis"].update(dtick=1)
+    layout["xaxis"].update(dtick=1, zeroline=False)
     layout["yaxis"].update(range=[0, 1.1], tickformat=".0%")
     return go.Figure(bars, layout)
 

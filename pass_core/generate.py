@@ -52,6 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit code (2 on bad input, with a message on stderr)."""
     args = build_parser().parse_args(argv)
     log = (lambda msg: print(msg, file=sys.stderr)) if not args.json else (lambda msg: None)
+    if args.drafter and args.method != "parallelspec":
+        print(f"note: --drafter is used by --method parallelspec only, not {args.method}", file=sys.stderr)
+    if args.lookahead and args.method not in ("pass", "fixed-token"):
+        print(f"note: --lookahead is used by --method pass only, not {args.method}", file=sys.stderr)
+    colours = ANSI if sys.stdout.isatty() else dict.fromkeys(ANSI, "")  # no escape codes in files and pipes
     try:
         settings = DecodeSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                                   top_k=args.top_k, top_p=args.top_p, seed=args.seed,
@@ -74,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
             if not args.json:
                 for tok in event.tokens:
                     if tok.committed or args.show_rejected:
-                        sys.stdout.write(f"{ANSI[tok.label]}{tok.text}{RESET if ANSI[tok.label] else ''}")
+                        text = tok.text if tok.committed or colours is ANSI else f"~~{tok.text}~~"  # plain: ~~struck~~
+                        sys.stdout.write(f"{colours[tok.label]}{text}{RESET if colours[tok.label] else ''}")
                 sys.stdout.flush()
         wall = time.perf_counter() - start
     except ValueError as err:
@@ -91,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(out, ensure_ascii=False))
         return 0
     print()
-    legend = " ".join(f"{ANSI[k]}{k}{RESET if ANSI[k] else ''}" for k in ANSI)
+    legend = " ".join(f"{colours[k]}{k}{RESET if colours[k] else ''}" for k in colours)
     print(f"\n[{legend}]")
     s = summary
     acc = "-" if s.acceptance_rate is None else f"{s.acceptance_rate:.2f}"

@@ -105,7 +105,12 @@ def resolve_drafter(loaded, num_draft: int, path: str | None = None) -> tuple[Pa
         shipped = shipped_drafter_path(loaded.name, k)
         if shipped.is_file():
             drafter = ParallelDrafter.load(shipped, loaded)
-            return drafter, f"shipped {drafter.describe()} ({shipped.name}), {min(num_draft, k)} drafts per step"
+            n = min(num_draft, k)
+            gate = drafter.info.get("min_confidence") or 0
+            gate_note = (f"; a step drafts nothing when the drafter's confidence in d_1 is below {gate:g} "
+                         "(confidence gate, an extension)") if gate else ""
+            return drafter, (f"shipped {drafter.describe()} ({shipped.name}), {n} draft{'s' if n != 1 else ''} "
+                             f"per step{gate_note}")
     drafter = ParallelDrafter.initialise(loaded, num_draft)
     return drafter, (f"no trained ParallelSpec drafter for {loaded.name}: using an untrained one "
                      "(expect almost no accepted drafts)")

@@ -47,9 +47,10 @@ def encode_prompt(tokenizer, prompt: str, chat_template: bool, max_positions: in
         budget = max_positions - max_new_tokens - 16
         if len(ids) > budget:
             raise ValueError(
-                f"The prompt is {len(ids):,} tokens long, but the model's context holds "
-                f"{max_positions:,} positions and {max_new_tokens} are reserved for new tokens. "
-                f"Shorten the prompt to at most {max(budget, 0):,} tokens or lower max new tokens."
+                f"The prompt is {len(ids):,} tokens long (chat template included), but the model's context "
+                f"holds {max_positions:,} positions, of which {max_new_tokens + 16:,} stay free for the new "
+                f"tokens and the drafts. Shorten the prompt to at most {max(budget, 0):,} tokens or lower max "
+                f"new tokens."
             )
     return [int(i) for i in ids]
 

@@ -111,6 +111,15 @@ def test_updates_are_throttled(tiny):
     assert "Racing" in outs[0]["run_info"] and "Finished" in outs[1]["run_info"]
 
 
+def test_charts_redraw_every_few_updates_and_at_the_end(tiny):
+    outs = run(tiny, max_new_tokens=12, update_interval_s=0.0)
+    assert len(outs) > app.CHART_EVERY + 1
+    skipped = [i for i, out in enumerate(outs) if out["latency"] == gr.skip()]
+    assert skipped and all(i % app.CHART_EVERY for i in skipped)  # updates 0, 4, 8, ... draw the charts
+    assert outs[-1]["latency"] != gr.skip() and outs[-1]["positions"] != gr.skip()
+    assert all(out["ar_tokens"] is not None for out in outs)  # panes update every time
+
+
 def test_sampling_and_fused_extension(tiny):
     final = run(tiny, temperature=0.8, top_k=10, top_p=0.9, fused=True, max_new_tokens=8)[-1]
     assert final["ar_tokens"] and final["pass_tokens"] and final["parallelspec_tokens"]
@@ -136,7 +145,10 @@ def test_demo_builds_with_race_endpoint_and_limits(tiny):
     demo = app.build_demo(tiny)
     race = [(i, fn) for i, fn in demo.fns.items() if fn.api_name == "race"]
     assert len(race) == 1 and race[0][1].concurrency_limit == 1
-    assert any(race[0][0] in (fn.cancels or []) for fn in demo.fns.values()), "Stop must cancel the race"
+    cancel = [fn for fn in demo.fns.values() if race[0][0] in (fn.cancels or [])]
+    assert cancel, "Stop must cancel the race"
+    note = [fn for fn in demo.fns.values() if fn.targets == cancel[0].targets and fn.fn is not None]
+    assert note and note[0].fn() == app.STOPPED_NOTE  # and say so where the page says "Racing…"
     assert demo._queue.max_size == app.QUEUE_MAX_SIZE
     sliders = {c.label: c for c in demo.blocks.values() if isinstance(c, gr.Slider)}
     lo, hi, default = SETTING_RANGES["num_lookahead"]
