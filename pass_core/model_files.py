@@ -63,6 +63,8 @@ def read_model_file(path: str | Path, what: str, fmt: str) -> tuple[dict[str, st
         ValueError: the file is missing, unreadable / corrupt, or not of format ``fmt``.
     """
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{str(path)!r} is a folder; give the {what} itself (a .safetensors file).")
     if not path.is_file():
         raise ValueError(f"{what[0].upper()}{what[1:]} {str(path)!r} does not exist.")
     try:

@@ -101,6 +101,8 @@ def test_cli_parallelspec_drafter_file(tiny_folder, tmp_path):
     out = subprocess.run(cmd + ["--drafter", str(tmp_path / "missing.safetensors")], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 2 and "does not exist" in out.stderr
+    out = subprocess.run(cmd + ["--drafter", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "is a folder" in out.stderr
 
 
 def test_cli_bad_setting_exits_2(tiny_folder):
