@@ -109,7 +109,9 @@ def latency_figure(events: dict[str, list[StepEvent]], names: dict[str, str]) ->
     traces = [go.Scatter(x=[e.step for e in evs], y=[e.step_s * 1000 for e in evs], name=names[key],
                          mode="lines+markers", marker=dict(size=4), line=dict(color=METHOD_COLORS.get(key)))
               for key, evs in events.items()]
-    return go.Figure(traces, _layout("step", "ms (model compute)"))
+    layout = _layout("step", "ms (model compute)")
+    layout["yaxis"].update(tickformat=",.0f")  # plain milliseconds, even after a 20 s prefill of a huge prompt
+    return go.Figure(traces, layout)
 
 
 def cumulative_figure(events: dict[str, list[StepEvent]], names: dict[str, str]) -> go.Figure:
