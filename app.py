@@ -358,8 +358,9 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
                         top_p = gr.Slider(*rng["top_p"], step=0.01, label="top-p", info="1 = off")
                     with gr.Row():
                         max_new_tokens = gr.Slider(*rng["max_new_tokens"], step=1, label="max new tokens")
-                        seed = gr.Number(rng["seed"][2], label="seed", precision=0, minimum=rng["seed"][0],
-                                         maximum=rng["seed"][1])
+                        # range checked by validate_inputs (a Number's own min/max fails every output)
+                        seed = gr.Number(rng["seed"][2], label="seed", precision=0,
+                                         info=f"{rng['seed'][0]}-{rng['seed'][1]:,}")
                     with gr.Row():
                         show_rejected = gr.Checkbox(True, label="show rejected drafts")
                         fused = gr.Checkbox(DecodeSettings().fused, label="fused step (extension)",

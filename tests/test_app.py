@@ -141,6 +141,14 @@ def test_bad_input_raises_gr_error(tiny, kwargs, message):
         run(tiny, **kwargs)
 
 
+def test_validator_marks_each_bad_input():
+    ok = app.validate_inputs("Hi", 3, 0.0, 0, 1.0, 96, 0, True, False, ["ar", "pass"])
+    assert len(ok) == 10 and all(v["is_valid"] for v in ok)
+    bad = app.validate_inputs("  ", 30, -1.0, 0, 1.0, 96, -5, True, False, ["ar"])
+    assert [v["is_valid"] for v in bad] == [False, False, False, True, True, True, False, True, True, False]
+    assert "empty" in bad[0]["message"] and "seed" in bad[6]["message"] and "two methods" in bad[9]["message"]
+
+
 def test_demo_builds_with_race_endpoint_and_limits(tiny):
     demo = app.build_demo(tiny)
     race = [(i, fn) for i, fn in demo.fns.items() if fn.api_name == "race"]
