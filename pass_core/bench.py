@@ -24,18 +24,20 @@ from pathlib import Path
 
 import torch
 
-from .bench_report import BASELINE, load_html_report, machine_info, markdown_report
-from .events import StepEvent, output_token_ids, summarize
-from .methods import METHODS, assets_dir, make_decoder, resolve_drafter, resolve_lookahead
+from .bench_report import load_html_report, machine_info, markdown_report
+from .events import StepEvent, compare_outputs, output_token_ids, speedup, summarize
 from .models import DEFAULT_MODEL, load_model
+from .registry import BASELINE, METHODS
 from .settings import DecodeSettings
+from .shipped import assets_dir
 
 SUITES = ("quick", "full")
 #: ``RunSummary`` fields copied into every summary entry.
 SUMMARY_FIELDS = ("tokens_per_forward_pass", "mean_accepted_tokens", "accepted_drafts_per_step",
                   "acceptance_rate", "per_position_conditional", "per_position_unconditional",
                   "acceptance_histogram", "tokens_per_s", "ms_per_step", "tokens", "steps",
-                  "forward_passes", "drafted_tokens", "accepted_drafts", "compute_time_s")
+                  "forward_passes", "drafted_tokens", "accepted_drafts", "compute_time_s", "verification_steps",
+                  "drafter_passes")
 WARMUP_TOKENS = 8
 
 
@@ -109,23 +111,6 @@ def schedule(methods: list[str], lookaheads: list[int], temperatures: list[float
     return keys
 
 
-def method_state(method: str, loaded, num_lookahead: int) -> tuple[dict, str]:
-    """What a method needs besides the settings, resolved once before any timing.
-
-    Returns:
-        (keyword arguments for ``make_decoder``, a sentence saying what was used, or "").
-        A method not named here gets {} and resolves its own state inside ``make_decoder``.
-    """
-    if method in ("pass", "fixed-token"):
-        kind = "fixed-token" if method == "fixed-token" else "trained"
-        la, note = resolve_lookahead(loaded, num_lookahead, kind=kind)
-        return {"lookahead": la}, note
-    if method == "parallelspec":
-        drafter, note = resolve_drafter(loaded, num_lookahead)
-        return {"drafter": drafter}, note
-    return {}, ""
-
-
 def run_bench(loaded, prompts: list[BenchPrompt], methods: list[str], lookaheads: list[int],
               temperatures: list[float], base: DecodeSettings, repeats: int,
               progress: bool = True) -> tuple[list[BenchRun], dict[str, str]]:
@@ -141,7 +126,7 @@ def run_bench(loaded, prompts: list[BenchPrompt], methods: list[str], lookaheads
     state, notes = {}, {}
     for m in methods:
         for n in lookaheads if m != BASELINE else ():
-            state[m, n], note = method_state(m, loaded, n)
+            state[m, n], note = METHODS[m].find_files(loaded, n)
             if note:
                 notes[f"{m} L={n}"] = note
                 if progress:
@@ -150,8 +135,8 @@ def run_bench(loaded, prompts: list[BenchPrompt], methods: list[str], lookaheads
     def run(key: RunKey, **changes) -> list[StepEvent]:
         settings = base.with_(temperature=key.temperature, num_lookahead=key.num_lookahead or lookaheads[0],
                               seed=base.seed + key.repeat, **changes)
-        return list(make_decoder(key.method, loaded, prompts[key.prompt_index].prompt, settings,
-                                 **state.get((key.method, key.num_lookahead), {})))
+        return list(METHODS[key.method].decode(loaded, prompts[key.prompt_index].prompt, settings,
+                                               state.get((key.method, key.num_lookahead))))
 
     for m in methods:  # warm-up: first calls pay for allocations and kernel selection
         run(RunKey(m, None if m == BASELINE else lookaheads[0], temperatures[0], 0, 0),
@@ -168,26 +153,25 @@ def setting_key(num_lookahead: int, temperature: float) -> str:
     return f"L={num_lookahead},T={temperature:g}"
 
 
-def _tokens_per_s(runs: list[BenchRun]) -> float | None:
-    tokens = sum(len(output_token_ids(r.events)) for r in runs)
-    seconds = sum(e.step_s for r in runs for e in r.events)
-    return tokens / seconds if seconds > 0 else None
+def _repeat_summary(runs: list[BenchRun], repeat: int):
+    """``summarize`` of one repeat's runs, concatenated (counts summed over prompts)."""
+    return summarize([e for r in runs if r.key.repeat == repeat for e in r.events])
 
 
-def _entry(sel: list[BenchRun], ar_sel: list[BenchRun], ar_ids: dict, greedy: bool) -> dict:
-    """Summary fields of one method and setting (optionally one category)."""
+def _entry(sel: list[BenchRun], ar_sel: list[BenchRun], ar_runs: dict, greedy: bool) -> dict:
+    """Summary fields of one method and setting (optionally one category).
+
+    Speed-up per repeat is ``events.speedup`` of the repeat's summaries; the exact-match rate is
+    the share of runs whose output ``events.compare_outputs`` finds identical to AR's.
+    """
     s = summarize([e for r in sel for e in r.events], method=sel[0].key.method)
     out = {f: getattr(s, f) for f in SUMMARY_FIELDS}
-    ups = []
-    for rep in sorted({r.key.repeat for r in sel}):
-        mine = _tokens_per_s([r for r in sel if r.key.repeat == rep])
-        ar = _tokens_per_s([r for r in ar_sel if r.key.repeat == rep])
-        if mine is not None and ar:
-            ups.append(mine / ar)
+    ups = [up for rep in sorted({r.key.repeat for r in sel})
+           if (up := speedup(_repeat_summary(sel, rep), _repeat_summary(ar_sel, rep))) is not None]
     out.update(speedup=statistics.median(ups) if ups else None, speedup_min=min(ups, default=None),
                speedup_max=max(ups, default=None), speedup_per_repeat=ups, runs=len(sel))
-    matches = [output_token_ids(r.events) == ar_ids[r.key.temperature, r.key.repeat, r.key.prompt_index]
-               for r in sel if (r.key.temperature, r.key.repeat, r.key.prompt_index) in ar_ids]
+    matches = [compare_outputs(ar_runs[r.key.temperature, r.key.repeat, r.key.prompt_index].events, r.events).identical
+               for r in sel if (r.key.temperature, r.key.repeat, r.key.prompt_index) in ar_runs]
     out["exact_match_rate"] = sum(matches) / len(matches) if greedy and matches else None
     return out
 
@@ -199,8 +183,7 @@ def aggregate(runs: list[BenchRun], lookaheads: list[int], temperatures: list[fl
     ``exact_match_rate`` (greedy only, else None): share of runs whose token ids equal AR's
     for the same prompt and repeat.
     """
-    ar_ids = {(r.key.temperature, r.key.repeat, r.key.prompt_index): output_token_ids(r.events)
-              for r in runs if r.key.method == BASELINE}
+    ar_runs = {(r.key.temperature, r.key.repeat, r.key.prompt_index): r for r in runs if r.key.method == BASELINE}
     methods = list(dict.fromkeys(r.key.method for r in runs))
     categories = list(dict.fromkeys(r.category for r in runs))
     summary: dict = {}
@@ -212,10 +195,10 @@ def aggregate(runs: list[BenchRun], lookaheads: list[int], temperatures: list[fl
                        and (m == BASELINE or r.key.num_lookahead == n)]
                 if not sel:
                     continue
-                entry = _entry(sel, ar_t, ar_ids, t == 0)
+                entry = _entry(sel, ar_t, ar_runs, t == 0)
                 entry["by_category"] = {
                     c: _entry([r for r in sel if r.category == c], [r for r in ar_t if r.category == c],
-                              ar_ids, t == 0)
+                              ar_runs, t == 0)
                     for c in categories if any(r.category == c for r in sel)}
                 summary.setdefault(m, {})[setting_key(n, t)] = entry
     return summary

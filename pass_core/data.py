@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from .methods import assets_dir
+from .shipped import assets_dir
 from .models import cache_root
 from .text import encode_prompt
 

@@ -61,7 +61,7 @@ def simulate(records, num_draft: int, min_confidence: float = 0.0, cost_per_draf
     """Greedy decoding along held-out greedy generations: accept the leading agreeing drafts, then one token.
 
     With ``min_confidence`` a step whose first draft has a lower drafter probability verifies no
-    draft (the gate of ``decoding_parallelspec``). Cost model in AR-step units: a step costs
+    draft (the gate of ``parallelspec_drafter``). Cost model in AR-step units: a step costs
     ``1 + cost_per_draft * k + drafter_cost``.
 
     Returns:

@@ -85,6 +85,8 @@ class StepEvent:
         step_s: seconds of the whole step's model work (>= drafting_s + verification_s).
         finish_reason: None while running, else "eos" or "max_new_tokens" on the last event.
         drafter_passes: forward passes of a separate drafter model (ParallelSpec).
+        num_verified_drafts: k, drafts that went into this step's verification pass (0: the step
+            verified nothing: AR, a prefill, a gated step, or a drafting pass that ended the run).
     """
 
     method: str
@@ -97,6 +99,12 @@ class StepEvent:
     step_s: float = 0.0
     finish_reason: str | None = None
     drafter_passes: int = 0
+    num_verified_drafts: int = 0
+
+    @property
+    def verified_drafts(self) -> bool:
+        """True when this step ran a verification over at least one draft (a *verification step*)."""
+        return self.num_verified_drafts > 0
 
     @property
     def new_token_ids(self) -> list[int]:
@@ -132,20 +140,30 @@ def output_text(events) -> str:
 class RunSummary:
     """Every metric of algorithms.md section 6, computed from events alone.
 
+    A *verification step* is a step whose verification pass checked at least one draft
+    (``StepEvent.verified_drafts``). Acceptance metrics count verification steps only: a
+    prefill, a gated step or a drafting pass that ended the run is not one.
+
     Attributes (all counts are over the whole run):
         method: the decoding method.
         tokens: generated (committed) tokens.
-        steps: decoding steps.
+        steps: decoding steps (every step, verification or not).
+        verification_steps: steps that verified drafts.
         forward_passes: target forward passes.
-        drafted_tokens: drafts proposed and examined or not.
-        accepted_drafts: drafts accepted.
+        drafter_passes: forward passes of a separate drafter model (ParallelSpec; 0 otherwise).
+        drafted_tokens: drafts sent to verification.
+        accepted_drafts: drafts accepted (and part of the output).
         tokens_per_forward_pass: tokens / forward_passes (AR: 1.00).
-        mean_accepted_tokens: tokens / steps, Spec-Bench's definition (AR: 1.00).
-        accepted_drafts_per_step: accepted_drafts / steps, gpt-fast's definition (AR: 0).
+        mean_accepted_tokens: tokens of verification steps / verification steps, Spec-Bench's
+            definition (counts the resampled or bonus token, and PaSS's exact token); tokens / steps
+            when no step verified drafts (AR: 1.00).
+        accepted_drafts_per_step: accepted_drafts / verification steps, gpt-fast's (AR: 0).
         acceptance_rate: accepted_drafts / drafted_tokens (None without drafts).
-        per_position_unconditional: for draft position i, steps where d_i was accepted / steps.
-        per_position_conditional: accepted at i / steps whose verification reached i.
-        acceptance_histogram: share of steps accepting 0..L drafts (index = count).
+        per_position_unconditional: for draft position i, verification steps where d_i was
+            accepted / verification steps.
+        per_position_conditional: accepted at i / verification steps that reached i; None for
+            a position never reached (no data, not 0 %).
+        acceptance_histogram: share of verification steps accepting 0..k drafts (index = count).
         compute_time_s: summed step_s: model work only, seconds.
         drafting_s / verification_s: summed seconds of each phase.
         tokens_per_s: tokens / compute_time_s.
@@ -172,6 +190,8 @@ class RunSummary:
     tokens_per_s: float = 0.0
     ms_per_step: float = 0.0
     finish_reason: str | None = None
+    verification_steps: int = 0
+    drafter_passes: int = 0
 
     def to_dict(self) -> dict:
         """Plain dict for JSON export."""
@@ -183,12 +203,13 @@ METRIC_FORMULAS: dict[str, str] = {
     "tokens_per_s": "generated tokens / summed model compute time (s)",
     "speedup": "tokens/s of the method / tokens/s of AR, measured in the same run",
     "tokens_per_forward_pass": "generated tokens / target forward passes (AR = 1.00)",
-    "mean_accepted_tokens": "generated tokens / verification steps, counts the resampled or bonus token (Spec-Bench; AR = 1.00)",
-    "accepted_drafts_per_step": "accepted drafts / steps (gpt-fast; AR = 0)",
+    "mean_accepted_tokens": "tokens of verification steps / verification steps, counts the resampled or bonus "
+                            "token (Spec-Bench; AR = 1.00)",
+    "accepted_drafts_per_step": "accepted drafts / verification steps (gpt-fast; AR = 0)",
     "acceptance_rate": "accepted drafts / drafted tokens",
-    "per_position_unconditional": "steps where draft i was accepted / steps",
-    "per_position_conditional": "accepted at position i / steps whose verification reached position i",
-    "acceptance_histogram": "share of steps that accepted 0, 1, ..., L drafts",
+    "per_position_unconditional": "verification steps where draft i was accepted / verification steps",
+    "per_position_conditional": "accepted at position i / verification steps that reached position i",
+    "acceptance_histogram": "share of verification steps that accepted 0, 1, ..., k drafts",
 }
 
 
@@ -200,26 +221,30 @@ def summarize(events, method: str | None = None) -> RunSummary:
         method: overrides the method name (defaults to the first event's).
 
     Returns:
-        The summary; ratios with a zero denominator are 0.0 (or None for the
-        acceptance rate, which has no AR value).
+        The summary; ratios with a zero denominator are 0.0 (or None for the acceptance
+        rate and for unreached positions, which have no value).
     """
     events = list(events)
     steps = len(events)
+    verifying = [e for e in events if e.verified_drafts]
+    n_ver = len(verifying)
     tokens = sum(len(e.new_token_ids) for e in events)
     passes = sum(e.forward_passes for e in events)
-    drafted = sum(len(e.drafts) for e in events)
-    accepted = sum(e.num_accepted for e in events)
-    max_pos = max((d.position for e in events for d in e.drafts), default=0)
+    drafted = sum(len(e.drafts) for e in verifying)
+    accepted = sum(e.num_accepted for e in verifying)
+    max_pos = max((d.position for e in verifying for d in e.drafts), default=0)
     uncond, cond = [], []
     for i in range(1, max_pos + 1):
-        acc_i = sum(any(d.position == i and d.decision == "accepted" for d in e.drafts) for e in events)
-        reached_i = sum(any(d.position == i and d.decision in ("accepted", "rejected") for d in e.drafts) for e in events)
-        uncond.append(acc_i / steps if steps else 0.0)
+        acc_i = sum(any(d.position == i and d.decision == "accepted" for d in e.drafts) for e in verifying)
+        reached_i = sum(any(d.position == i and d.decision in ("accepted", "rejected") for d in e.drafts)
+                        for e in verifying)
+        uncond.append(acc_i / n_ver)
         cond.append(acc_i / reached_i if reached_i else None)
     hist = [0] * (max_pos + 1)
-    for e in events:
-        hist[min(e.num_accepted, max_pos)] += 1
+    for e in verifying:
+        hist[e.num_accepted] += 1
     compute = sum(e.step_s for e in events)
+    ver_tokens = sum(len(e.new_token_ids) for e in verifying)
     return RunSummary(
         method=method or (events[0].method if events else ""),
         tokens=tokens,
@@ -228,16 +253,72 @@ def summarize(events, method: str | None = None) -> RunSummary:
         drafted_tokens=drafted,
         accepted_drafts=accepted,
         tokens_per_forward_pass=tokens / passes if passes else 0.0,
-        mean_accepted_tokens=tokens / steps if steps else 0.0,
-        accepted_drafts_per_step=accepted / steps if steps else 0.0,
+        mean_accepted_tokens=ver_tokens / n_ver if n_ver else (tokens / steps if steps else 0.0),
+        accepted_drafts_per_step=accepted / n_ver if n_ver else 0.0,
         acceptance_rate=accepted / drafted if drafted else None,
         per_position_unconditional=uncond,
         per_position_conditional=cond,
-        acceptance_histogram=[h / steps for h in hist] if steps and max_pos else [],
+        acceptance_histogram=[h / n_ver for h in hist] if n_ver else [],
         compute_time_s=compute,
         drafting_s=sum(e.drafting_s for e in events),
         verification_s=sum(e.verification_s for e in events),
         tokens_per_s=tokens / compute if compute > 0 else 0.0,
         ms_per_step=compute / steps * 1000 if steps else 0.0,
         finish_reason=events[-1].finish_reason if events else None,
+        verification_steps=n_ver,
+        drafter_passes=sum(e.drafter_passes for e in events),
     )
+
+
+def speedup(method: RunSummary | None, baseline: RunSummary | None) -> float | None:
+    """Speed-up (algorithms.md section 6): tokens/s of ``method`` / tokens/s of ``baseline`` (AR).
+
+    Only meaningful for two runs measured side by side in one process (the race, the bench).
+
+    Returns:
+        The ratio, or None while either summary has no tokens or no compute time yet.
+    """
+    if not method or not baseline or not baseline.tokens_per_s or not method.tokens_per_s:
+        return None
+    return method.tokens_per_s / baseline.tokens_per_s
+
+
+@dataclass(frozen=True)
+class OutputComparison:
+    """How one run's output compares with a reference run's (greedy decoding must match AR exactly).
+
+    Attributes:
+        first_difference: 0-based index of the first differing token, or None.
+        compared: tokens compared (the shorter output's length).
+        reference_tokens / other_tokens: output lengths.
+        reference_text / other_text: the differing tokens' text pieces ("" when equal).
+        context: up to 40 characters of the reference output before the difference.
+    """
+
+    first_difference: int | None
+    compared: int
+    reference_tokens: int
+    other_tokens: int
+    reference_text: str = ""
+    other_text: str = ""
+    context: str = ""
+
+    @property
+    def identical(self) -> bool:
+        """Same tokens and same length."""
+        return self.first_difference is None and self.reference_tokens == self.other_tokens
+
+
+def compare_outputs(reference, other) -> OutputComparison:
+    """Compare the committed tokens of two runs' events (e.g. AR and a drafting method).
+
+    Args:
+        reference, other: iterables of ``StepEvent`` (possibly unfinished runs).
+    """
+    ref = [t for e in reference for t in e.tokens if t.committed]
+    oth = [t for e in other for t in e.tokens if t.committed]
+    i = next((j for j, (a, b) in enumerate(zip(ref, oth)) if a.token_id != b.token_id), None)
+    if i is None:
+        return OutputComparison(None, min(len(ref), len(oth)), len(ref), len(oth))
+    context = "".join(t.text for t in ref[max(0, i - 8):i])[-40:]
+    return OutputComparison(i, min(len(ref), len(oth)), len(ref), len(oth), ref[i].text, oth[i].text, context)

@@ -1,4 +1,4 @@
-"""Command line: decode one prompt with AR or PaSS and print coloured tokens and a summary.
+"""Command line: decode one prompt with any registered method and print coloured tokens and a summary.
 
     python -m pass_core.generate --method pass --prompt "Write a haiku about rain"
 """
@@ -11,8 +11,8 @@ import sys
 import time
 
 from .events import output_text, output_token_ids, summarize
-from .methods import METHODS, make_decoder, resolve_drafter, resolve_lookahead
 from .models import DEFAULT_MODEL, load_model
+from .registry import METHODS
 from .settings import SETTING_RANGES, DecodeSettings
 
 #: ANSI colours per label (Okabe-Ito-like on a terminal).
@@ -27,10 +27,11 @@ def build_parser() -> argparse.ArgumentParser:
     """The CLI's argument parser."""
     d = DecodeSettings()
     p = argparse.ArgumentParser(prog="python -m pass_core.generate", description=__doc__.splitlines()[0])
-    p.add_argument("--method", default="pass", choices=list(METHODS))
+    p.add_argument("--method", default="pass", choices=list(METHODS),
+                   help="; ".join(f"{k}: {m.description}" for k, m in METHODS.items()))
     p.add_argument("--prompt", required=True, help="the user's text")
     p.add_argument("--model", default=DEFAULT_MODEL, help="model name, hub id, folder or .gguf file")
-    p.add_argument("--lookahead", default=None, help="look-ahead safetensors file, or 'fixed-token'")
+    p.add_argument("--lookahead", default=None, help="look-ahead safetensors file, or 'fixed-token' (PaSS)")
     p.add_argument("--drafter", default=None, help="ParallelSpec drafter file (default: the shipped one)")
     lo, hi, _ = SETTING_RANGES["num_lookahead"]
     p.add_argument("--num-lookahead", type=int, default=d.num_lookahead, help=f"L, {lo}-{hi}")
@@ -52,10 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit code (2 on bad input, with a message on stderr)."""
     args = build_parser().parse_args(argv)
     log = (lambda msg: print(msg, file=sys.stderr)) if not args.json else (lambda msg: None)
-    if args.drafter and args.method != "parallelspec":
-        print(f"note: --drafter is used by --method parallelspec only, not {args.method}", file=sys.stderr)
-    if args.lookahead and args.method not in ("pass", "fixed-token"):
-        print(f"note: --lookahead is used by --method pass only, not {args.method}", file=sys.stderr)
+    method = METHODS[args.method]
+    for option in ("lookahead", "drafter"):
+        if getattr(args, option) and method.file_option != option:
+            print(f"note: --{option} is not used by --method {args.method}", file=sys.stderr)
     colours = ANSI if sys.stdout.isatty() else dict.fromkeys(ANSI, "")  # no escape codes in files and pipes
     try:
         settings = DecodeSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
@@ -63,18 +64,15 @@ def main(argv: list[str] | None = None) -> int:
                                   num_lookahead=args.num_lookahead, chat_template=not args.raw, fused=args.fused)
         loaded = load_model(args.model, device=args.device, dtype=args.dtype, progress=log)
         log(f"model: {loaded.describe()}")
-        lookahead, drafter, which = None, None, ""
-        if args.method in ("pass", "fixed-token"):
-            lookahead, which = resolve_lookahead(loaded, settings.num_lookahead, args.lookahead,
-                                                 kind="fixed-token" if args.method == "fixed-token" else "trained")
-            settings = settings.with_(num_lookahead=lookahead.num_lookahead)
-            log(f"look-ahead: {which}")
-        if args.method == "parallelspec":
-            drafter, which = resolve_drafter(loaded, settings.num_lookahead, args.drafter)
-            log(f"drafter: {which}")
+        path = getattr(args, method.file_option) if method.file_option else None
+        state, which = method.find_files(loaded, settings.num_lookahead, path)
+        # a look-ahead file decides L
+        settings = settings.with_(num_lookahead=getattr(state, "num_lookahead", settings.num_lookahead))
+        if which:
+            log(f"{method.file_option or 'files'}: {which}")
         start = time.perf_counter()
         events = []
-        for event in make_decoder(args.method, loaded, args.prompt, settings, lookahead, drafter):
+        for event in method.decode(loaded, args.prompt, settings, state):
             events.append(event)
             if not args.json:
                 for tok in event.tokens:
@@ -89,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarize(events, method=args.method)
     if args.json:
         out = {
-            "method": args.method, "model": loaded.name, "lookahead" if args.method != "parallelspec" else "drafter": which,
+            "method": args.method, "model": loaded.name, "files": which,
             "settings": settings.to_dict(),
             "token_ids": output_token_ids(events), "text": output_text(events),
             "summary": {**summary.to_dict(), "wall_time_s": wall},

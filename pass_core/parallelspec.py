@@ -270,8 +270,8 @@ class ParallelDrafter(nn.Module):
 
     @staticmethod
     def _few_row_logits(parts: TargetParts, features: torch.Tensor) -> torch.Tensor:
-        """(R, D) -> (R, Vd) for a handful of rows. ``W @ x^T`` runs about twice as fast as
-        ``linear`` for 2-8 rows on CPU BLAS (measured; same result up to rounding)."""
+        """(R, D) -> (R, Vd) for a handful of rows on CPU: ``W @ x^T`` runs about twice as fast as
+        ``linear`` for 2-8 rows on CPU BLAS (measured; same result up to rounding). CPU only."""
         out = (parts.head_weight @ features.to(parts.head_weight.dtype).T).T
         return out if parts.head_bias is None else out + parts.head_bias
 
@@ -306,7 +306,9 @@ class ParallelDrafter(nn.Module):
         feats = self(parts, ids, prev, hidden, torch.arange(m, device=hidden.device), positions, mask, cache)
         if m:
             cache.crop(-m)  # mask entries never survive
-        return self.full_logits(self._few_row_logits(parts, feats[0, r - 1:]), parts.vocab_size)  # (k', V)
+        rows = feats[0, r - 1:]  # (k', D): the last real position, then the masks
+        logits = self._few_row_logits(parts, rows) if rows.device.type == "cpu" else self.logits(parts, rows)
+        return self.full_logits(logits, parts.vocab_size)  # (k', V)
 
     # ------------------------------------------------------------------ files
     def save(self, path: str | Path) -> Path:

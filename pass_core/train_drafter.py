@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 from .data import default_prompt_file, generate_self_data, prompt_lengths, read_prompts
 from .drafter_data import Features, concat_features, draft_vocabulary, make_batch, target_features
 from .drafter_eval import calibrate_confidence, evaluate, simulate
-from .methods import shipped_drafter_path
+from .shipped import shipped_drafter_path
 from .models import DEFAULT_MODEL, cache_root, load_model
 from .parallelspec import ParallelDrafter
 

@@ -7,11 +7,12 @@ from tqdm.auto import tqdm
 
 from .cache import new_cache
 from .data import default_prompt_file, generate_self_data, prompt_lengths, read_prompts
-from .decoding import generate_pass
 from .events import summarize
 from .lookahead import LookaheadEmbeddings
 from .lookahead_batch import lookahead_logits
+from .lookahead_drafter import LookaheadDrafter
 from .settings import DecodeSettings
+from .speculative import generate_speculative
 
 
 @torch.no_grad()
@@ -50,7 +51,7 @@ def decode_eval(loaded, la: LookaheadEmbeddings, prompts: list[str], max_new_tok
     events = []
     settings = DecodeSettings(max_new_tokens=max_new_tokens, num_lookahead=la.num_lookahead)
     for prompt in tqdm(prompts, desc="greedy PaSS eval", unit="prompt", leave=False):
-        events += list(generate_pass(loaded, prompt, settings, la))
+        events += list(generate_speculative(loaded, prompt, settings, LookaheadDrafter(la), method="pass"))
     s = summarize(events)
     return {"prompts": len(prompts), "max_new_tokens": max_new_tokens,
             "accepted_drafts_per_step": round(s.accepted_drafts_per_step, 4),

@@ -25,7 +25,7 @@ def pass_event(accepted: int, L: int = 3, step_s: float = 0.1, ids: list[int] | 
                                decision="accepted" if i < accepted else "rejected" if i == accepted else "not_verified")
                    for i in range(L))
     return StepEvent(method="pass", step=1, tokens=tuple(tokens), drafts=drafts, forward_passes=2,
-                     step_s=step_s, finish_reason=finish)
+                     step_s=step_s, finish_reason=finish, num_verified_drafts=L)
 
 
 def ar_events(ids: list[int], step_s: float = 0.05) -> list[StepEvent]:
@@ -51,7 +51,26 @@ def test_summarize_formulas_on_hand_made_events():
     assert s.tokens_per_s == pytest.approx(13 / 0.4)
     ar = summarize(ar_events([1, 2, 3]))
     assert (ar.tokens_per_forward_pass, ar.mean_accepted_tokens, ar.accepted_drafts_per_step) == (1.0, 1.0, 0.0)
-    assert ar.acceptance_rate is None
+    assert ar.acceptance_rate is None and ar.verification_steps == 0
+
+
+def test_acceptance_metrics_count_verification_steps_only():
+    """A prefill (1 token, no drafts) and a gated step (1 token, drafter ran, nothing verified) are
+    steps but not verification steps: they change tokens/pass, not the acceptance metrics."""
+    prefill = StepEvent(method="parallelspec", step=1, tokens=(TokenRecord(7, "p", "exact"),), step_s=0.1)
+    gated = StepEvent(method="parallelspec", step=2, tokens=(TokenRecord(8, "g", "exact"),), step_s=0.1,
+                      drafter_passes=1)
+    verifying = [pass_event(m) for m in (2, 0)]  # 4 + 2 tokens
+    s = summarize([prefill, gated, *verifying])
+    assert (s.steps, s.verification_steps, s.tokens, s.drafter_passes) == (4, 2, 8, 1)
+    assert s.mean_accepted_tokens == pytest.approx(6 / 2)
+    assert s.accepted_drafts_per_step == pytest.approx(2 / 2)
+    assert s.acceptance_histogram == pytest.approx([1 / 2, 0, 1 / 2, 0])
+    assert s.per_position_unconditional == pytest.approx([1 / 2, 1 / 2, 0])
+    # d_3 was reached once (the 2-accept step, rejected there); an unreached position has no value
+    assert s.per_position_conditional == pytest.approx([1 / 2, 1.0, 0.0])
+    never = summarize([pass_event(0), pass_event(0)])
+    assert never.per_position_conditional[0] == 0.0 and never.per_position_conditional[1:] == [None, None]
 
 
 def make_runs() -> list[BenchRun]:
@@ -117,18 +136,24 @@ def test_schedule_interleaves_ar_then_every_L_and_method():
 def test_run_bench_calls_decoders_in_interleaved_order(monkeypatch, tiny):
     calls = []
 
-    def fake_make_decoder(method, loaded, prompt, settings, lookahead=None, drafter=None):
-        calls.append((method, settings.num_lookahead, settings.temperature, settings.seed, prompt,
-                      settings.max_new_tokens, lookahead))
-        return iter(ar_events([1]))
+    class FakeMethod:
+        def __init__(self, key):
+            self.key = key
 
-    monkeypatch.setattr(bench, "make_decoder", fake_make_decoder)
-    monkeypatch.setattr(bench, "resolve_lookahead", lambda loaded, n, kind: (f"{kind}-{n}", f"note {kind} {n}"))
+        def find_files(self, loaded, n, path=None):
+            return (None, "") if self.key == "ar" else (f"{self.key}-{n}", f"note {self.key} {n}")
+
+        def decode(self, loaded, prompt, settings, state=None):
+            calls.append((self.key, settings.num_lookahead, settings.temperature, settings.seed, prompt,
+                          settings.max_new_tokens, state))
+            return iter(ar_events([1]))
+
+    monkeypatch.setattr(bench, "METHODS", {k: FakeMethod(k) for k in ("ar", "pass", "fixed-token")})
     prompts = [bench.BenchPrompt("chat", "p0"), bench.BenchPrompt("code", "p1")]
     base = bench.DecodeSettings(max_new_tokens=20, seed=7)
     runs, notes = bench.run_bench(tiny, prompts, ["ar", "pass", "fixed-token"], [3], [0.0], base, repeats=2,
                                   progress=False)
-    assert notes == {"pass L=3": "note trained 3", "fixed-token L=3": "note fixed-token 3"}
+    assert notes == {"pass L=3": "note pass 3", "fixed-token L=3": "note fixed-token 3"}
     warmup, timed = calls[:3], calls[3:]
     assert [c[0] for c in warmup] == ["ar", "pass", "fixed-token"]
     assert all(c[5] == bench.WARMUP_TOKENS for c in warmup)
@@ -137,7 +162,7 @@ def test_run_bench_calls_decoders_in_interleaved_order(monkeypatch, tiny):
         ("ar", 8, "p0"), ("pass", 8, "p0"), ("fixed-token", 8, "p0"),
         ("ar", 7, "p1"), ("pass", 7, "p1"), ("fixed-token", 7, "p1"),
         ("ar", 8, "p1"), ("pass", 8, "p1"), ("fixed-token", 8, "p1")]
-    assert [c[6] for c in timed[:3]] == [None, "trained-3", "fixed-token-3"]
+    assert [c[6] for c in timed[:3]] == [None, "pass-3", "fixed-token-3"]
     assert all(c[5] == 20 for c in timed)
     assert [r.category for r in runs[:3]] == ["chat"] * 3 and len(runs) == 12
 

@@ -1,28 +1,16 @@
-"""The decoding methods by name, and the shipped look-ahead files.
+"""Where a model's shipped files live, and which file serves a method: look-ahead embeddings
+(PaSS) and ParallelSpec drafters, with an untrained fallback that says so.
 
-Adding a method means adding an entry here; the UI, CLI and benchmark only name it.
+``pass_core.registry`` points each method at one of these resolvers.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterator
 
-from .decoding import generate_autoregressive, generate_pass
-from .decoding_parallelspec import generate_parallelspec
-from .events import StepEvent
 from .lookahead import LookaheadEmbeddings
 from .parallelspec import ParallelDrafter
-from .settings import DecodeSettings
-
-#: Method name -> label shown to people.
-METHODS: dict[str, str] = {
-    "ar": "Autoregressive (AR)",
-    "pass": "PaSS",
-    "fixed-token": "PaSS, fixed-token baseline",
-    "parallelspec": "ParallelSpec (parallel drafter)",
-}
 
 
 def assets_dir() -> Path:
@@ -114,25 +102,3 @@ def resolve_drafter(loaded, num_draft: int, path: str | None = None) -> tuple[Pa
     drafter = ParallelDrafter.initialise(loaded, num_draft)
     return drafter, (f"no trained ParallelSpec drafter for {loaded.name}: using an untrained one "
                      "(expect almost no accepted drafts)")
-
-
-def make_decoder(method: str, loaded, prompt: str, settings: DecodeSettings,
-                 lookahead: LookaheadEmbeddings | None = None,
-                 drafter: ParallelDrafter | None = None) -> Iterator[StepEvent]:
-    """A generator of ``StepEvent`` for ``method`` ("ar", "pass", "fixed-token", "parallelspec").
-
-    Raises:
-        ValueError: an unknown method name.
-    """
-    if method == "ar":
-        return generate_autoregressive(loaded, prompt, settings)
-    if method in ("pass", "fixed-token"):
-        if lookahead is None:
-            lookahead, _ = resolve_lookahead(loaded, settings.num_lookahead,
-                                             kind="fixed-token" if method == "fixed-token" else "trained")
-        return generate_pass(loaded, prompt, settings, lookahead)
-    if method == "parallelspec":
-        if drafter is None:
-            drafter, _ = resolve_drafter(loaded, settings.num_lookahead)
-        return generate_parallelspec(loaded, prompt, settings, drafter)
-    raise ValueError(f"Unknown method {method!r}: choose one of {', '.join(METHODS)}.")

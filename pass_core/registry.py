@@ -1,0 +1,115 @@
+"""The method registry: one record per decoding method, read by the app, the CLI, the benchmark
+and the charts. Adding a method is one new entry in ``METHODS`` (and, for a new kind of drafter,
+one ``Drafter`` class); no consumer names a method itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from .autoregressive import generate_autoregressive
+from .drafting import Drafter
+from .events import StepEvent
+from .lookahead_drafter import LookaheadDrafter
+from .parallelspec_drafter import ParallelSpecDrafter
+from .settings import DecodeSettings
+from .shipped import resolve_drafter, resolve_lookahead
+from .speculative import generate_speculative
+from .verification import verify_drafts
+
+#: Okabe-Ito colour-blind-safe palette (Okabe & Ito 2008), for method lines and bars.
+_BLUE, _GREEN, _ORANGE, _PURPLE = "#0072B2", "#009E73", "#E69F00", "#CC79A7"
+
+#: The speed-up baseline: every speed-up is measured against it in the same run.
+BASELINE = "ar"
+
+
+@dataclass(frozen=True)
+class Method:
+    """One decoding method and everything a consumer needs to offer it.
+
+    Attributes:
+        key: identifier used in events, JSON, the CLI (``--method``) and the API.
+        label: the name shown to people (pane titles, checkboxes).
+        short_name: the name in chart legends and metric lines.
+        colour: hex colour of its lines and bars.
+        description: one sentence for help texts.
+        file_option: the CLI option naming its trained file ("lookahead", "drafter") or None.
+        fusable: the fused step (``DecodeSettings.fused``, an extension) applies to it.
+        resolve: ``(loaded, num_drafts, path or None) -> (state, note)``: finds its files (an
+            explicit path, the shipped file, or an untrained fallback) and says which in ``note``.
+            None for a method that needs no file.
+        drafter: ``(state, settings) -> Drafter`` for the speculative loop; None for plain AR.
+    """
+
+    key: str
+    label: str
+    short_name: str
+    colour: str
+    description: str
+    file_option: str | None = None
+    fusable: bool = False
+    resolve: Callable[[Any, int, str | None], tuple[Any, str]] | None = None
+    drafter: Callable[[Any, DecodeSettings], Drafter] | None = None
+
+    def find_files(self, loaded, num_drafts: int, path: str | None = None) -> tuple[Any, str]:
+        """``resolve`` for this method, or (None, "") when it needs no file.
+
+        Raises:
+            ValueError: a missing or corrupt file, or one trained for another model.
+        """
+        return self.resolve(loaded, num_drafts, path) if self.resolve else (None, "")
+
+    def decode(self, loaded, prompt: str, settings: DecodeSettings, state: Any = None, *,
+               verify_fn=verify_drafts, inspect_fn=None) -> Iterator[StepEvent]:
+        """A generator of ``StepEvent`` for one run of this method.
+
+        Args:
+            loaded: a ``LoadedModel``.
+            prompt: the user's text.
+            settings: validated ``DecodeSettings`` (``num_lookahead`` = drafts per step).
+            state: what ``find_files`` returned; None resolves it here (shipped file or fallback).
+            verify_fn / inspect_fn: test seams of ``generate_speculative`` (drafting methods only).
+
+        Raises:
+            ValueError: bad prompt, or a file for another model.
+        """
+        if self.drafter is None:
+            return generate_autoregressive(loaded, prompt, settings)
+        if state is None:
+            state, _ = self.find_files(loaded, settings.num_lookahead)
+        return generate_speculative(loaded, prompt, settings, self.drafter(state, settings), method=self.key,
+                                    verify_fn=verify_fn, inspect_fn=inspect_fn)
+
+
+def _fixed_token(loaded, num_drafts: int, path: str | None = None):
+    return resolve_lookahead(loaded, num_drafts, kind="fixed-token")
+
+
+METHODS: dict[str, Method] = {m.key: m for m in (
+    Method("ar", "Autoregressive (AR)", "AR", _BLUE,
+           "the target model alone, one forward pass per token"),
+    Method("pass", "PaSS", "PaSS", _GREEN,
+           "the target drafts for itself with L learned look-ahead embeddings (Monea et al. 2023)",
+           file_option="lookahead", fusable=True, resolve=resolve_lookahead,
+           drafter=lambda la, s: LookaheadDrafter(la, fused=s.fused)),
+    Method("fixed-token", "PaSS, fixed-token baseline", "fixed-token", _PURPLE,
+           "PaSS with an existing, untrained token in every look-ahead slot (the paper's baseline)",
+           fusable=True, resolve=_fixed_token, drafter=lambda la, s: LookaheadDrafter(la, fused=s.fused)),
+    Method("parallelspec", "ParallelSpec (parallel drafter)", "ParallelSpec", _ORANGE,
+           "a one-layer parallel drafter proposes k drafts in one pass from k [MASK] tokens (Xiao et al. 2024)",
+           file_option="drafter", resolve=resolve_drafter, drafter=lambda d, s: ParallelSpecDrafter(d)),
+)}
+
+
+def get_method(key: str) -> Method:
+    """The registered method ``key``.
+
+    Raises:
+        ValueError: an unknown key, naming the registered ones.
+    """
+    try:
+        return METHODS[key]
+    except KeyError:
+        raise ValueError(f"Unknown method {key!r}: choose one of {', '.join(METHODS)}.") from None
