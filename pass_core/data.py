@@ -88,26 +88,28 @@ def generate_self_data(loaded, prompts: list[dict], max_new_tokens: int = 160, b
     for i, r in enumerate(prompts):
         if "text" in r:
             seqs[i] = tok(r["text"], add_special_tokens=False)["input_ids"]
-    torch.manual_seed(seed)
-    bar = tqdm(total=len(chats), desc=desc, unit="prompt")
-    for start in range(0, len(chats), batch_size):
-        batch = [encode_prompt(tok, r["prompt"], True) for r in chats[start:start + batch_size]]
-        width = max(len(b) for b in batch)
-        ids = torch.tensor([[pad] * (width - len(b)) + b for b in batch], device=loaded.device)
-        mask = torch.tensor([[0] * (width - len(b)) + [1] * len(b) for b in batch], device=loaded.device)
-        kwargs = dict(do_sample=False) if temperature == 0 else dict(do_sample=True, temperature=temperature, top_k=50)
-        out = loaded.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
-                                    pad_token_id=pad, **kwargs)
-        eos = set(_as_list(loaded.model.generation_config.eos_token_id)) | set(_as_list(tok.eos_token_id))
-        for j, (b, row) in enumerate(zip(batch, out[:, width:].tolist())):
-            gen = []
-            for t in row:
-                gen.append(t)
-                if t in eos:
-                    break
-            seqs[chat_idx[start + j]] = b + gen
-        bar.update(len(batch))
-    bar.close()
+    # transformers' generate samples from the global RNG: seed it inside a fork, restored afterwards
+    with torch.random.fork_rng(devices=[loaded.device] if loaded.device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        bar = tqdm(total=len(chats), desc=desc, unit="prompt")
+        for start in range(0, len(chats), batch_size):
+            batch = [encode_prompt(tok, r["prompt"], True) for r in chats[start:start + batch_size]]
+            width = max(len(b) for b in batch)
+            ids = torch.tensor([[pad] * (width - len(b)) + b for b in batch], device=loaded.device)
+            mask = torch.tensor([[0] * (width - len(b)) + [1] * len(b) for b in batch], device=loaded.device)
+            kwargs = dict(do_sample=False) if temperature == 0 else dict(do_sample=True, temperature=temperature, top_k=50)
+            out = loaded.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
+                                        pad_token_id=pad, **kwargs)
+            eos = set(_as_list(loaded.model.generation_config.eos_token_id)) | set(_as_list(tok.eos_token_id))
+            for j, (b, row) in enumerate(zip(batch, out[:, width:].tolist())):
+                gen = []
+                for t in row:
+                    gen.append(t)
+                    if t in eos:
+                        break
+                seqs[chat_idx[start + j]] = b + gen
+            bar.update(len(batch))
+        bar.close()
     if cache:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")

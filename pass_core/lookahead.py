@@ -101,6 +101,8 @@ class LookaheadEmbeddings:
                 (normal noise with the embeddings' scale).
             token_id: the token for "fixed-token" (default: the tokenizer's pad, else
                 unk, else EOS token).
+            generator: the random generator for "mean" / "random" (default: one seeded with 0;
+                never the global RNG).
 
         Raises:
             ValueError: L < 1 or an unknown init.
@@ -108,6 +110,8 @@ class LookaheadEmbeddings:
         if num_lookahead < 1:
             raise ValueError(f"The number of look-ahead tokens L must be at least 1, got {num_lookahead}.")
         table = loaded.model.get_input_embeddings().weight.detach().float().cpu()  # (V, D)
+        if generator is None:  # never the global RNG
+            generator = torch.Generator().manual_seed(0)
         n = num_lookahead * tokens_per_draft
         if init == "fixed-token":
             tok = loaded.tokenizer

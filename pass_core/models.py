@@ -52,10 +52,30 @@ class LoadedModel:
         """Hidden size D of the input embeddings."""
         return int(self.model.get_input_embeddings().weight.shape[1])
 
+    def __post_init__(self) -> None:
+        self.check_vocabulary()
+
+    def check_vocabulary(self) -> None:
+        """Refuse a model whose output head and input embeddings disagree on V.
+
+        p, q and every draft id live in the output head's vocabulary, while look-ahead and
+        drafter files are checked against the input embeddings; a model where the two differ
+        (e.g. a padded head) is not supported.
+
+        Raises:
+            ValueError: naming both sizes.
+        """
+        head = self.model.get_output_embeddings()
+        rows = int(self.model.get_input_embeddings().weight.shape[0])
+        if head is not None and int(head.weight.shape[0]) != rows:
+            raise ValueError(f"{self.name}: the output head has {int(head.weight.shape[0])} rows but the input "
+                             f"embeddings have {rows}; models whose vocabularies differ are not supported.")
+
     @property
     def vocab_size(self) -> int:
-        """V, rows of the input embedding matrix."""
-        return int(self.model.get_input_embeddings().weight.shape[0])
+        """V, the rows of the output head (the width of p and q); equal to the input embeddings' rows."""
+        head = self.model.get_output_embeddings()
+        return int((head if head is not None else self.model.get_input_embeddings()).weight.shape[0])
 
     @property
     def max_positions(self) -> int | None:

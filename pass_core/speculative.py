@@ -63,6 +63,11 @@ def verification_pass(run: TargetRun, real: list[int], k: int, extension: Extens
     return TargetOutput(out.logits[: k + 1], out.hidden_states), out.logits[k + 1:]
 
 
+def _inspect(inspect_fn: InspectFn | None, cache, drafter: Drafter, state) -> None:
+    if inspect_fn is not None:
+        inspect_fn({"target_cache": cache, "drafter": drafter, "committed": state.committed})
+
+
 @torch.inference_mode()
 def generate_speculative(loaded, prompt: str, settings: DecodeSettings, drafter: Drafter, *, method: str,
                          verify_fn: VerifyFn = verify_drafts, inspect_fn: InspectFn | None = None
@@ -102,6 +107,7 @@ def generate_speculative(loaded, prompt: str, settings: DecodeSettings, drafter:
             uncached = [exact]  # the drafting pass cached every earlier token
             if exact in state.eos or state.remaining <= 1:  # the exact token ends the run
                 records, reason = state.take([(exact, "exact")])
+                _inspect(inspect_fn, cache, drafter, state)
                 yield StepEvent(**counts, tokens=token_records(records, None, state.detok, 0),
                                 forward_passes=passes - 1, drafting_s=t1 - t0, step_s=t1 - t0, finish_reason=reason)
                 return
@@ -125,8 +131,7 @@ def generate_speculative(loaded, prompt: str, settings: DecodeSettings, drafter:
         if not reason:
             check_invariant(cache, len(state.committed))
         uncached = [state.output[-1]]
-        if inspect_fn is not None:
-            inspect_fn({"target_cache": cache, "drafter": drafter, "committed": state.committed})
+        _inspect(inspect_fn, cache, drafter, state)
         # 5. emit
         rejected = int(drafts[m]) if m < k else None
         q_draft = q[torch.arange(k), drafts].tolist()

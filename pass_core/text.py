@@ -56,17 +56,24 @@ def encode_prompt(tokenizer, prompt: str, chat_template: bool, max_positions: in
 
 
 class Detokenizer:
-    """Turns a growing list of token ids into text pieces whose concatenation is
-    exactly ``tokenizer.decode(ids, skip_special_tokens=True)``.
+    """Turns a growing list of token ids into text pieces, one per token.
 
-    A byte-level tokenizer can split one character (an emoji, a CJK glyph) over
-    several tokens; the piece of such a token stays "" until the character is whole.
+    Incremental decoding over a short window (the method of Hugging Face's text-generation-inference):
+    each new token is decoded together with the tokens since the last emitted piece, and the piece is
+    what that adds to the window's text. For a tokenizer whose decoding is prefix-stable the pieces
+    concatenate to exactly ``tokenizer.decode(ids, skip_special_tokens=True)``; for one that is not
+    (a decode that rewrites earlier text) the stream still moves on: a piece is never held back for
+    more than the current window, so the pane never freezes.
+
+    A byte-level tokenizer can split one character (an emoji, a CJK glyph) over several tokens;
+    the piece of such a token stays "" until the character is whole.
     """
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
         self.ids: list[int] = []
-        self.text = ""
+        self.prefix_offset = 0  # window start: the tokens whose text the last piece ended
+        self.read_offset = 0  # tokens whose text has been emitted
 
     def _decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
@@ -78,24 +85,25 @@ class Detokenizer:
         exactly as a full decode would.
         """
         self.ids.append(int(token_id))
-        full = self._decode(self.ids)
-        if full.endswith("\ufffd") and not final:
-            return ""
-        if not full.startswith(self.text):
-            # rare: the tokenizer rewrote earlier text; emit nothing now, fix up at the end
-            return ""
-        piece = full[len(self.text):]
-        self.text = full
-        return piece
-
-    def flush(self) -> str:
-        """Text not yet emitted (an incomplete character at the very end), or ""."""
-        full = self._decode(self.ids)
-        piece = full[len(self.text):] if full.startswith(self.text) else ""
-        self.text = full
+        prefix = self._decode(self.ids[self.prefix_offset:self.read_offset])
+        window = self._decode(self.ids[self.prefix_offset:])
+        if window.endswith("\ufffd") and not final:
+            return ""  # half a character: wait for the rest
+        piece = window[len(prefix):] if window.startswith(prefix) else window[_common_prefix(window, prefix):]
+        self.prefix_offset, self.read_offset = self.read_offset, len(self.ids)
         return piece
 
     def token_text(self, token_id: int) -> str:
         """Standalone text of one token (for rejected drafts shown beside the output)."""
         return self.tokenizer.decode([int(token_id)], skip_special_tokens=False,
                                      clean_up_tokenization_spaces=False)
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """Length of the longest common prefix of ``a`` and ``b``."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n

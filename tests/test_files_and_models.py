@@ -88,7 +88,7 @@ def test_cli_json(tiny_folder):
                 "acceptance_rate", "wall_time_s", "tokens_per_s"):
         assert key in data["summary"]
     assert data["summary"]["tokens"] == len(data["token_ids"]) <= 12
-    assert "untrained" in data["lookahead"] or "fixed-token" in data["lookahead"]
+    assert "untrained" in data["files"] or "fixed-token" in data["files"]
 
 
 def test_cli_parallelspec_drafter_file(tiny_folder, tmp_path):
@@ -97,7 +97,7 @@ def test_cli_parallelspec_drafter_file(tiny_folder, tmp_path):
     out = subprocess.run(cmd + ["--json"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert data["method"] == "parallelspec" and "untrained" in data["drafter"]
+    assert data["method"] == "parallelspec" and "untrained" in data["files"]
     out = subprocess.run(cmd + ["--drafter", str(tmp_path / "missing.safetensors")], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 2 and "does not exist" in out.stderr
@@ -128,27 +128,29 @@ EMBEDDED_PROMPTS = [
 
 
 @pytest.mark.slow
-def test_embedded_greedy_pass_equals_ar(smollm):
-    from pass_core.events import output_token_ids
-    from pass_core.methods import make_decoder, resolve_lookahead
+def test_embedded_greedy_every_method_equals_ar(smollm):
+    """Every registered method, with its shipped files, reproduces AR's greedy output on the
+    embedded model (the fused step too, for the methods it applies to)."""
+    from pass_core.events import compare_outputs
+    from pass_core.registry import METHODS
     from pass_core.settings import DecodeSettings
 
     settings = DecodeSettings(max_new_tokens=24, num_lookahead=3)
-    la, _ = resolve_lookahead(smollm, 3)
-    for prompt in EMBEDDED_PROMPTS:
-        ar = output_token_ids(make_decoder("ar", smollm, prompt, settings))
-        ps = output_token_ids(make_decoder("pass", smollm, prompt, settings, la))
-        assert ps == ar, f"PaSS differs from AR on {prompt!r}"
-    fused = settings.with_(fused=True)
-    for prompt in EMBEDDED_PROMPTS[:3]:
-        assert output_token_ids(make_decoder("pass", smollm, prompt, fused, la)) == \
-            output_token_ids(make_decoder("ar", smollm, prompt, settings))
+    ar = {p: list(METHODS["ar"].decode(smollm, p, settings)) for p in EMBEDDED_PROMPTS}
+    for key, method in METHODS.items():
+        state, _ = method.find_files(smollm, 3)
+        variants = [settings, settings.with_(fused=True)] if method.fusable else [settings]
+        for s in variants:
+            prompts = EMBEDDED_PROMPTS if s is settings else EMBEDDED_PROMPTS[:3]
+            for prompt in prompts:
+                cmp = compare_outputs(ar[prompt], list(method.decode(smollm, prompt, s, state)))
+                assert cmp.identical, f"{key} (fused={s.fused}) differs from AR on {prompt!r}: {cmp}"
 
 
 @pytest.mark.slow
 def test_embedded_model_has_trained_lookahead_for_every_offered_l(smollm):
     """The app offers L = 1..8: each resolves to shipped, trained embeddings with a report."""
-    from pass_core.methods import assets_dir, resolve_lookahead
+    from pass_core.shipped import assets_dir, resolve_lookahead
     from pass_core.settings import SETTING_RANGES
 
     lo, hi, _ = SETTING_RANGES["num_lookahead"]
@@ -185,7 +187,7 @@ def test_truncated_lookahead_is_exact(tiny):
 
 
 def test_resolve_lookahead_uses_larger_shipped_file(tiny, tmp_path, monkeypatch):
-    from pass_core import methods
+    from pass_core import shipped as methods
 
     monkeypatch.setenv("PASS_PLAYGROUND_ASSETS", str(tmp_path))
     la8 = LookaheadEmbeddings.initialise(tiny, 6, "random", generator=torch.Generator().manual_seed(0))

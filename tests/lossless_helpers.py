@@ -1,0 +1,220 @@
+"""Helpers of the losslessness suite: every registered drafting method as a test case, oracle
+drafters that are right for a chosen number of drafts, and reference computations from scratch."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import torch
+
+from pass_core.cache import new_cache
+from pass_core.drafting import Drafter, Proposal
+from pass_core.events import output_token_ids
+from pass_core.parallelspec import ParallelDrafter, causal_mask
+from pass_core.registry import METHODS
+from pass_core.sampling import logits_to_probs
+from pass_core.speculative import generate_speculative
+from pass_core.text import encode_prompt
+from pass_core.verification import VerificationResult, verify_drafts
+
+#: (method key, fused) for every registered drafting method; fusable methods run both ways.
+CASES = [(key, fused) for key, m in METHODS.items() if m.drafter is not None
+         for fused in ((False, True) if m.fusable else (False,))]
+CASE_IDS = [f"{key}{'-fused' if fused else ''}" for key, fused in CASES]
+
+
+def make_drafter(loaded, key: str, settings, gate: float | None = None) -> Drafter:
+    """The method's own drafter on ``loaded`` (its untrained fallback on a tiny model). ``gate``
+    switches ParallelSpec's confidence gate on at that threshold."""
+    method = METHODS[key]
+    state, _ = method.find_files(loaded, settings.num_lookahead)
+    if gate is not None and isinstance(state, ParallelDrafter):
+        state.info["min_confidence"] = gate
+    return method.drafter(state, settings)
+
+
+def run(loaded, key, prompt, settings, drafter=None, stream=False, **kw):
+    """All events of one run of ``key`` (AR or a drafting method) with an optional drafter
+    (``stream``: the generator itself, so a test can look at the caches between steps)."""
+    if drafter is None and METHODS[key].drafter is None:
+        events = METHODS[key].decode(loaded, prompt, settings)
+    else:
+        drafter = drafter or make_drafter(loaded, key, settings)
+        events = generate_speculative(loaded, prompt, settings, drafter, method=key, **kw)
+    return events if stream else list(events)
+
+
+def ar_output(loaded, prompt, settings) -> list[int]:
+    return output_token_ids(METHODS["ar"].decode(loaded, prompt, settings))
+
+
+class Oracle(Drafter):
+    """Wraps a method's drafter (which still runs: its passes, blocks and caches) and replaces its
+    drafts with ones that are right (= ``truth``, the greedy continuation) for the first j drafts
+    and wrong after; q is one-hot. ``right(k)`` picks j for a step with k drafts."""
+
+    def __init__(self, inner: Drafter, truth: list[int], vocab_size: int, right):
+        self.inner, self.truth, self.vocab_size, self.right = inner, truth, vocab_size, right
+
+    @property
+    def reads_hidden_states(self):
+        return self.inner.reads_hidden_states
+
+    @property
+    def caches(self):
+        return self.inner.caches
+
+    def start(self, run):
+        super().start(run)
+        self.inner.start(run)
+
+    def propose(self, uncached, committed, max_drafts):
+        prop = self.inner.propose(uncached, committed, max_drafts)
+        k = len(prop.drafts)
+        if not k:
+            return prop
+        first = len(committed) + (prop.exact is not None)  # index of d_1 in prompt + output
+        j = self.right(k)
+        truth = [self.truth[i] if i < len(self.truth) else 0 for i in range(first, first + k)]
+        ids = torch.tensor([t if i < j else (t + 1) % self.vocab_size for i, t in enumerate(truth)])
+        return dataclasses.replace(prop, drafts=ids, q=torch.nn.functional.one_hot(ids, self.vocab_size).float())
+
+    def extension(self, n_cached, num_real, k):
+        return self.inner.extension(n_cached, num_real, k)
+
+    def accepted(self, m, out, extra_rows, num_new):
+        self.inner.accepted(m, out, extra_rows, num_new)
+
+
+class NoisyTarget(Oracle):
+    """Wraps a method's drafter (which still runs) and replaces its drafts with samples from
+    q_i = 0.25 p_i + 0.75 one-hot(the target's second most likely token), p_i computed here by a
+    fresh forward over the context and the earlier drafts: drafts that are often but not always
+    accepted, with a residual norm(max(0, p - q)) far from p (so a rule that resamples from p fails)."""
+
+    def __init__(self, inner: Drafter, loaded):
+        self.inner, self.loaded = inner, loaded
+
+    def propose(self, uncached, committed, max_drafts):
+        prop = self.inner.propose(uncached, committed, max_drafts)
+        context = committed + ([prop.exact] if prop.exact is not None else [])
+        drafts, qs = [], []
+        for _ in range(len(prop.drafts)):
+            with torch.no_grad():
+                logits = self.loaded.model(input_ids=torch.tensor([context + drafts])).logits[0, -1]
+            second = torch.zeros_like(logits).index_fill(0, logits.topk(2).indices[1:], 1.0)
+            q = 0.25 * logits_to_probs(logits, self.run.settings) + 0.75 * second
+            drafts.append(int(torch.multinomial(q, 1, generator=self.run.generator)))
+            qs.append(q)
+        if not drafts:
+            return prop
+        return dataclasses.replace(prop, drafts=torch.tensor(drafts), q=torch.stack(qs))
+
+
+def always(j=None):
+    """``right`` for Oracle: always right (j = None) or right for exactly j drafts."""
+    return lambda k: k if j is None else min(j, k)
+
+
+def partly(seed: int):
+    """``right`` for Oracle: a random j in 0..k per step (forces 0 < m < k)."""
+    rng = random.Random(seed)
+    return lambda k: rng.randint(0, k)
+
+
+def oracle_run(loaded, key, prompt, settings, right, truth_output: list[int] | None = None, **kw):
+    truth = encode_prompt(loaded.tokenizer, prompt, settings.chat_template) + (
+        truth_output if truth_output is not None else ar_output(loaded, prompt, settings))
+    drafter = Oracle(make_drafter(loaded, key, settings), truth, loaded.vocab_size, right)
+    return run(loaded, key, prompt, settings, drafter, **kw)
+
+
+# ------------------------------------------------------------------ references from scratch
+def fresh_target_cache(loaded, ids: list[int]):
+    """(cache, last hidden states (1, T, D)) of one plain forward over ``ids``."""
+    cache = new_cache(loaded.model)
+    with torch.no_grad():
+        out = loaded.model(input_ids=torch.tensor([ids]), cache=cache, use_cache=True, output_hidden_states=True)
+    return cache, out.hidden_states
+
+
+def assert_caches_equal(kept, ref, what: str):
+    assert len(kept.layers) == len(ref.layers), what
+    for i, (a, b) in enumerate(zip(kept.layers, ref.layers)):
+        torch.testing.assert_close(a.keys, b.keys, atol=1e-4, rtol=1e-4, msg=lambda m: f"{what} keys, layer {i}: {m}")
+        torch.testing.assert_close(a.values, b.values, atol=1e-4, rtol=1e-4,
+                                   msg=lambda m: f"{what} values, layer {i}: {m}")
+
+
+def check_drafter_caches(loaded, drafter: Drafter, committed: list[int], hidden_states) -> int | None:
+    """Compare a drafter's own caches with a fresh computation; returns the positions checked
+    (None for a drafter without caches).
+
+    Raises AssertionError for a drafter with caches but no reference here: a new method must add one.
+    """
+    caches = drafter.caches
+    if not caches:
+        return None
+    inner = getattr(drafter, "inner", drafter)
+    assert hasattr(inner, "pending_hidden") and set(caches) == {"drafter_cache"}, (
+        f"no from-scratch reference for the caches of {type(inner).__name__}: add one to lossless_helpers.py")
+    cache, model, parts = caches["drafter_cache"], inner.drafter, inner.parts
+    n = cache.get_seq_length()
+    hidden = model.read_features(hidden_states)  # (1, C, F*D) of committed[:-1]
+    torch.testing.assert_close(inner.pending_hidden, hidden[:, n:], atol=1e-4, rtol=1e-4)
+    if n:
+        ref = model.new_cache()
+        with torch.no_grad():
+            model(parts, torch.tensor([committed[1:n + 1]]), torch.tensor([committed[:n]]), hidden[:, :n],
+                  torch.zeros(0, dtype=torch.long), torch.arange(n)[None], causal_mask(0, n, torch.float32, "cpu"), ref)
+        assert_caches_equal(cache, ref, "drafter cache")
+    return n
+
+
+# ------------------------------------------------------------------ distributions
+def exact_law(loaded, prompt, settings, depth: int) -> dict[tuple, float]:
+    """P(first ``depth`` tokens) of plain sampling from the target, enumerated exactly."""
+    ids = encode_prompt(loaded.tokenizer, prompt, settings.chat_template)
+    law = {}
+
+    def walk(prefix, prob):
+        if len(prefix) == depth:
+            law[tuple(prefix)] = prob
+            return
+        with torch.no_grad():
+            logits = loaded.model(input_ids=torch.tensor([ids + prefix])).logits[0, -1]
+        p = logits_to_probs(logits, settings)
+        for t in p.nonzero().flatten().tolist():
+            walk(prefix + [t], prob * float(p[t]))
+
+    walk([], 1.0)
+    return law
+
+
+def always_accept(draft_ids, draft_probs, target_probs, generator):
+    """Broken rule (negative control): keep every draft, bonus from p_{k+1}."""
+    k = int(draft_ids.shape[0])
+    token = int(torch.multinomial(target_probs[k], 1, generator=generator))
+    res = verify_drafts(draft_ids, draft_probs, target_probs, generator)
+    return dataclasses.replace(res, num_accepted=k, next_token=token, next_is_bonus=True)
+
+
+def resample_from_p(draft_ids, draft_probs, target_probs, generator):
+    """Subtly broken rule (negative control): after a rejection draw from p, not norm(max(0, p - q))."""
+    res = verify_drafts(draft_ids, draft_probs, target_probs, generator)
+    if res.num_accepted < int(draft_ids.shape[0]):
+        res = dataclasses.replace(res, next_token=int(torch.multinomial(target_probs[res.num_accepted], 1,
+                                                                        generator=generator)))
+    return res
+
+
+def accept_first(j_of_step):
+    """A rule that accepts a chosen number of drafts (not lossless: for draft-alignment tests only)."""
+    def rule(draft_ids, draft_probs, target_probs, generator) -> VerificationResult:
+        res = verify_drafts(draft_ids, draft_probs, target_probs, generator)
+        k = int(draft_ids.shape[0])
+        m = min(j_of_step(k), k)
+        token = int(torch.multinomial(target_probs[m], 1, generator=generator))
+        return dataclasses.replace(res, num_accepted=m, next_token=token, next_is_bonus=m == k)
+    return rule
