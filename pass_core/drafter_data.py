@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 
 from .model_files import embedding_signature, signature_fingerprint
 from .models import cache_root
-from .parallelspec import additive, group_layout, read_features
+from .parallelspec_layout import additive, group_layout, read_features
 
 
 @dataclass
