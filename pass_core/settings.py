@@ -20,6 +20,11 @@ SETTING_RANGES: dict[str, tuple[float, float, float]] = {
 }
 
 
+def _fmt(bound: float) -> str:
+    """A range bound as people read it: whole numbers with thousands separators, others as %g."""
+    return f"{int(bound):,}" if float(bound).is_integer() else f"{bound:g}"
+
+
 def _default(name: str) -> float:
     return SETTING_RANGES[name][2]
 
@@ -75,6 +80,7 @@ class DecodeSettings:
             "top_k": ("top-k", int),
             "seed": ("seed", int),
             "temperature": ("temperature", float),
+            "top_p": ("top-p", float),
         }
         for name, (label, kind) in checks.items():
             value = getattr(self, name)
@@ -85,11 +91,10 @@ class DecodeSettings:
                 raise ValueError(f"{label} must be a whole number, got {value!r}")
             if not lo <= value <= hi:
                 raise ValueError(
-                    f"{label} must be between {lo:g} and {hi:g}, got {value!r}"
+                    f"{label} must be between {_fmt(lo)} and {_fmt(hi)}, got {value!r}"
                     + (" (use 0 for greedy decoding)" if name == "temperature" and value < 0 else "")
+                    + (" (1 disables it)" if name == "top_p" else "")
                 )
-        if not isinstance(self.top_p, (int, float)) or not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"top-p must be in (0, 1] (1 disables it), got {self.top_p!r}")
         return self
 
     def with_(self, **changes) -> "DecodeSettings":

@@ -4,6 +4,8 @@ test_lossless.py."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -194,3 +196,19 @@ def test_detokenizer_never_freezes_on_a_decode_that_is_not_prefix_stable(tiny):
     detok = Detokenizer(tiny.tokenizer)
     text = "".join(detok.add(t, final=i == len(ids) - 1) for i, t in enumerate(ids))
     assert text == tiny.tokenizer.decode(ids) == "Grüße 😀 ok 春"
+
+
+@pytest.mark.parametrize("name", ["num_lookahead", "temperature", "top_k", "top_p", "max_new_tokens", "seed"])
+def test_every_setting_range_is_enforced_at_its_bounds(name):
+    """``SETTING_RANGES`` is the one source of ranges (UI sliders, CLI, README): the validator
+    accepts both ends and refuses just outside them."""
+    from pass_core.settings import SETTING_RANGES
+
+    lo, hi, default = SETTING_RANGES[name]
+    step = 1 if isinstance(lo, int) and isinstance(hi, int) else 0.001
+    for ok in (lo, hi, default):
+        assert getattr(DecodeSettings(**{name: ok}), name) == ok
+    for bad in (lo - step, hi + step):
+        shown = [f"{int(b):,}" if float(b).is_integer() else f"{b:g}" for b in (lo, hi)]
+        with pytest.raises(ValueError, match=re.escape(f"between {shown[0]} and {shown[1]}")):
+            DecodeSettings(**{name: bad})
