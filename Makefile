@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 browser:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; \
-	  else echo "note: chromium missing and not root: the browser test will be skipped (sudo apt-get install chromium)"; fi; }
+	  else echo "note: chromium missing and not root: the browser test will be skipped, or fail when CI is set (sudo apt-get install chromium)"; fi; }
 
 demo: setup
 	$(PY) app.py

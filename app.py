@@ -1,11 +1,12 @@
-"""PaSS Playground: autoregressive decoding (AR), PaSS and ParallelSpec raced side by side.
+"""PaSS Playground: autoregressive decoding (AR) raced against speculative decoding methods.
 
 ``python app.py [--model NAME]`` serves on 127.0.0.1:7860 (GRADIO_SERVER_NAME /
 GRADIO_SERVER_PORT override). Importing this module loads nothing and launches nothing:
 ``build_demo`` builds the page, ``ModelHolder`` loads the model in a background thread.
 
-This file only wires the UI: decoding, timing and metrics come from ``pass_core``
-(step events, ``summarize``), figures and token colours from ``charts``.
+This file only wires the UI: the methods on offer come from ``pass_core.registry.METHODS``,
+decoding, timing and metrics from ``pass_core`` (step events, ``summarize``), figures, token
+colours, display strings and the page's CSS from ``pass_core.viz`` (``race_view``, ``race_charts``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import argparse
 import os
 import threading
 import time
+from pathlib import Path
 
 try:  # Hugging Face's `spaces` package (ZeroGPU); imported before anything touches CUDA
     import spaces
@@ -24,12 +26,13 @@ if not hasattr(spaces, "GPU"):  # absent, or only this repo's spaces/ folder see
 
 import gradio as gr
 
-import charts
-from pass_core.events import METRIC_FORMULAS, TOKEN_LABELS, summarize
-from pass_core.methods import METHODS, make_decoder, resolve_drafter, resolve_lookahead
+from pass_core.events import METRIC_FORMULAS
 from pass_core.models import DEFAULT_MODEL, LoadedModel, load_model
 from pass_core.race import race
+from pass_core.registry import METHODS
 from pass_core.settings import SETTING_RANGES, DecodeSettings
+from pass_core.viz.race_charts import TOKEN_COLORS, highlighted_tokens
+from pass_core.viz.race_view import METRIC_LABELS, PAGE_CSS, help_text, race_view, setting_range
 
 EXAMPLES = [
     "Write a Python function that checks whether a string is a palindrome.",
@@ -38,16 +41,7 @@ EXAMPLES = [
     "List five tips for learning a new language.",
     "Explique en quelques phrases pourquoi le ciel est bleu.",
 ]
-#: Metrics shown under the panes, with the label shown to people.
-METRIC_LABELS = {
-    "tokens_per_s": "tokens/s",
-    "speedup": "speed-up vs AR",
-    "tokens_per_forward_pass": "tokens per forward pass",
-    "mean_accepted_tokens": "mean accepted tokens per step",
-    "acceptance_rate": "draft acceptance rate",
-}
-#: The methods the app can race (any two, or all three), in pane order.
-RACE_METHODS = ("ar", "pass", "parallelspec")
+#: The methods ticked when the page opens (every registered method can race).
 DEFAULT_RACE = ("ar", "pass", "parallelspec")
 UPDATE_INTERVAL_S = 0.25  # at most 4 page updates per second of wall time at the start of a race
 CHART_EVERY = 4  # charts redraw on every 4th page update (figures are the browser's heaviest work)
@@ -55,32 +49,8 @@ TOKENS_PER_EXTRA_S = 400  # each 400 tokens on the page add 1 s between updates,
 QUEUE_MAX_SIZE = 16
 STOPPED_NOTE = "**Stopped.** The panes show what each method had produced when you pressed Stop."
 LOAD_TIMEOUT_S = 600  # a Run pressed while the model loads waits this long at most
-
-HOW_TO_READ = """
-- **AR** runs the target model once per token. **PaSS** appends L learned *look-ahead tokens* to its input: one *drafting pass* gives an **exact** token plus L drafts, one *verification pass* checks the drafts with speculative sampling. **ParallelSpec** (Xiao et al. 2024) drafts k tokens in one pass of a small trained *parallel drafter* (one decoder layer over the target's hidden states, k [MASK] tokens); the target then verifies them the same way. Both keep the target model's output distribution exactly.
-- Pick any two methods, or all three, under *methods to race*. The one slider sets the drafts per step: L look-ahead tokens for PaSS, k [MASK] tokens for ParallelSpec.
-- Colours: **AR target** = a token of plain AR decoding; **exact** = sampled by the target at a real position, never a draft (PaSS's drafting pass; ParallelSpec's first token and steps that verify no draft); **accepted draft** = a draft kept by verification; **rejected draft** = the first draft verification refused (not part of the output; hidden unless *show rejected drafts* is on); **resampled** = the token drawn in its place; **bonus** = the extra token drawn when every draft was accepted.
-- Fair race: all decoders run in this one process, never at the same time; whichever has used the least compute goes next, so every pane shows what its method had produced after the same compute time. Timings count model work only, not the page.
-- Charts: latency of every step, tokens against compute time (steeper is faster), how many drafts each step accepted, and acceptance per draft position d_i (solid: conditional, given verification reached it; hatched: unconditional).
-- *Mean accepted tokens per step* counts every token a step adds, so PaSS's *exact* token from its drafting pass is in it: PaSS pays two forward passes per step for it. Compare methods by *tokens per forward pass* and tokens/s.
-- ParallelSpec's shipped drafter comes with a *confidence gate* (an extension): when the drafter's probability for its first draft is below a threshold (0.3, chosen on held-out data), the step drafts nothing and the target just samples one *exact* token, which is cheaper than verifying a likely-wrong draft. That is why its conditional acceptance at d_1 is higher than its unconditional one.
-- Greedy (temperature 0): PaSS and ParallelSpec must reproduce AR token for token; the check under the panes says whether they did and where they first differed.
-- *fused step (extension)* is beyond the paper and applies to PaSS only: the next step's drafting rides on the verification pass (one forward pass per step).
-- Untrained look-ahead embeddings or drafters (see the lines at the top) give few accepted drafts: the method is then slower than AR.
-"""
-
-def _rgb(hex_colour: str) -> str:
-    return ", ".join(str(int(hex_colour[i:i + 2], 16)) for i in (1, 3, 5))
-
-
-# Tight token boxes, and rejected drafts struck through (a mark that does not rely on
-# colour alone; gradio writes each token's colour into its style attribute).
-CSS = f"""
-.token-pane {{min-height: 220px}}
-.token-pane .textfield {{font-size: 15px; line-height: 1.8}}
-.token-pane .token.highlighted {{margin: 0 1px 2px 0 !important; padding: 1px 1px !important}}
-.token-pane .token[style*="{_rgb(charts.TOKEN_COLORS[TOKEN_LABELS['rejected']])}"] .text {{text-decoration: line-through}}
-"""
+#: The "How to read this" help; ``help_text`` fills in the registered methods and the setting ranges.
+HELP_TEMPLATE = (Path(__file__).resolve().parent / "assets" / "help" / "how-to-read.md").read_text(encoding="utf-8")
 
 
 def gpu(duration):
@@ -139,8 +109,7 @@ class ModelHolder:
         return f"**Target model:** {self.loaded.describe()}"
 
 
-def _whole(value):
-    """Slider values arrive as floats; pass whole numbers on as int (others fail validation)."""
+def _whole(value):  # slider values arrive as floats; whole numbers go on as int (others fail validation)
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
@@ -154,92 +123,72 @@ def make_settings(num_lookahead, temperature, top_k, top_p, max_new_tokens, seed
         raise gr.Error(str(err)) from err
 
 
-def method_names(fused: bool) -> dict[str, str]:
-    """Race key -> short name shown in chart legends (the panes carry the full ``METHODS`` names)."""
-    return {**charts.SHORT_NAMES, "pass": charts.SHORT_NAMES["pass"] + (" (fused)" if fused else "")}
+def _pick_message() -> str:
+    names = ", ".join(m.short_name for m in METHODS.values())
+    return f"Pick at least two methods to race (any two or more of {names})."
 
 
 def race_keys(methods) -> tuple[str, ...]:
-    """The chosen methods in pane order. Raises gr.Error unless at least two known ones are chosen."""
+    """The chosen methods in pane (registry) order. Raises gr.Error unless two or more registered ones are chosen."""
     chosen = set(methods or ())
-    unknown = chosen - set(RACE_METHODS)
+    unknown = chosen - set(METHODS)
     if unknown:
-        raise gr.Error(f"Unknown method(s) {', '.join(sorted(unknown))}: choose from {', '.join(RACE_METHODS)}.")
+        raise gr.Error(f"Unknown method(s) {', '.join(sorted(unknown))}: choose from {', '.join(METHODS)}.")
     if len(chosen) < 2:
-        raise gr.Error("Pick at least two methods to race (any two of AR, PaSS and ParallelSpec, or all three).")
-    return tuple(key for key in RACE_METHODS if key in chosen)
+        raise gr.Error(_pick_message())
+    return tuple(key for key in METHODS if key in chosen)
 
 
 def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finished: bool, drafter_note: str,
            charts_now: bool = True) -> tuple:
-    """Every output of the race from the events so far (pure: events in, display values out).
-
-    Args:
-        events: method key -> its ``StepEvent`` list so far, for the racing methods in pane order.
-        drafter_note: markdown naming the look-ahead embeddings / drafter each method uses.
-        charts_now: False leaves the four charts as they are (``gr.skip()``): redrawing Plotly
-            figures is the browser's heaviest work, so during a race they redraw on every
-            ``CHART_EVERY``-th update only (and always at the end).
-
-    Returns:
-        One value per output of ``build_demo``'s race: 3 panes (a method not racing gets an
-        empty pane; the page hides it), 5 metrics, greedy check, 4 figures, run line, drafter
-        line and the ``gr.State`` dict.
-    """
-    summaries = {key: summarize(evs, key) for key, evs in events.items()}
-    summaries = {key: (s if s.steps else None) for key, s in summaries.items()}
-    metrics = charts.metric_texts(summaries)
-    names = {key: name for key, name in method_names(fused).items() if key in events}
-    run_note = ("**Finished.**  \n" if finished else "**Racing…**  \n")
+    """Every output of the race (``race_view`` of the events so far), in ``build_demo``'s output order: one pane
+    per registered method (empty when not racing; the page hides it), 5 metrics, greedy check, 4 figures (or
+    ``gr.skip()`` unless ``charts_now``: Plotly redraws are the browser's heaviest work), run line, drafter line,
+    ``gr.State`` dict."""
+    view = race_view(events, show_rejected, greedy, fused, finished, with_figures=charts_now)
     return (
-        *(charts.highlighted_tokens(events.get(key, []), show_rejected) for key in RACE_METHODS),
-        *(metrics[key] for key in METRIC_LABELS),
-        charts.greedy_check(events, greedy, finished),
-        charts.latency_figure(events, names) if charts_now else gr.skip(),
-        charts.cumulative_figure(events, names) if charts_now else gr.skip(),
-        charts.acceptance_histogram_figure(summaries, names) if charts_now else gr.skip(),
-        charts.position_acceptance_figure(summaries, names) if charts_now else gr.skip(),
-        run_note + charts.compute_line(summaries),
+        *(view.panes.get(key, []) for key in METHODS),
+        *(view.metrics[key] for key in METRIC_LABELS),
+        view.greedy_check,
+        *(view.figures or (gr.skip(),) * 4),
+        view.run_line,
         drafter_note,
         {"events": events, "greedy": greedy, "fused": fused, "finished": finished, "note": drafter_note},
     )
 
 
 def drafters_for(loaded: LoadedModel, keys, settings: DecodeSettings) -> tuple[dict, str]:
-    """Look-ahead embeddings / drafter for the racing methods, and a markdown line per method.
+    """Each racing method's files (``Method.find_files``) and a markdown line per method that uses any.
 
     Returns:
-        ({"pass": LookaheadEmbeddings, "parallelspec": ParallelDrafter} for those racing, note).
+        ({method key: what find_files returned} for the racing methods, note).
 
     Raises:
         ValueError: a shipped file that is corrupt or for another model (shown as gr.Error).
     """
     found, lines = {}, []
-    if "pass" in keys:
-        found["pass"], note = resolve_lookahead(loaded, settings.num_lookahead)
-        lines.append(f"**PaSS look-ahead embeddings:** {note}")
-    if "parallelspec" in keys:
-        found["parallelspec"], note = resolve_drafter(loaded, settings.num_lookahead)
-        lines.append(f"**ParallelSpec drafter:** {note}")
-    return found, "  \n".join(lines) or "AR only: nothing drafts."
+    for key in keys:
+        found[key], note = METHODS[key].find_files(loaded, settings.num_lookahead)
+        if note:
+            lines.append(f"**{METHODS[key].label}:** {note}")
+    return found, "  \n".join(lines) or "No racing method drafts: no files needed."
 
 
 def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
                  show_rejected=True, fused=False, methods=DEFAULT_RACE, *, update_interval_s: float = UPDATE_INTERVAL_S):
     """Race the chosen methods (pass_core.race: fair interleaving by compute time) and stream the page.
 
-    ``methods`` holds two or three of "ar", "pass", "parallelspec". Yields the outputs of
-    ``render`` at most every ``update_interval_s`` seconds of wall time (one more second per
-    ``TOKENS_PER_EXTRA_S`` tokens already shown, so that the browser keeps up and Stop stays
-    responsive in long races), and once more at the end. Raises gr.Error for bad settings, fewer than two methods or a bad prompt.
+    ``methods`` holds two or more keys of ``METHODS``. Yields the outputs of ``render`` at most
+    every ``update_interval_s`` seconds of wall time (one more second per ``TOKENS_PER_EXTRA_S``
+    tokens already shown, so that the browser keeps up and Stop stays responsive in long races),
+    and once more at the end. Raises gr.Error for bad settings, fewer than two methods or a bad prompt.
     """
     keys = race_keys(methods)
     settings = make_settings(num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, fused)
     events = {key: [] for key in keys}
     try:
         found, note = drafters_for(loaded, keys, settings)
-        decoders = {key: make_decoder(key, loaded, prompt, settings, lookahead=found.get("pass"),
-                                      drafter=found.get("parallelspec")) for key in keys}
+        decoders = {key: METHODS[key].decode(loaded, prompt, settings, found[key]) for key in keys}
         last, updates, tokens = float("-inf"), 0, 0
         for name, event in race(decoders):
             events[name].append(event)
@@ -276,15 +225,15 @@ def validate_inputs(prompt, num_lookahead, temperature, top_k, top_p, max_new_to
         check(num_lookahead=num_lookahead), check(temperature=temperature), check(top_k=top_k),
         check(top_p=top_p), check(max_new_tokens=max_new_tokens), check(seed=seed),
         gr.validate(True, ""), gr.validate(True, ""),
-        gr.validate(len(chosen & set(RACE_METHODS)) >= 2 and chosen <= set(RACE_METHODS),
-                    "Pick at least two methods to race (any two of AR, PaSS and ParallelSpec, or all three)."),
+        gr.validate(len(chosen) >= 2 and chosen <= set(METHODS), _pick_message()),
     ]
 
 
-def gpu_duration(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, *rest) -> int:
-    """Seconds of GPU to ask ZeroGPU for: up to three methods, a few forward passes per new token, plus slack."""
+def gpu_duration(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed=0, show_rejected=True,
+                 fused=False, methods=DEFAULT_RACE) -> int:
+    """Seconds of GPU to ask ZeroGPU for: a few forward passes per new token and racing method, plus slack."""
     try:
-        return int(min(300, 20 + 0.15 * float(max_new_tokens)))
+        return int(min(300, 20 + 0.05 * float(max_new_tokens) * max(2, len(methods or ()))))
     except (TypeError, ValueError):
         return 60
 
@@ -292,16 +241,16 @@ def gpu_duration(prompt, num_lookahead, temperature, top_k, top_p, max_new_token
 def rerender_panes(state, show_rejected):
     """Re-colour the panes from the last run (the toggle needs no new run)."""
     if not state:
-        return (gr.skip(),) * len(RACE_METHODS)
+        return (gr.skip(),) * len(METHODS)
     events = state["events"]
-    return tuple(charts.highlighted_tokens(events[key], show_rejected) if key in events else gr.skip()
-                 for key in RACE_METHODS)
+    return tuple(highlighted_tokens(events[key], show_rejected) if key in events else gr.skip()
+                 for key in METHODS)
 
 
 def pane_visibility(methods):
     """Show the panes of the chosen methods only (Run asks for two or more)."""
     chosen = set(methods or ())
-    return tuple(gr.update(visible=key in chosen) for key in RACE_METHODS)
+    return tuple(gr.update(visible=key in chosen) for key in METHODS)
 
 
 def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
@@ -310,11 +259,12 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
 
     def lookahead_line(num_lookahead, methods=DEFAULT_RACE) -> str:
         if holder.loaded is None:
-            return "**Look-ahead embeddings / drafter:** chosen once the model has loaded."
+            return "**Look-ahead embeddings / drafters:** chosen once the model has loaded."
+        keys = [key for key in METHODS if key in set(methods or ())]
         try:
-            return drafters_for(holder.loaded, methods or (), DecodeSettings(num_lookahead=int(num_lookahead)))[1]
+            return drafters_for(holder.loaded, keys, DecodeSettings(num_lookahead=int(num_lookahead)))[1]
         except ValueError as err:
-            return f"⚠ **Look-ahead embeddings / drafter:** {err}"
+            return f"⚠ **Look-ahead embeddings / drafters:** {err}"
 
     def poll(num_lookahead, methods):
         return holder.status(), lookahead_line(num_lookahead, methods), gr.Timer(active=not holder.ready)
@@ -347,8 +297,9 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
                     stop_btn = gr.Button("Stop", variant="stop")
             with gr.Column(scale=2):
                 with gr.Accordion("Settings", open=True):
-                    methods = gr.CheckboxGroup([(METHODS[key], key) for key in RACE_METHODS], value=list(DEFAULT_RACE),
-                                               label="methods to race", info="any two, or all three")
+                    methods = gr.CheckboxGroup([(m.label, key) for key, m in METHODS.items()],
+                                               value=[key for key in DEFAULT_RACE if key in METHODS],
+                                               label="methods to race", info="any two or more")
                     num_lookahead = gr.Slider(*rng["num_lookahead"], step=1, label="look-ahead tokens L",
                                               info="drafts per step: L learned [LA] tokens (PaSS), k [MASK] "
                                                    "tokens (ParallelSpec)")
@@ -359,17 +310,17 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
                     with gr.Row():
                         max_new_tokens = gr.Slider(*rng["max_new_tokens"], step=1, label="max new tokens")
                         # range checked by validate_inputs (a Number's own min/max fails every output)
-                        seed = gr.Number(rng["seed"][2], label="seed", precision=0,
-                                         info=f"{rng['seed'][0]}-{rng['seed'][1]:,}")
+                        seed = gr.Number(rng["seed"][2], label="seed", precision=0, info=setting_range("seed"))
                     with gr.Row():
                         show_rejected = gr.Checkbox(True, label="show rejected drafts")
                         fused = gr.Checkbox(DecodeSettings().fused, label="fused step (extension)",
-                                            info="beyond the paper: one forward pass per step")
+                                            info="beyond the paper, one forward pass per step: " +
+                                                 ", ".join(m.short_name for m in METHODS.values() if m.fusable))
         with gr.Row(equal_height=True):
-            panes = [gr.HighlightedText(label=METHODS[key], color_map=charts.TOKEN_COLORS, show_legend=True,
+            panes = [gr.HighlightedText(label=m.label, color_map=TOKEN_COLORS, show_legend=True,
                                         show_inline_category=False, combine_adjacent=False,
                                         elem_classes="token-pane", elem_id=f"pane-{key}", visible=key in DEFAULT_RACE)
-                     for key in RACE_METHODS]
+                     for key, m in METHODS.items()]
         greedy_md = gr.Markdown()
         with gr.Row():
             metrics = [gr.Textbox(label=label, info=METRIC_FORMULAS[key], interactive=False, min_width=180)
@@ -378,9 +329,10 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
         with gr.Row():
             latency_plot, cumulative_plot = gr.Plot(label="latency per step"), gr.Plot(label="tokens vs compute time")
         with gr.Row():
-            hist_plot, position_plot = gr.Plot(label="accepted drafts per step"), gr.Plot(label="acceptance by position")
+            hist_plot = gr.Plot(label="accepted drafts per verification step")
+            position_plot = gr.Plot(label="acceptance by position")
         with gr.Accordion("How to read this", open=False):
-            gr.Markdown(HOW_TO_READ)
+            gr.Markdown(help_text(HELP_TEMPLATE), elem_id="how-to-read")
         state = gr.State(None)
         timer = gr.Timer(1.0, active=not holder.ready)
 
@@ -412,7 +364,7 @@ def main(argv: list[str] | None = None) -> None:
     demo = build_demo(ModelHolder(args.model, args.device).start())
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                 server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-                theme=gr.themes.Soft(), css=CSS, show_error=True)
+                theme=gr.themes.Soft(), css=PAGE_CSS, show_error=True)
 
 
 if __name__ == "__main__":

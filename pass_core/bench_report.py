@@ -1,21 +1,18 @@
 """Text output of the benchmark: machine description and markdown tables.
 
 Reads the report dict built by ``pass_core.bench`` (the same as its JSON); computes no
-metric. The Plotly HTML report lives outside the core, in the top-level ``bench_report.py``.
+metric. The Plotly HTML report is ``pass_core.viz.bench_html``, imported only for ``--html``.
 """
 
 from __future__ import annotations
 
 import datetime
-import importlib.util
 import os
 import platform
-from pathlib import Path
 
 import torch
 
-#: The speed-up baseline method; ``pass_core.bench`` always runs it.
-BASELINE = "ar"
+from .registry import BASELINE  # the speed-up baseline; pass_core.bench always runs it
 
 
 def machine_info(loaded) -> dict:
@@ -85,20 +82,18 @@ def markdown_report(report: dict) -> str:
 
 
 def load_html_report():
-    """The top-level ``bench_report`` module (Plotly figures), imported only when asked for.
+    """``pass_core.viz.bench_html`` (Plotly figures), imported only when asked for.
 
-    pass_core never imports plotly itself; this import happens only for ``--html``.
+    Only ``pass_core.viz`` imports plotly, and only this function reaches it from the benchmark,
+    so ``pass_core.bench`` runs without plotly unless ``--html`` is given.
 
     Raises:
-        ValueError: bench_report.py is neither importable nor at the repository root.
+        ValueError: plotly is not installed.
     """
     try:
-        import bench_report
-    except ImportError:
-        file = Path(__file__).resolve().parent.parent / "bench_report.py"
-        if not file.is_file():
-            raise ValueError("--html needs bench_report.py at the repository root.") from None
-        spec = importlib.util.spec_from_file_location("bench_report", file)
-        bench_report = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(bench_report)
-    return bench_report
+        from .viz import bench_html
+    except ModuleNotFoundError as err:
+        if (err.name or "").split(".")[0] != "plotly":
+            raise
+        raise ValueError("--html needs plotly: pip install plotly") from err
+    return bench_html

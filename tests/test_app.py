@@ -20,12 +20,15 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import app  # noqa: E402
-import charts  # noqa: E402
 from pass_core.events import TOKEN_LABELS, output_text  # noqa: E402
+from pass_core.registry import METHODS  # noqa: E402
 from pass_core.settings import SETTING_RANGES  # noqa: E402
+from pass_core.viz.race_view import help_text  # noqa: E402
 
-OUTPUT_NAMES = ["ar_tokens", "pass_tokens", "parallelspec_tokens", *app.METRIC_LABELS, "greedy_check", "latency", "cumulative",
-                "histogram", "positions", "run_info", "lookahead", "state"]
+PANES = [f"{key}_tokens" for key in METHODS]
+OUTPUT_NAMES = [*PANES, *app.METRIC_LABELS, "greedy_check", "latency", "cumulative", "histogram", "positions",
+                "run_info", "lookahead", "state"]
+DRAFTING = [key for key in app.DEFAULT_RACE if key != "ar"]
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -47,13 +50,15 @@ def run(loaded, prompt="Hello there", num_lookahead=2, temperature=0.0, top_k=0,
     return [dict(zip(OUTPUT_NAMES, out, strict=True)) for out in outs]
 
 
-def test_race_fills_all_three_panes_metrics_and_charts(tiny):
+def test_default_race_fills_its_panes_metrics_and_charts(tiny):
     final = run(tiny, update_interval_s=0.0)[-1]
-    assert final["ar_tokens"] and final["pass_tokens"] and final["parallelspec_tokens"]
+    assert app.DEFAULT_RACE == ("ar", "pass", "parallelspec")
+    for key in METHODS:  # a method not racing gets an empty (hidden) pane
+        assert bool(final[f"{key}_tokens"]) == (key in app.DEFAULT_RACE), key
     assert {label for _, label in final["ar_tokens"]} == {TOKEN_LABELS["target"]}
-    assert {label for _, label in final["pass_tokens"]} <= set(TOKEN_LABELS.values()) - {TOKEN_LABELS["target"]}
+    for key in DRAFTING:
+        assert {label for _, label in final[f"{key}_tokens"]} <= set(TOKEN_LABELS.values()) - {TOKEN_LABELS["target"]}
     assert TOKEN_LABELS["exact"] in {label for _, label in final["pass_tokens"]}
-    assert {label for _, label in final["parallelspec_tokens"]} <= set(TOKEN_LABELS.values()) - {TOKEN_LABELS["target"]}
     assert re.fullmatch(r"AR [\d.]+  ·  PaSS [\d.]+  ·  ParallelSpec [\d.]+", final["tokens_per_s"])
     assert re.fullmatch(r"PaSS [\d.]+×  ·  ParallelSpec [\d.]+×", final["speedup"])
     assert final["tokens_per_forward_pass"].startswith("AR 1.00")
@@ -63,26 +68,35 @@ def test_race_fills_all_three_panes_metrics_and_charts(tiny):
     assert "PaSS output is identical to AR" in final["greedy_check"]
     assert "ParallelSpec output is identical to AR" in final["greedy_check"]
     assert "Finished" in final["run_info"] and final["run_info"].count("ms/step") == 3
-    assert "PaSS look-ahead embeddings" in final["lookahead"] and "ParallelSpec drafter" in final["lookahead"]
+    # ParallelSpec's separate drafter model is counted apart from the target's passes; PaSS has none
+    assert re.search(r"\*\*ParallelSpec\*\* .* \d+ target \+ \d+ drafter passes", final["run_info"])
+    assert re.search(r"\*\*PaSS\*\* .* \d+ forward passes", final["run_info"])
+    for key in DRAFTING:  # each file note is labelled with its method's label
+        assert f"**{METHODS[key].label}:**" in final["lookahead"], key
     assert len(final["latency"].data) == 3 and len(final["cumulative"].data) == 3
     assert len(final["histogram"].data) == 2 and len(final["positions"].data) == 4  # AR drafts nothing
     events = final["state"]["events"]
-    for key in app.RACE_METHODS:
+    for key in app.DEFAULT_RACE:
         assert sum(len(e.new_token_ids) for e in events[key]) == 10, key
 
 
-@pytest.mark.parametrize("methods", [("ar", "pass"), ("ar", "parallelspec"), ("pass", "parallelspec")])
-def test_any_two_methods_race(tiny, methods):
+@pytest.mark.parametrize("methods", [("ar", "pass"), ("ar", "parallelspec"), ("pass", "parallelspec"),
+                                     ("ar", "fixed-token"), ("ar", "pass", "fixed-token", "parallelspec")])
+def test_any_two_or_more_methods_race(tiny, methods):
     final = run(tiny, methods=list(reversed(methods)), update_interval_s=0.0)[-1]
     events = final["state"]["events"]
-    assert tuple(events) == methods  # pane order, whatever order they were ticked in
-    for key in app.RACE_METHODS:
+    assert tuple(events) == methods  # pane (registry) order, whatever order they were ticked in
+    for key in METHODS:
         assert bool(final[f"{key}_tokens"]) == (key in methods), key
-    assert len(final["latency"].data) == 2 and len(final["cumulative"].data) == 2
-    assert final["greedy_check"].startswith("✓") and final["greedy_check"].count("✓") == 1
-    if "ar" not in methods:  # no AR: the speed-up and the greedy check use the first method
-        assert final["speedup"].startswith("ParallelSpec ") and "vs PaSS" in final["speedup"]
-        assert "identical to PaSS" in final["greedy_check"]
+    assert len(final["latency"].data) == len(methods) == len(final["cumulative"].data)
+    checks = final["greedy_check"]
+    assert checks.count("✓") == len(methods) - 1 and "✗" not in checks
+
+
+def test_without_ar_the_first_method_is_the_reference(tiny):
+    final = run(tiny, methods=["parallelspec", "pass"], update_interval_s=0.0)[-1]
+    assert final["speedup"].startswith("ParallelSpec ") and "vs PaSS; AR not racing" in final["speedup"]
+    assert "ParallelSpec output is identical to PaSS" in final["greedy_check"]
 
 
 @pytest.mark.parametrize("methods, message", [((), "at least two"), (("pass",), "at least two"),
@@ -95,14 +109,17 @@ def test_race_needs_two_known_methods(tiny, methods, message):
 def test_rejected_drafts_toggle(tiny):
     shown = run(tiny, max_new_tokens=12)[-1]
     events = shown["state"]["events"]["pass"]
-    hidden = app.rerender_panes(shown["state"], False)[1]
+    # the untrained look-ahead embeddings of the tiny model get drafts rejected: the toggle has work to do
+    assert any(t.label == "rejected" for e in events for t in e.tokens)
+    assert TOKEN_LABELS["rejected"] in {label for _, label in shown["pass_tokens"]}
+    pane = list(METHODS).index("pass")
+    hidden = app.rerender_panes(shown["state"], False)[pane]
     assert TOKEN_LABELS["rejected"] not in {label for _, label in hidden}
     assert "".join(text for text, _ in hidden) == output_text(events)
-    if any(t.label == "rejected" for e in events for t in e.tokens):
-        assert TOKEN_LABELS["rejected"] in {label for _, label in shown["pass_tokens"]}
-    assert app.render(shown["state"]["events"], False, True, False, True, "")[1] == hidden
-    assert app.rerender_panes(shown["state"], False)[2] == app.render(shown["state"]["events"], False, True, False,
-                                                                      True, "")[2]
+    assert len(hidden) < len(shown["pass_tokens"])
+    assert app.render(shown["state"]["events"], False, True, False, True, "")[pane] == hidden
+    assert app.rerender_panes(shown["state"], False)[list(METHODS).index("fixed-token")] == gr.skip()  # not racing
+    assert app.rerender_panes(None, False) == (gr.skip(),) * len(METHODS)
 
 
 def test_updates_are_throttled(tiny):
@@ -121,10 +138,15 @@ def test_charts_redraw_every_few_updates_and_at_the_end(tiny):
 
 
 def test_sampling_and_fused_extension(tiny):
-    final = run(tiny, temperature=0.8, top_k=10, top_p=0.9, fused=True, max_new_tokens=8)[-1]
+    final = run(tiny, temperature=0.8, top_k=10, top_p=0.9, fused=True, max_new_tokens=8,
+                methods=["ar", "pass", "parallelspec"])[-1]
     assert final["ar_tokens"] and final["pass_tokens"] and final["parallelspec_tokens"]
     assert "by design" in final["greedy_check"]
-    assert final["state"]["events"]["pass"][0].method == "pass-fused"
+    events = final["state"]["events"]
+    # fused: the next step's drafting rides on the verification pass, so PaSS pays fewer than 2 passes a step
+    assert sum(e.forward_passes for e in events["pass"]) < 2 * len(events["pass"])
+    legend = [t.name for t in final["latency"].data]
+    assert legend == ["AR", "PaSS (fused)", "ParallelSpec"]  # only fusable methods are marked
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -147,6 +169,11 @@ def test_validator_marks_each_bad_input():
     bad = app.validate_inputs("  ", 30, -1.0, 0, 1.0, 96, -5, True, False, ["ar"])
     assert [v["is_valid"] for v in bad] == [False, False, False, True, True, True, False, True, True, False]
     assert "empty" in bad[0]["message"] and "seed" in bad[6]["message"] and "two methods" in bad[9]["message"]
+    assert not app.validate_inputs("Hi", 3, 0.0, 0, 1.0, 96, 0, True, False, ["ar", "medusa"])[9]["is_valid"]
+
+
+def components(demo, kind) -> list:
+    return [c for c in demo.blocks.values() if isinstance(c, kind)]
 
 
 def test_demo_builds_with_race_endpoint_and_limits(tiny):
@@ -158,10 +185,34 @@ def test_demo_builds_with_race_endpoint_and_limits(tiny):
     note = [fn for fn in demo.fns.values() if fn.targets == cancel[0].targets and fn.fn is not None]
     assert note and note[0].fn() == app.STOPPED_NOTE  # and say so where the page says "Racing…"
     assert demo._queue.max_size == app.QUEUE_MAX_SIZE
-    sliders = {c.label: c for c in demo.blocks.values() if isinstance(c, gr.Slider)}
-    lo, hi, default = SETTING_RANGES["num_lookahead"]
-    assert (sliders["look-ahead tokens L"].minimum, sliders["look-ahead tokens L"].maximum) == (lo, hi)
-    assert sliders["look-ahead tokens L"].value == default
+
+
+def test_page_ranges_match_setting_ranges(tiny):
+    """Every slider, the seed's hint and the help text state exactly the ranges ``DecodeSettings`` enforces."""
+    demo = app.build_demo(tiny)
+    sliders = {c.label: c for c in components(demo, gr.Slider)}
+    for name, label in [("num_lookahead", "look-ahead tokens L"), ("temperature", "temperature"),
+                        ("top_k", "top-k"), ("top_p", "top-p"), ("max_new_tokens", "max new tokens")]:
+        lo, hi, default = SETTING_RANGES[name]
+        assert (sliders[label].minimum, sliders[label].maximum, sliders[label].value) == (lo, hi, default), name
+    seed = next(c for c in components(demo, gr.Number) if c.label == "seed")
+    assert seed.value == SETTING_RANGES["seed"][2] and seed.info == "0–2,147,483,647"
+    help_md = next(c for c in components(demo, gr.Markdown) if c.elem_id == "how-to-read").value
+    assert "$" not in help_md
+    assert "drafts per step 1–8;" in help_md and "top-p 0.01–1 (1 = off)" in help_md
+    assert "max new tokens 1–1,024;" in help_md and "seed 0–2,147,483,647" in help_md
+    assert SETTING_RANGES["num_lookahead"][:2] == (1, 8) and SETTING_RANGES["max_new_tokens"][:2] == (1, 1024)
+
+
+def test_help_says_what_the_metrics_count():
+    text = help_text(app.HELP_TEMPLATE)
+    assert "count verification steps only" in text
+    assert "*Mean accepted tokens per verification step*" in text
+    assert "no bar" in text  # an unreached draft position
+    for method in METHODS.values():  # every registered method is described
+        assert f"**{method.label}**: {method.description}" in text
+    assert "applies to PaSS and fixed-token only" in text
+    assert app.METRIC_LABELS["mean_accepted_tokens"] == "mean accepted tokens per verification step"
 
 
 def test_model_holder_reports_load_error():
@@ -188,31 +239,28 @@ def test_model_holder_with_loaded_model(tiny):
     assert tiny.describe() in holder.status()
 
 
-def test_gpu_wrapper_is_a_no_op_without_spaces():
-    if app.spaces is None:
-        fn = lambda: 1  # noqa: E731
-        assert app.gpu(duration=10)(fn) is fn
+def test_gpu_wrapper(monkeypatch):
+    fn = lambda: 1  # noqa: E731
+    monkeypatch.setattr(app, "spaces", None)
+    assert app.gpu(duration=10)(fn) is fn  # no ZeroGPU: a no-op
+
+    class FakeSpaces:
+        @staticmethod
+        def GPU(duration):  # noqa: N802 - the spaces package's name
+            return lambda f: ("on GPU", duration, f)
+
+    monkeypatch.setattr(app, "spaces", FakeSpaces)
+    assert app.gpu(duration=10)(fn) == ("on GPU", 10, fn)
     assert 20 <= app.gpu_duration("p", 3, 0, 0, 1, 1024) <= 300
+    assert app.gpu_duration("p", 3, 0, 0, 1, 64, 0, True, False, list(METHODS)) > \
+        app.gpu_duration("p", 3, 0, 0, 1, 64, 0, True, False, ["ar", "pass"])
+    assert app.gpu_duration("p", 3, 0, 0, 1, None) == 60
 
 
 def test_ui_files_never_import_torch():
-    for name in ("app.py", "charts.py"):
-        text = (REPO / name).read_text()
-        assert not re.search(r"(?m)^\s*(import torch|from torch)", text), name
-
-
-def test_greedy_check_points_at_first_divergence():
-    from pass_core.events import StepEvent, TokenRecord
-
-    def events(ids):
-        return [StepEvent(method="ar", step=i + 1, tokens=(TokenRecord(t, f"<{t}>", "target"),)) for i, t in enumerate(ids)]
-
-    assert "identical to AR" in charts.greedy_check({"ar": events([1, 2, 3]), "pass": events([1, 2, 3])}, True, True)
-    message = charts.greedy_check({"ar": events([1, 2, 3]), "pass": events([1, 5, 3])}, True, True)
-    assert "PaSS differs from AR at token 1" in message and "<2>" in message and "<5>" in message
-    three = charts.greedy_check({"ar": events([1, 2]), "pass": events([1, 2]), "parallelspec": events([1, 2, 4])},
-                                True, True)
-    assert "PaSS output is identical" in three and "ParallelSpec: same first 2 tokens" in three
+    for path in (REPO / "app.py", *sorted((REPO / "pass_core" / "viz").glob("*.py"))):
+        text = path.read_text()
+        assert not re.search(r"(?m)^\s*(import torch|from torch)", text), path
 
 
 # --- the real server, driven through gradio_client -------------------------------------------
@@ -261,13 +309,13 @@ def test_race_through_gradio_client(tiny_folder):
 
     with running_app(str(tiny_folder)) as url:
         client = Client(url, verbose=False)
-        job = client.submit("Hello there", 2, 0.0, 0, 1.0, 12, 0, True, False, ["ar", "pass", "parallelspec"],
+        job = client.submit("Hello there", 2, 0.0, 0, 1.0, 12, 0, True, False, list(app.DEFAULT_RACE),
                             api_name="/race")
         updates = list(job)
         result = job.result()
         assert updates and len(result) == len(OUTPUT_NAMES) - 1  # gr.State is not part of the API
         named = dict(zip(OUTPUT_NAMES, result))
-        for pane in ("ar_tokens", "pass_tokens", "parallelspec_tokens"):
+        for pane in (f"{key}_tokens" for key in app.DEFAULT_RACE):
             tokens = named[pane]
             tokens = tokens.get("value", tokens) if isinstance(tokens, dict) else tokens
             assert tokens, pane

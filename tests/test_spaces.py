@@ -57,8 +57,10 @@ def test_requirements_pin_everything_and_match_gradio(space):
 
 
 def test_folder_holds_the_repo_sources_only(space):
-    for name in ("app.py", "charts.py", "pass_core/__init__.py", "pass_core/methods.py", "assets"):
+    for name in ("app.py", "pass_core/__init__.py", "pass_core/registry.py", "pass_core/viz/race_charts.py",
+                 "pass_core/viz/bench_html.py", "assets/help/how-to-read.md", "assets/drafter"):
         assert (space / name).exists(), name
+    assert sorted(p.name for p in space.iterdir()) == ["README.md", "app.py", "assets", "pass_core", "requirements.txt"]
     assert (space / "app.py").read_bytes() == (REPO / "app.py").read_bytes()
     assert not list(space.rglob("__pycache__"))
     assert not (space / "tests").exists() and not (space / "spaces").exists()
@@ -75,16 +77,20 @@ def test_assembled_app_imports_and_builds_its_demo(space):
     """A fresh interpreter in the Space folder: importing app launches nothing, build_demo works,
     and (where the embedded model is installed) the model loads offline from that folder's pass_core."""
     code = """
-import sys, app, pass_core, pass_core.methods as methods
+import sys, app, pass_core, pass_core.shipped as shipped
 from pathlib import Path
 here = Path.cwd().resolve()
 assert Path(app.__file__).resolve().parent == here, app.__file__
 assert Path(pass_core.__file__).resolve().parent == here / "pass_core", pass_core.__file__
-assert methods.assets_dir().resolve() == here / "assets", methods.assets_dir()
+assert shipped.assets_dir().resolve() == here / "assets", shipped.assets_dir()
 from pass_core.models import embedded_gguf_path
 holder = app.ModelHolder()
 demo = app.build_demo(holder)
 assert any(fn.api_name == "race" for fn in demo.fns.values())
+import gradio as gr
+from pass_core.registry import METHODS
+box = next(c for c in demo.blocks.values() if isinstance(c, gr.CheckboxGroup))
+assert [key for _, key in box.choices] == list(METHODS), box.choices
 if embedded_gguf_path() is not None:
     holder.start()
     print("MODEL", holder.wait(timeout_s=120).describe())

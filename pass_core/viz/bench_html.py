@@ -1,0 +1,162 @@
+"""HTML report of a benchmark (``python -m pass_core.bench --html OUT``): Plotly figures.
+
+Reads only the report dict that ``pass_core.bench`` builds (the same as its JSON); computes no
+metric. Method names and colours come from ``pass_core.registry`` (a method the registry no
+longer knows keeps its key as name and Plotly's default colour). Usable on a saved JSON too::
+
+    python -m pass_core.viz.bench_html BENCH.json OUT.html
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import sys
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from pass_core.registry import BASELINE
+
+from .race_charts import colour, short_name
+
+#: Line dashes that tell apart the settings of one method (its colour stays the same).
+_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+
+
+def parse_setting(key: str) -> tuple[int, float]:
+    """``"L=3,T=0.8"`` -> (3, 0.8)."""
+    parts = dict(part.split("=", 1) for part in key.split(","))
+    return int(parts["L"]), float(parts["T"])
+
+
+def _error_y(entries: list[dict]) -> dict:
+    """Asymmetric error bars from the min / max speed-up over repeats."""
+    up = [(e["speedup_max"] or 0) - (e["speedup"] or 0) for e in entries]
+    down = [(e["speedup"] or 0) - (e["speedup_min"] or 0) for e in entries]
+    return dict(type="data", symmetric=False, array=up, arrayminus=down)
+
+
+def _series(report: dict, method: str, fixed: str) -> dict[float | int, list[tuple[float | int, dict]]]:
+    """Entries of one method grouped by T (fixed="T") or by L (fixed="L"), sorted by the other."""
+    groups: dict = {}
+    for key, entry in report["summary"].get(method, {}).items():
+        n, t = parse_setting(key)
+        group, x = (t, n) if fixed == "T" else (n, t)
+        groups.setdefault(group, []).append((x, entry))
+    return {g: sorted(points, key=lambda p: p[0]) for g, points in sorted(groups.items())}
+
+
+def _methods(report: dict) -> list[str]:
+    return [m for m in report["summary"] if m != BASELINE]
+
+
+def _baseline_line(fig: go.Figure) -> None:
+    fig.add_hline(y=1.0, line_dash="dot", annotation_text=short_name(BASELINE), annotation_position="bottom right")
+
+
+def _speedup_lines(report: dict, fixed: str, label: str) -> go.Figure:
+    fig = go.Figure()
+    for m in _methods(report):
+        for j, (group, points) in enumerate(_series(report, m, fixed=fixed).items()):
+            fig.add_trace(go.Scatter(x=[x for x, _ in points], y=[e["speedup"] for _, e in points],
+                                     error_y=_error_y([e for _, e in points]), mode="lines+markers",
+                                     line=dict(color=colour(m), dash=_DASHES[j % len(_DASHES)]),
+                                     name=f"{short_name(m)}, {label}={group:g}"))
+    _baseline_line(fig)
+    return fig
+
+
+def speedup_vs_lookahead(report: dict) -> go.Figure:
+    """Speed-up over AR against L, one line per method and temperature."""
+    fig = _speedup_lines(report, fixed="T", label="T")
+    fig.update_layout(title="Speed-up vs number of look-ahead tokens L", xaxis_title="L",
+                      yaxis_title="speed-up over AR (tokens/s ratio)")
+    return fig
+
+
+def speedup_vs_temperature(report: dict) -> go.Figure:
+    """Speed-up over AR against temperature, one line per method and L."""
+    fig = _speedup_lines(report, fixed="L", label="L")
+    fig.update_layout(title="Speed-up vs temperature", xaxis_title="temperature",
+                      yaxis_title="speed-up over AR (tokens/s ratio)")
+    return fig
+
+
+def trained_vs_fixed(report: dict) -> go.Figure:
+    """Trained look-ahead ("pass") against the fixed-token baseline: acceptance rate and speed-up.
+
+    The paper's own comparison (Monea et al. 2023, section 3), so it names these two methods.
+    """
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("draft acceptance rate", "speed-up over AR"))
+    present = [m for m in ("pass", "fixed-token") if m in report["summary"]]
+    for m in present:
+        keys = list(report["summary"][m])
+        entries = list(report["summary"][m].values())
+        style = dict(name=short_name(m), legendgroup=m, offsetgroup=m, marker=dict(color=colour(m)))
+        fig.add_trace(go.Bar(x=keys, y=[e["acceptance_rate"] for e in entries], **style), row=1, col=1)
+        fig.add_trace(go.Bar(x=keys, y=[e["speedup"] for e in entries], showlegend=False, error_y=_error_y(entries),
+                             **style), row=1, col=2)
+    title = "Trained look-ahead vs fixed-token baseline"
+    if len(present) < 2:
+        title += " (run with --methods ar,pass,fixed-token to compare)"
+    fig.update_layout(title=title, barmode="group")
+    return fig
+
+
+def per_position(report: dict) -> go.Figure:
+    """Conditional per-position acceptance (accepted at i / verification steps that reached i), every
+    method and setting; a position never reached (None) leaves a gap, not a 0."""
+    fig = go.Figure()
+    for m in _methods(report):
+        for j, (key, e) in enumerate(report["summary"][m].items()):
+            values = e["per_position_conditional"]
+            fig.add_trace(go.Scatter(x=list(range(1, len(values) + 1)), y=values, mode="lines+markers",
+                                     line=dict(color=colour(m), dash=_DASHES[j % len(_DASHES)]),
+                                     name=f"{short_name(m)}, {key}"))
+    fig.update_layout(title="Per-position acceptance, conditional", xaxis_title="draft position i",
+                      yaxis_title="accepted at i / verification steps that reached i", yaxis_range=[0, 1])
+    return fig
+
+
+FIGURES = (speedup_vs_lookahead, speedup_vs_temperature, trained_vs_fixed, per_position)
+
+
+def render_html(report: dict) -> str:
+    """A self-contained HTML page (plotly.js inlined once, works offline)."""
+    parts = []
+    for i, make in enumerate(FIGURES):
+        parts.append(make(report).to_html(full_html=False, include_plotlyjs=(i == 0)))
+    machine = ", ".join(f"{k}: {v}" for k, v in report.get("machine", {}).items() if v is not None)
+    notes = "".join(f"<li>{html.escape(k)}: {html.escape(v)}</li>" for k, v in report.get("method_notes", {}).items())
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>PaSS Playground benchmark</title></head>"
+        "<body style='font-family: sans-serif; max-width: 1100px; margin: auto'>"
+        "<h1>PaSS Playground benchmark</h1>"
+        f"<p><code>{html.escape(report.get('command', ''))}</code></p>"
+        f"<p>{html.escape(machine)}</p><ul>{notes}</ul>"
+        "<p>Speed-up = tokens/s of the method / tokens/s of AR measured in the same run; "
+        "markers give the median over repeats, bars the min and max.</p>"
+        + "".join(parts) + "</body></html>"
+    )
+
+
+def write_html(report: dict, path: str) -> None:
+    """Write ``render_html(report)`` to ``path``."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(render_html(report))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pass_core.viz.bench_html BENCH.json OUT.html``: the report of a saved JSON."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2:
+        print("usage: python -m pass_core.viz.bench_html BENCH.json OUT.html", file=sys.stderr)
+        return 2
+    with open(argv[0], encoding="utf-8") as f:
+        write_html(json.load(f), argv[1])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

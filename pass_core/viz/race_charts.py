@@ -1,0 +1,304 @@
+"""Pure display helpers for the race: step events and run summaries -> what the page shows.
+
+Every function here takes ``pass_core.events`` objects (``StepEvent``, ``RunSummary``) keyed by
+method key and returns a Plotly figure, a ``gr.HighlightedText`` value or a string. Nothing here
+touches a model, a tensor or a tokenizer, and no metric is computed here: metrics, the speed-up
+and the output comparison come from ``pass_core.events``. Names and colours of the methods come
+from ``pass_core.registry.METHODS``.
+
+Figures are built without a Plotly template on purpose: resolving a named template
+costs about 30 ms per figure, ten times the rest, and the charts redraw ~10 times a second.
+"""
+
+from __future__ import annotations
+
+from itertools import accumulate
+
+import plotly.graph_objects as go
+
+from pass_core.events import TOKEN_LABELS, RunSummary, StepEvent, compare_outputs, speedup
+from pass_core.registry import BASELINE, METHODS
+
+#: Okabe-Ito colour-blind-safe palette (Okabe & Ito 2008).
+OKABE_ITO = {
+    "orange": "#E69F00",
+    "sky_blue": "#56B4E9",
+    "bluish_green": "#009E73",
+    "yellow": "#F0E442",
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "reddish_purple": "#CC79A7",
+    "black": "#000000",
+}
+
+#: Token label (as shown, ``TOKEN_LABELS`` values) -> colour, for ``gr.HighlightedText``
+#: (which draws them at half opacity). Plain AR tokens are a neutral grey; the labels that
+#: sit next to each other (rejected draft, then its resampled token) get colours far apart,
+#: and rejected drafts are also struck through by the app's CSS (``rejected_css_selector``).
+TOKEN_COLORS: dict[str, str] = {
+    TOKEN_LABELS["target"]: "#BBBBBB",
+    TOKEN_LABELS["exact"]: OKABE_ITO["sky_blue"],
+    TOKEN_LABELS["accepted"]: OKABE_ITO["bluish_green"],
+    TOKEN_LABELS["rejected"]: OKABE_ITO["vermillion"],
+    TOKEN_LABELS["resampled"]: OKABE_ITO["yellow"],
+    TOKEN_LABELS["bonus"]: OKABE_ITO["reddish_purple"],
+}
+
+_AXIS = dict(gridcolor="#e5e7eb", zerolinecolor="#d1d5db", linecolor="#9ca3af", showline=True)
+
+
+def short_name(key: str) -> str:
+    """The registered method's short name (legends, metric lines); the key itself if unregistered."""
+    method = METHODS.get(key)
+    return method.short_name if method else key
+
+
+def colour(key: str) -> str | None:
+    """The registered method's line / bar colour; None (Plotly's default) if unregistered."""
+    method = METHODS.get(key)
+    return method.colour if method else None
+
+
+def legend_names(keys, fused: bool = False) -> dict[str, str]:
+    """Method key -> legend name: the short name, with " (fused)" for fusable methods when fused."""
+    return {key: short_name(key) + (" (fused)" if fused and key in METHODS and METHODS[key].fusable else "")
+            for key in keys}
+
+
+def rejected_css_selector() -> str:
+    """CSS selector of a rejected draft's text in a ``gr.HighlightedText`` pane.
+
+    Gradio writes each token's colour into its style attribute as ``rgb``-style components.
+    """
+    hex_colour = TOKEN_COLORS[TOKEN_LABELS["rejected"]]
+    rgb = ", ".join(str(int(hex_colour[i:i + 2], 16)) for i in (1, 3, 5))
+    return f'.token-pane .token[style*="{rgb}"] .text'
+
+
+def _layout(x_title: str, y_title: str, **extra) -> dict:
+    # no title: the gr.Plot label names the chart
+    layout = dict(
+        height=300, margin=dict(l=55, r=15, t=30, b=45),
+        paper_bgcolor="white", plot_bgcolor="white", font=dict(size=12),
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0),
+        xaxis=dict(title=dict(text=x_title), **_AXIS), yaxis=dict(title=dict(text=y_title), **_AXIS),
+    )
+    layout.update(extra)
+    return layout
+
+
+def highlighted_tokens(events: list[StepEvent], show_rejected: bool = True) -> list[tuple[str, str]]:
+    """A ``gr.HighlightedText`` value: one (text, label) pair per token, in stream order.
+
+    Args:
+        events: one method's step events so far.
+        show_rejected: keep rejected drafts (labelled "rejected draft", whitespace made
+            visible by ``visible_text``); they are not part of the output, so hiding them
+            leaves exactly the output text.
+
+    Returns:
+        [(text piece, label from ``TOKEN_LABELS``)]; tokens whose piece is "" (half of a
+        multi-byte character) are left out: their text arrives with a later token.
+    """
+    out = []
+    for event in events:
+        for token in event.tokens:
+            if token.committed:
+                if token.text:
+                    out.append((token.text, TOKEN_LABELS[token.label]))
+            elif show_rejected:
+                out.append((visible_text(token.text), TOKEN_LABELS[token.label]))
+    return out
+
+
+def visible_text(text: str) -> str:
+    """A rejected draft's text with newlines, tabs and lone spaces shown as symbols.
+
+    The draft is not part of the output, so its raw whitespace would only move the text around.
+    """
+    if not text:
+        return "∅"
+    text = text.replace("\n", "↵").replace("\t", "⇥")
+    return text.replace(" ", "␣") if not text.strip() else text
+
+
+def latency_figure(events: dict[str, list[StepEvent]], names: dict[str, str] | None = None) -> go.Figure:
+    """Model compute time of every step in ms (``step_s``), one line per method.
+
+    Args:
+        events: method key -> its events so far.
+        names: method key -> legend name (default: ``legend_names``).
+    """
+    names = names or legend_names(events)
+    traces = [go.Scatter(x=[e.step for e in evs], y=[e.step_s * 1000 for e in evs], name=names[key],
+                         mode="lines+markers", marker=dict(size=4), line=dict(color=colour(key)))
+              for key, evs in events.items()]
+    layout = _layout("step", "ms (model compute)")
+    layout["yaxis"].update(tickformat=",.0f")  # plain milliseconds, even after a 20 s prefill of a huge prompt
+    return go.Figure(traces, layout)
+
+
+def cumulative_figure(events: dict[str, list[StepEvent]], names: dict[str, str] | None = None) -> go.Figure:
+    """Generated tokens against accumulated compute time (s): the race itself.
+
+    The steeper line is the faster method; at equal compute time (the fair race of
+    algorithms.md section 7) the higher line has produced more text.
+    """
+    names = names or legend_names(events)
+    traces = []
+    for key, evs in events.items():
+        x = [0.0, *accumulate(e.step_s for e in evs)]
+        y = [0, *accumulate(len(e.new_token_ids) for e in evs)]
+        traces.append(go.Scatter(x=x, y=y, name=names[key], mode="lines", line=dict(shape="hv", color=colour(key))))
+    return go.Figure(traces, _layout("compute time (s)", "generated tokens"))
+
+
+def _drafting(summaries: dict[str, RunSummary | None]) -> dict[str, RunSummary | None]:
+    """The methods that draft (every key but the baseline, AR), in race order."""
+    return {key: s for key, s in summaries.items() if key != BASELINE}
+
+
+def acceptance_histogram_figure(summaries: dict[str, RunSummary | None],
+                                names: dict[str, str] | None = None) -> go.Figure:
+    """Share of verification steps that accepted 0, 1, ..., k drafts (``RunSummary.acceptance_histogram``).
+
+    Args:
+        summaries: method key -> its summary so far (None before its first step); AR is skipped.
+        names: method key -> legend name (default: ``legend_names``).
+
+    Returns:
+        One bar group per accepted-draft count, one bar per drafting method.
+    """
+    names = names or legend_names(summaries)
+    bars = []
+    for key, summary in _drafting(summaries).items():
+        hist = summary.acceptance_histogram if summary else []
+        bars.append(go.Bar(x=list(range(len(hist))), y=hist, name=names[key], marker=dict(color=colour(key)),
+                           text=[f"{h:.0%}" for h in hist], textposition="outside", cliponaxis=False))
+    layout = _layout("accepted drafts in the step", "share of verification steps", barmode="group")
+    layout["xaxis"].update(dtick=1, zeroline=False)
+    layout["yaxis"].update(range=[0, 1.1], tickformat=".0%")
+    return go.Figure(bars, layout)
+
+
+def position_acceptance_figure(summaries: dict[str, RunSummary | None],
+                               names: dict[str, str] | None = None) -> go.Figure:
+    """Acceptance by draft position i, conditional and unconditional (algorithms.md section 6).
+
+    Args:
+        summaries: method key -> its summary so far (None before its first step); AR is skipped.
+        names: method key -> legend name (default: ``legend_names``).
+
+    Returns:
+        Per drafting method a solid bar (conditional: accepted given verification reached i)
+        and a hatched one (unconditional: accepted at i / verification steps). A position no
+        verification reached has no conditional value (None): Plotly draws no bar, not 0 %.
+        Positions are named d_i, the i-th draft of a step.
+    """
+    names = names or legend_names(summaries)
+    traces = []
+    for key, summary in _drafting(summaries).items():
+        uncond = summary.per_position_unconditional if summary else []
+        cond = list(summary.per_position_conditional) if summary else []
+        x = [f"d_{i}" for i in range(1, len(uncond) + 1)]
+        c = colour(key)
+        traces.append(go.Bar(x=x, y=cond, name=f"{names[key]}: conditional", marker=dict(color=c)))
+        traces.append(go.Bar(x=x, y=uncond, name=f"{names[key]}: unconditional",
+                             marker=dict(color="white", line=dict(color=c, width=1.5),
+                                         pattern=dict(shape="/", fgcolor=c))))
+    layout = _layout("draft position", "acceptance", barmode="group")
+    layout["yaxis"].update(range=[0, 1.05], tickformat=".0%")
+    return go.Figure(traces, layout)
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "–" if value is None else format(value, spec)
+
+
+def _reference(keys) -> str:
+    """The method others are compared with: the baseline (AR) when it races, else the first one."""
+    keys = list(keys)
+    return BASELINE if BASELINE in keys else keys[0]
+
+
+def metric_texts(summaries: dict[str, RunSummary | None]) -> dict[str, str]:
+    """Display strings of the headline metrics, keyed like ``METRIC_FORMULAS``.
+
+    Args:
+        summaries: method key -> its summary so far, or None before its first step; the order
+            is the race's.
+
+    Returns:
+        One string per metric, each naming the methods ("AR 16.1  ·  PaSS 12.0"). The speed-up
+        (``pass_core.events.speedup``) is against AR when AR races, else against the first method.
+    """
+    def each(attr: str, spec: str) -> str:
+        return "  ·  ".join(f"{short_name(k)} {_fmt(s and getattr(s, attr), spec)}" for k, s in summaries.items())
+
+    base = _reference(summaries)
+    ratios = [f"{short_name(k)} {_fmt(speedup(s, summaries[base]), '.2f')}×"
+              for k, s in summaries.items() if k != base]
+    rates = []
+    for key, s in _drafting(summaries).items():
+        rate = "–" if s is None or s.acceptance_rate is None else \
+            f"{s.acceptance_rate:.1%} ({s.accepted_drafts} of {s.drafted_tokens} drafts)"
+        rates.append(f"{short_name(key)} {rate}")
+    return {
+        "tokens_per_s": each("tokens_per_s", ".1f"),
+        "speedup": "  ·  ".join(ratios) + ("" if base == BASELINE else
+                                           f" (vs {short_name(base)}; {short_name(BASELINE)} not racing)"),
+        "tokens_per_forward_pass": each("tokens_per_forward_pass", ".2f"),
+        "mean_accepted_tokens": each("mean_accepted_tokens", ".2f"),
+        "acceptance_rate": "  ·  ".join(rates) or "–",
+    }
+
+
+def compute_line(summaries: dict[str, RunSummary | None]) -> str:
+    """One markdown line of compute facts per method: tokens, steps (and how many verified drafts),
+    forward passes (target + drafter when a separate drafter model ran), compute time, ms per step."""
+    parts = []
+    for key, s in summaries.items():
+        if not s or not s.steps:
+            continue
+        steps = f"{s.steps} steps" + (f" ({s.verification_steps} verification steps)" if key != BASELINE else "")
+        passes = (f"{s.forward_passes} target + {s.drafter_passes} drafter passes" if s.drafter_passes
+                  else f"{s.forward_passes} forward passes")
+        parts.append(f"**{short_name(key)}** {s.tokens} tokens in {steps}, {passes}, "
+                     f"{s.compute_time_s:.2f} s compute ({s.ms_per_step:.1f} ms/step)")
+    return "  \n".join(parts)
+
+
+def greedy_check(events: dict[str, list[StepEvent]], greedy: bool, finished: bool) -> str:
+    """Markdown saying whether each method's output equals the reference's (greedy only), and where
+    it first differs (``pass_core.events.compare_outputs``).
+
+    In greedy mode speculative decoding must reproduce AR token for token; a difference
+    points at numerics (batched verification rounding differently near a tie) or a bug.
+
+    Args:
+        events: method key -> its events so far, in race order. The reference is AR when it
+            races, else the first method (the drafting methods must then agree with each other).
+        greedy: temperature 0.
+        finished: the race is over (lengths are compared only then).
+    """
+    if not greedy:
+        return ("Sampling (temperature > 0): the outputs differ by design; speculative decoding keeps "
+                "the target model's distribution, not its exact draws.")
+    ref_key = _reference(events)
+    ref_name = short_name(ref_key)
+    lines = []
+    for key, evs in events.items():
+        if key == ref_key:
+            continue
+        c, name = compare_outputs(events[ref_key], evs), short_name(key)
+        if c.first_difference is not None:
+            lines.append(f"✗ **{name} differs from {ref_name} at token {c.first_difference}** (0-based): "
+                         f"{ref_name} `{c.reference_text!r}` vs {name} `{c.other_text!r}`, after `{c.context!r}`.")
+        elif finished and c.identical:
+            lines.append(f"✓ **Greedy check: {name} output is identical to {ref_name}** ({c.compared} tokens).")
+        elif finished:
+            lines.append(f"✗ **{name}: same first {c.compared} tokens as {ref_name}, but different lengths**: "
+                         f"{ref_name} {c.reference_tokens} tokens, {name} {c.other_tokens}.")
+        else:
+            lines.append(f"… Greedy check: {name} identical to {ref_name} so far ({c.compared} tokens compared).")
+    return "  \n".join(lines)

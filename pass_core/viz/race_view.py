@@ -1,0 +1,108 @@
+"""Everything the race page shows, as plain values: events in, panes / metric lines / figures out.
+
+The app (``app.py``) only places these values in Gradio components; this module never imports
+Gradio. Method names come from ``pass_core.registry.METHODS``, ranges from ``SETTING_RANGES``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from string import Template
+
+import plotly.graph_objects as go
+
+from pass_core.events import StepEvent, summarize
+from pass_core.registry import METHODS
+from pass_core.settings import SETTING_RANGES
+
+from . import race_charts as charts
+
+#: Metrics shown under the panes (keys of ``race_charts.metric_texts``), with the label shown to people.
+METRIC_LABELS = {
+    "tokens_per_s": "tokens/s",
+    "speedup": "speed-up vs AR",
+    "tokens_per_forward_pass": "tokens per forward pass",
+    "mean_accepted_tokens": "mean accepted tokens per verification step",
+    "acceptance_rate": "draft acceptance rate",
+}
+
+#: Page CSS: tight token boxes, and rejected drafts struck through (a mark that does not rely on colour alone).
+PAGE_CSS = f"""
+.token-pane {{min-height: 220px}}
+.token-pane .textfield {{font-size: 15px; line-height: 1.8}}
+.token-pane .token.highlighted {{margin: 0 1px 2px 0 !important; padding: 1px 1px !important}}
+{charts.rejected_css_selector()} {{text-decoration: line-through}}
+"""
+
+
+@dataclass(frozen=True)
+class RaceView:
+    """What the page shows for the events so far.
+
+    Attributes:
+        panes: method key -> ``gr.HighlightedText`` value, for every racing method.
+        metrics: ``METRIC_LABELS`` key -> display string naming each method.
+        greedy_check: markdown, the output comparison (greedy) or why there is none (sampling).
+        figures: latency, tokens vs compute time, acceptance histogram, acceptance by position;
+            None when the charts are not redrawn this time.
+        run_line: markdown, "Racing…" or "Finished." and one compute line per method.
+    """
+
+    panes: dict[str, list[tuple[str, str]]]
+    metrics: dict[str, str]
+    greedy_check: str
+    figures: tuple[go.Figure, go.Figure, go.Figure, go.Figure] | None
+    run_line: str
+
+
+def race_view(events: dict[str, list[StepEvent]], show_rejected: bool, greedy: bool, fused: bool,
+              finished: bool, with_figures: bool = True) -> RaceView:
+    """Build every displayed value from the race's events (pure: no model, no Gradio).
+
+    Args:
+        events: method key -> its ``StepEvent`` list so far, for the racing methods in pane order.
+        show_rejected: keep rejected drafts in the panes.
+        greedy: temperature 0 (the outputs must then be identical).
+        fused: the fused step ran (legends mark the fusable methods).
+        finished: the race is over.
+        with_figures: build the four figures (the browser's heaviest redraw) or leave them None.
+    """
+    summaries = {key: summarize(evs, key) for key, evs in events.items()}
+    summaries = {key: (s if s.steps else None) for key, s in summaries.items()}
+    names = charts.legend_names(events, fused)
+    figures = None
+    if with_figures:
+        figures = (charts.latency_figure(events, names), charts.cumulative_figure(events, names),
+                   charts.acceptance_histogram_figure(summaries, names),
+                   charts.position_acceptance_figure(summaries, names))
+    return RaceView(
+        panes={key: charts.highlighted_tokens(evs, show_rejected) for key, evs in events.items()},
+        metrics=charts.metric_texts(summaries),
+        greedy_check=charts.greedy_check(events, greedy, finished),
+        figures=figures,
+        run_line=("**Finished.**  \n" if finished else "**Racing…**  \n") + charts.compute_line(summaries),
+    )
+
+
+def _number(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+
+
+def setting_range(name: str) -> str:
+    """``SETTING_RANGES[name]`` as shown to people: "1–8", "0.01–1", "0–2,147,483,647"."""
+    lo, hi, _ = SETTING_RANGES[name]
+    return f"{_number(lo)}–{_number(hi)}"
+
+
+def help_text(template: str) -> str:
+    """The page's help from a template (``string.Template``): ``$methods`` (each registered method's
+    label and description), ``$fusable`` (the methods the fused step applies to) and ``$<setting>``
+    (each ``SETTING_RANGES`` range), so that the page never states other methods or ranges than it has.
+
+    Raises:
+        KeyError: the template names an unknown placeholder.
+    """
+    fusable = " and ".join(m.short_name for m in METHODS.values() if m.fusable) or "no method"
+    methods = "; ".join(f"**{m.label}**: {m.description}" for m in METHODS.values())
+    ranges = {name: setting_range(name) for name in SETTING_RANGES}
+    return Template(template).substitute(ranges, methods=methods, fusable=fusable)

@@ -1,0 +1,180 @@
+"""``pass_core.viz``: the race's display helpers on hand-made events, the benchmark's HTML report, and
+the rooms (only ``pass_core.viz`` imports plotly; nothing in ``pass_core`` imports gradio)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pass_core import bench
+from pass_core.events import RunSummary, StepEvent, TokenRecord, summarize
+from pass_core.registry import METHODS
+from pass_core.viz import bench_html
+from pass_core.viz import race_charts as charts
+
+PACKAGE = Path(bench.__file__).resolve().parent
+
+
+def events_of(method: str, ids: list[int]) -> list[StepEvent]:
+    return [StepEvent(method=method, step=i + 1, tokens=(TokenRecord(t, f"<{t}>", "target"),))
+            for i, t in enumerate(ids)]
+
+
+def summary(**fields) -> RunSummary:
+    return RunSummary(**{**vars(summarize([])), **fields})
+
+
+# --- race_charts ------------------------------------------------------------------------------
+
+def test_greedy_check_points_at_first_divergence():
+    same = charts.greedy_check({"ar": events_of("ar", [1, 2, 3]), "pass": events_of("pass", [1, 2, 3])}, True, True)
+    assert same == "✓ **Greedy check: PaSS output is identical to AR** (3 tokens)."
+    message = charts.greedy_check({"ar": events_of("ar", [1, 2, 3]), "pass": events_of("pass", [1, 5, 3])}, True, True)
+    assert "PaSS differs from AR at token 1" in message and "<2>" in message and "<5>" in message
+    assert "after `'<1>'`" in message  # the reference's text before the difference
+    three = charts.greedy_check({"ar": events_of("ar", [1, 2]), "pass": events_of("pass", [1, 2]),
+                                 "parallelspec": events_of("parallelspec", [1, 2, 4])}, True, True)
+    assert "PaSS output is identical" in three and "ParallelSpec: same first 2 tokens" in three
+    running = charts.greedy_check({"ar": events_of("ar", [1, 2]), "pass": events_of("pass", [1])}, True, False)
+    assert running.startswith("…") and "1 tokens compared" in running
+    assert "by design" in charts.greedy_check({"ar": [], "pass": []}, False, True)
+
+
+def test_unreached_draft_position_draws_no_bar():
+    """A position no verification reached has no conditional value: no bar, not a 0 % bar."""
+    s = summary(method="pass", steps=3, per_position_unconditional=[0.5, 0.0, 0.0],
+                per_position_conditional=[0.5, 0.0, None])
+    conditional, unconditional = charts.position_acceptance_figure({"ar": None, "pass": s}).data
+    assert list(conditional.y) == [0.5, 0.0, None] and list(unconditional.y) == [0.5, 0.0, 0.0]
+    assert conditional.marker.color == METHODS["pass"].colour
+
+
+def test_compute_line_counts_drafter_passes_apart():
+    with_drafter = summary(method="parallelspec", tokens=40, steps=30, verification_steps=25, forward_passes=40,
+                           drafter_passes=40, compute_time_s=1.0, ms_per_step=33.3)
+    line = charts.compute_line({"ar": summary(method="ar", tokens=40, steps=40, forward_passes=40),
+                                "parallelspec": with_drafter, "pass": None})
+    assert line.splitlines()[0].startswith("**AR** 40 tokens in 40 steps, 40 forward passes,")
+    assert "**ParallelSpec** 40 tokens in 30 steps (25 verification steps), 40 target + 40 drafter passes" in line
+    assert "PaSS" not in line  # no step yet
+
+
+def test_metric_texts_use_the_speedup_and_short_names():
+    ar = summary(method="ar", tokens=10, steps=10, tokens_per_s=20.0, tokens_per_forward_pass=1.0)
+    ps = summary(method="pass", tokens=10, steps=4, tokens_per_s=30.0, accepted_drafts=3, drafted_tokens=8,
+                 acceptance_rate=3 / 8)
+    texts = charts.metric_texts({"ar": ar, "pass": ps, "parallelspec": None})
+    assert texts["speedup"] == "PaSS 1.50×  ·  ParallelSpec –×"
+    assert texts["acceptance_rate"] == "PaSS 37.5% (3 of 8 drafts)  ·  ParallelSpec –"
+    assert texts["tokens_per_s"] == "AR 20.0  ·  PaSS 30.0  ·  ParallelSpec –"
+
+
+def test_rejected_css_selector_matches_the_rejected_colour():
+    colour = charts.TOKEN_COLORS["rejected draft"]
+    rgb = ", ".join(str(int(colour[i:i + 2], 16)) for i in (1, 3, 5))
+    assert charts.rejected_css_selector() == f'.token-pane .token[style*="{rgb}"] .text'
+
+
+# --- bench_html -------------------------------------------------------------------------------
+
+def entry(speedup: float, rate: float | None, conditional: list) -> dict:
+    return {"speedup": speedup, "speedup_min": speedup - 0.1, "speedup_max": speedup + 0.1,
+            "acceptance_rate": rate, "per_position_conditional": conditional}
+
+
+def fake_report() -> dict:
+    """A small report as ``pass_core.bench`` builds it: AR, PaSS and the fixed-token baseline at L=3, T=0."""
+    return {"command": "python -m pass_core.bench", "machine": {"cpu": "test", "gpu": None},
+            "method_notes": {"pass L=3": "x <y>"},
+            "summary": {"ar": {"L=3,T=0": entry(1.0, None, [])},
+                        "pass": {"L=3,T=0": entry(0.8, 0.4, [0.5, 0.3, None])},
+                        "fixed-token": {"L=3,T=0": entry(0.5, 0.1, [0.1, 0.0, 0.0])}}}
+
+
+def test_html_report_has_the_figures(tmp_path):
+    assert bench.load_html_report() is bench_html  # the benchmark's --html goes through the package
+    report = fake_report()
+    figures = [make(report) for make in bench_html.FIGURES]
+    assert [len(f.data) for f in figures] == [2, 2, 4, 2]
+    lines = figures[0].data  # names and colours come from the registry
+    assert [t.line.color for t in lines] == [METHODS["pass"].colour, METHODS["fixed-token"].colour]
+    assert lines[0].name == f"{METHODS['pass'].short_name}, T=0"
+    assert list(figures[3].data[0].y) == [0.5, 0.3, None]  # an unreached position is a gap, not a 0
+    path = tmp_path / "r.html"
+    bench_html.write_html(report, str(path))
+    text = path.read_text(encoding="utf-8")
+    assert "Speed-up vs number of look-ahead tokens L" in text and "fixed-token" in text
+    assert "x &lt;y&gt;" in text and "cpu: test" in text and "gpu: None" not in text
+
+
+def _outside_env() -> dict:
+    """The environment of a user outside the repository: the project installed, nothing on PYTHONPATH."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PASS_PLAYGROUND_ASSETS")}
+
+
+def test_bench_writes_html_from_outside_the_repository(tmp_path, tiny_folder):
+    """``python -m pass_core.bench ... --html`` in a folder outside the repository: the HTML report comes
+    from the installed package (``pass_core.viz``), not from a file at the repository root."""
+    assert PACKAGE.parent not in tmp_path.resolve().parents
+    (tmp_path / "suite.jsonl").write_text('{"category": "chat", "prompt": "Hello there"}\n', encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "pass_core.bench", "--suite", "suite.jsonl", "--model",
+                           str(tiny_folder), "--methods", "ar,pass", "--num-lookahead", "2", "--max-new-tokens", "4",
+                           "--json", "out.json", "--html", "out.html", "--no-progress", "--threads", "1"],
+                          cwd=tmp_path, env=_outside_env(), capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    html = (tmp_path / "out.html").read_text(encoding="utf-8")
+    assert "Speed-up vs temperature" in html and "PaSS, " in html
+    # the saved JSON renders again through the module's own command line
+    proc = subprocess.run([sys.executable, "-m", "pass_core.viz.bench_html", "out.json", "again.html"],
+                          cwd=tmp_path, env=_outside_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Speed-up vs temperature" in (tmp_path / "again.html").read_text(encoding="utf-8")
+
+
+def test_bench_html_command_line(tmp_path, capsys):
+    assert bench_html.main(["only-one-argument"]) == 2
+    assert "usage: python -m pass_core.viz.bench_html" in capsys.readouterr().err
+    (tmp_path / "b.json").write_text(json.dumps(fake_report()), encoding="utf-8")
+    assert bench_html.main([str(tmp_path / "b.json"), str(tmp_path / "b.html")]) == 0
+    assert "Per-position acceptance" in (tmp_path / "b.html").read_text(encoding="utf-8")
+
+
+def test_load_html_report_says_when_plotly_is_missing(monkeypatch):
+    monkeypatch.setitem(sys.modules, "plotly", None)  # import plotly now raises ModuleNotFoundError
+    monkeypatch.delitem(sys.modules, "pass_core.viz.bench_html")
+    monkeypatch.delitem(sys.modules, "pass_core.viz.race_charts")
+    monkeypatch.delattr("pass_core.viz.bench_html", raising=False)
+    with pytest.raises(ValueError, match="--html needs plotly"):
+        bench.load_html_report()
+
+
+# --- rooms ------------------------------------------------------------------------------------
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+             for alias in node.names}
+    return names | {(node.module or "").split(".")[0] for node in ast.walk(tree)
+                    if isinstance(node, ast.ImportFrom) and not node.level}
+
+
+def test_plotly_and_gradio_stay_in_their_rooms():
+    """Only ``pass_core.viz`` imports plotly, nothing in ``pass_core`` imports gradio, the figure builders
+    import no torch, and the old top-level chart modules are gone (one place for figures)."""
+    files = sorted(PACKAGE.rglob("*.py"))
+    viz = {f for f in files if f.parent.name == "viz"}
+    assert {f.name for f in viz} >= {"race_charts.py", "race_view.py", "bench_html.py"}
+    for path in files:
+        names = _imports(path)
+        assert "gradio" not in names, path
+        if path in viz:
+            assert not names & {"torch", "transformers"}, path
+        else:
+            assert "plotly" not in names, path
+    assert not (PACKAGE.parent / "charts.py").exists() and not (PACKAGE.parent / "bench_report.py").exists()
