@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import threading
 import time
 from pathlib import Path
 
@@ -27,7 +26,8 @@ if not hasattr(spaces, "GPU"):  # absent, or only this repo's spaces/ folder see
 import gradio as gr
 
 from pass_core.events import METRIC_FORMULAS
-from pass_core.models import DEFAULT_MODEL, LoadedModel, load_model
+from pass_core.model_holder import ModelHolder, ModelNotReady
+from pass_core.models import DEFAULT_MODEL, LoadedModel
 from pass_core.race import race
 from pass_core.registry import METHODS
 from pass_core.settings import SETTING_RANGES, DecodeSettings
@@ -56,57 +56,6 @@ HELP_TEMPLATE = (Path(__file__).resolve().parent / "assets" / "help" / "how-to-r
 def gpu(duration):
     """``spaces.GPU(duration=...)`` where the ``spaces`` package exists (ZeroGPU), else a no-op."""
     return spaces.GPU(duration=duration) if spaces is not None else (lambda fn: fn)
-
-
-class ModelHolder:
-    """The process's one target model, loaded once in a background thread and shared read-only.
-
-    The model is a process resource, not per-user data; per-user data lives in ``gr.State``.
-    """
-
-    def __init__(self, name: str = DEFAULT_MODEL, device: str = "auto", loaded: LoadedModel | None = None):
-        self.name, self.device, self.loaded = name, device, loaded
-        self.error: str | None = None
-        self.progress = "ready" if loaded else "Loading model…"
-        self._done = threading.Event()
-        if loaded is not None:
-            self._done.set()
-
-    def start(self) -> "ModelHolder":
-        """Start loading in a daemon thread; return self."""
-        threading.Thread(target=self._load, name="load-model", daemon=True).start()
-        return self
-
-    def _load(self) -> None:
-        try:
-            self.loaded = load_model(self.name, device=self.device, progress=self._set_progress)
-        except Exception as err:  # noqa: BLE001 - shown in the status line; the app keeps serving
-            self.error = f"{type(err).__name__}: {err}"
-        finally:
-            self._done.set()
-
-    def _set_progress(self, message: str) -> None:
-        self.progress = f"Loading model… {message}"
-
-    @property
-    def ready(self) -> bool:
-        return self._done.is_set()
-
-    def wait(self, timeout_s: float | None = None) -> LoadedModel:
-        """The loaded model, waiting for the load. Raises gr.Error when it failed or timed out."""
-        if not self._done.wait(timeout_s):
-            raise gr.Error("The model is still loading; try again in a moment.")
-        if self.loaded is None:
-            raise gr.Error(f"The model could not be loaded: {self.error}")
-        return self.loaded
-
-    def status(self) -> str:
-        """Markdown status line: loading progress, the error, or the model's description."""
-        if not self.ready:
-            return self.progress
-        if self.loaded is None:
-            return f"⚠ **Model failed to load**: {self.error}"
-        return f"**Target model:** {self.loaded.describe()}"
 
 
 def _whole(value):  # slider values arrive as floats; whole numbers go on as int (others fail validation)
@@ -277,7 +226,10 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
         values = (prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused, methods)
         if not holder.ready:
             yield (gr.skip(),) * (len(outputs) - 3) + ("Waiting for the model to load…", gr.skip(), gr.skip())
-        holder.wait(timeout_s=LOAD_TIMEOUT_S)
+        try:
+            holder.wait(timeout_s=LOAD_TIMEOUT_S)
+        except ModelNotReady as err:
+            raise gr.Error(str(err)) from err
         yield from run_on_device(*values)
 
     rng = SETTING_RANGES

@@ -217,7 +217,7 @@ def test_help_says_what_the_metrics_count():
 
 def test_model_holder_reports_load_error():
     holder = app.ModelHolder("no-such-model-name").start()
-    with pytest.raises(gr.Error, match="could not be loaded"):
+    with pytest.raises(app.ModelNotReady, match="could not be loaded"):
         holder.wait(timeout_s=60)
     assert "failed to load" in holder.status()
 
