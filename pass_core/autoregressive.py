@@ -10,7 +10,7 @@ import torch
 from .bookkeeping import start_run, token_records
 from .cache import StepClock, new_cache
 from .events import StepEvent
-from .sampling import logits_to_probs, sample
+from .sampling import logit_margins, logits_to_probs, sample
 from .settings import DecodeSettings
 from .target import plain_head, target_forward
 
@@ -42,7 +42,8 @@ def generate_autoregressive(loaded, prompt: str, settings: DecodeSettings) -> It
         t1 = clock.now()
         uncached = torch.tensor([[token]], device=dev)
         records, reason = state.take([(token, "target")])
-        yield StepEvent(method="ar", step=step, tokens=token_records(records, None, state.detok, 0),
+        margins = logit_margins(logits) if settings.greedy else None
+        yield StepEvent(method="ar", step=step, tokens=token_records(records, None, state.detok, 0, margins),
                         forward_passes=1, verification_s=t1 - t0, step_s=t1 - t0, finish_reason=reason)
         if reason:
             return

@@ -106,10 +106,13 @@ def step_proposal(exact: int | None, drafts: list[int], result: VerificationResu
 
 
 def token_records(records: list[tuple[int, str, str]], rejected: int | None, detok: Detokenizer,
-                  insert_at: int) -> tuple[TokenRecord, ...]:
+                  insert_at: int, margins: list[float] | None = None) -> tuple[TokenRecord, ...]:
     """Token records of a step in display order, with the rejected draft (if any) at ``insert_at``:
-    after the exact token and the accepted drafts, just before the resampled token."""
-    tokens = [TokenRecord(token_id=t, text=text, label=label) for t, label, text in records]
+    after the exact token and the accepted drafts, just before the resampled token. ``margins``
+    (greedy runs): the target's top-1 minus top-2 logit for each committed token, in order."""
+    margins = list(margins or []) + [None] * len(records)
+    tokens = [TokenRecord(token_id=t, text=text, label=label, margin=margin)
+              for (t, label, text), margin in zip(records, margins)]
     if rejected is not None and len(tokens) > insert_at:
         tokens.insert(insert_at, TokenRecord(token_id=rejected, text=detok.token_text(rejected), label="rejected"))
     return tuple(tokens)

@@ -48,6 +48,7 @@ class Proposal:
             ``exact`` becomes the pending token.
         target_passes: target forward passes spent drafting (PaSS: 1).
         drafter_passes: forward passes of a separate drafter model (ParallelSpec: 1).
+        exact_margin: top-1 minus top-2 logit where ``exact`` was sampled (greedy runs), or None.
     """
 
     drafts: torch.Tensor
@@ -55,6 +56,7 @@ class Proposal:
     exact: int | None = None
     target_passes: int = 0
     drafter_passes: int = 0
+    exact_margin: float | None = None
 
 
 def no_drafts(vocab_size: int, device, **counts) -> Proposal:

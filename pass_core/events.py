@@ -33,11 +33,14 @@ class TokenRecord:
             character is incomplete). For a rejected draft: its own decoded text,
             which is *not* part of the output.
         label: one of ``TOKEN_LABELS``.
+        margin: greedy runs only: the target's top-1 minus top-2 logit at the position where this
+            token was chosen (small = a near-tie that rounding can flip); None otherwise.
     """
 
     token_id: int
     text: str
     label: str
+    margin: float | None = None
 
     @property
     def committed(self) -> bool:
@@ -129,6 +132,13 @@ class StepEvent:
 def output_token_ids(events) -> list[int]:
     """All committed token ids of a run, in order."""
     return [tid for e in events for tid in e.new_token_ids]
+
+
+def ended_at_once(events) -> bool:
+    """True when a finished run's only output token is EOS (the model wrote nothing; common with
+    a raw prompt, without the chat template)."""
+    events = list(events)
+    return bool(events) and events[-1].finish_reason == "eos" and len(output_token_ids(events)) == 1
 
 
 def output_text(events) -> str:
@@ -293,6 +303,8 @@ class OutputComparison:
         reference_tokens / other_tokens: output lengths.
         reference_text / other_text: the differing tokens' text pieces ("" when equal).
         context: up to 40 characters of the reference output before the difference.
+        reference_margin / other_margin: each run's top-1 minus top-2 logit where it chose the
+            differing token (greedy runs), or None.
     """
 
     first_difference: int | None
@@ -302,6 +314,16 @@ class OutputComparison:
     reference_text: str = ""
     other_text: str = ""
     context: str = ""
+    reference_margin: float | None = None
+    other_margin: float | None = None
+
+    def near_tie(self, dtype: str) -> bool | None:
+        """Whether the first difference is a near-tie that ``dtype`` rounding can flip: the smaller of
+        the two margins is within ``rounding_tolerance(dtype)``. None without a difference or margins."""
+        margins = [m for m in (self.reference_margin, self.other_margin) if m is not None]
+        if self.first_difference is None or not margins:
+            return None
+        return min(margins) <= rounding_tolerance(dtype)
 
     @property
     def identical(self) -> bool:
@@ -321,4 +343,27 @@ def compare_outputs(reference, other) -> OutputComparison:
     if i is None:
         return OutputComparison(None, min(len(ref), len(oth)), len(ref), len(oth))
     context = "".join(t.text for t in ref[max(0, i - 8):i])[-40:]
-    return OutputComparison(i, min(len(ref), len(oth)), len(ref), len(oth), ref[i].text, oth[i].text, context)
+    return OutputComparison(i, min(len(ref), len(oth)), len(ref), len(oth), ref[i].text, oth[i].text, context,
+                            ref[i].margin, oth[i].margin)
+
+
+#: Unit roundoff (half the machine epsilon) of each floating-point dtype, by name.
+UNIT_ROUNDOFF = {"float64": 2.0 ** -53, "float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
+
+
+def rounding_tolerance(dtype: str) -> float:
+    """The largest top-1 / top-2 logit gap (in logits) that rounding alone can flip between a
+    verification pass over several tokens and a one-token pass, for weights in ``dtype``.
+
+    *(our choice)*: 64 x unit roundoff x 20 (a typical size of a top logit): 0.5 for bfloat16,
+    0.0625 for float16 and 8e-5 for float32. Measured on SmolLM2-135M in bfloat16 (greedy, 6
+    prompts, 32 tokens): where PaSS or ParallelSpec first differed from AR, the two logits were
+    0 to 0.125 apart; in float32 none differed.
+
+    Raises:
+        ValueError: an unknown dtype name.
+    """
+    name = str(dtype).replace("torch.", "")
+    if name not in UNIT_ROUNDOFF:
+        raise ValueError(f"Unknown dtype {dtype!r}: use one of {', '.join(UNIT_ROUNDOFF)}.")
+    return 64 * UNIT_ROUNDOFF[name] * 20

@@ -10,7 +10,7 @@ import json
 import sys
 import time
 
-from .events import output_text, output_token_ids, summarize
+from .events import ended_at_once, output_text, output_token_ids, summarize
 from .models import DEFAULT_MODEL, load_model
 from .registry import METHODS
 from .settings import SETTING_RANGES, DecodeSettings
@@ -84,6 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if ended_at_once(events):
+        print("note: the model ended immediately (its first token was EOS) and wrote nothing"
+              + ("; try without --raw, so that the prompt is wrapped in the chat template" if args.raw else ""),
+              file=sys.stderr)
     summary = summarize(events, method=args.method)
     if args.json:
         out = {

@@ -18,7 +18,7 @@ import torch
 from .cache import cache_len, crop_to
 from .drafting import Drafter, Extension, Proposal, TargetRun, no_drafts
 from .lookahead import LookaheadEmbeddings
-from .sampling import logits_to_probs, sample
+from .sampling import logit_margins, logits_to_probs, sample
 from .target import TargetOutput, target_forward
 
 
@@ -96,7 +96,8 @@ class LookaheadDrafter(Drafter):
         exact = int(sample(logits_to_probs(logits[:1], self.run.settings), self.run.generator)[0])
         drafts, q = self._sample_drafts(logits[1 + self.draft_rows])
         crop_to(self.run.cache, cache_len(self.run.cache) - self.block)  # look-ahead entries never survive
-        return Proposal(drafts, q, exact=exact, target_passes=1)
+        margin = logit_margins(logits[:1])[0] if self.run.settings.greedy else None
+        return Proposal(drafts, q, exact=exact, target_passes=1, exact_margin=margin)
 
     def extension(self, n_cached: int, num_real: int, k: int) -> Extension | None:
         if not self.fused:

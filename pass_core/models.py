@@ -87,9 +87,15 @@ class LoadedModel:
         """Parameter count of the target model."""
         return int(self.model.num_parameters())
 
+    @property
+    def display_name(self) -> str:
+        """The name without server folders: a local folder or file shows as its last component."""
+        path = Path(self.name).expanduser()
+        return path.name if ("/" in self.name or "\\" in self.name) and path.exists() else self.name
+
     def describe(self) -> str:
-        """One line for the UI / CLI: name, size, device, dtype."""
-        return (f"{self.name} ({self.num_parameters / 1e6:.1f}M parameters, {self.source}) "
+        """One line for the UI / CLI: name, size, source, device, dtype (never a server path)."""
+        return (f"{self.display_name} ({self.num_parameters / 1e6:.1f}M parameters, {self.source}) "
                 f"on {self.device.type}, {str(self.dtype).replace('torch.', '')}")
 
 
@@ -115,13 +121,18 @@ def pick_device(device: str = "auto") -> torch.device:
 
 
 def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    """'auto' gives bfloat16 on a GPU and float32 on the CPU.
+    """'auto' gives float32 on every device.
+
+    The models this app races are small (135M parameters) and the greedy check compares wide
+    verification passes with one-token passes: in bfloat16 they round differently and near-ties
+    flip, so a correct method would be reported as differing. bfloat16 / float16 stay available
+    by name (the benchmark and the page state the dtype).
 
     Raises:
         ValueError: an unknown dtype name.
     """
     if dtype == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
+        return torch.float32
     table = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
              "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
     if dtype not in table:
@@ -183,7 +194,7 @@ def _load_gguf(gguf: Path, dtype: torch.dtype, progress) -> tuple[object, object
     progress("Loading cached weights")
     tokenizer = AutoTokenizer.from_pretrained(str(folder))
     model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
-    return model, tokenizer, f"GGUF {gguf.name}, cached at {folder}"
+    return model, tokenizer, f"GGUF {gguf.name}, dequantised once and cached"
 
 
 def _load_pretrained(ref: str, dtype: torch.dtype) -> tuple[object, object]:
@@ -249,7 +260,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "au
     elif Path(name).expanduser().is_dir():
         progress(f"Loading {name}")
         if attempt(f"local folder {name}", lambda: _load_pretrained(str(Path(name).expanduser()), torch_dtype)):
-            source = f"local folder {name}"
+            source = f"local folder {Path(name).name}"
     elif "/" in name and not name.startswith((".", "/")):
         progress(f"Loading {name} from the hub")
         if attempt(f"hub repo {name}", lambda: _load_pretrained(name, torch_dtype)):

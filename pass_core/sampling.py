@@ -59,6 +59,19 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tens
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
+def logit_margins(logits: torch.Tensor) -> list[float]:
+    """Top-1 minus top-2 raw logit of each row: how far each greedy choice was from a tie.
+
+    Args:
+        logits: (R, V) float logits (V >= 2).
+
+    Returns:
+        R floats, >= 0.
+    """
+    top2 = logits.float().topk(2, dim=-1).values  # (R, 2)
+    return (top2[:, 0] - top2[:, 1]).tolist()
+
+
 def make_generator(seed: int, device: torch.device | str) -> torch.Generator:
     """The one explicit random generator of a run, seeded from the user's seed."""
     generator = torch.Generator(device=device)

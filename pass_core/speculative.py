@@ -28,7 +28,7 @@ from .bookkeeping import draft_records, start_run, step_proposal, token_records
 from .cache import StepClock, cache_len, check_invariant, crop_to, new_cache
 from .drafting import Drafter, Extension, TargetRun
 from .events import StepEvent
-from .sampling import logits_to_probs
+from .sampling import logit_margins, logits_to_probs
 from .settings import DecodeSettings
 from .target import TargetOutput, plain_head, target_forward
 from .verification import VerificationResult, verify_drafts
@@ -108,7 +108,7 @@ def generate_speculative(loaded, prompt: str, settings: DecodeSettings, drafter:
             if exact in state.eos or state.remaining <= 1:  # the exact token ends the run
                 records, reason = state.take([(exact, "exact")])
                 _inspect(inspect_fn, cache, drafter, state)
-                yield StepEvent(**counts, tokens=token_records(records, None, state.detok, 0),
+                yield StepEvent(**counts, tokens=token_records(records, None, state.detok, 0, [proposal.exact_margin]),
                                 forward_passes=passes - 1, drafting_s=t1 - t0, step_s=t1 - t0, finish_reason=reason)
                 return
         k = min(len(proposal.drafts), state.remaining - (exact is not None) - 1)  # drafts that fit the budget
@@ -128,6 +128,9 @@ def generate_speculative(loaded, prompt: str, settings: DecodeSettings, drafter:
         t3 = clock.now()
         # 4. commit
         records, reason = state.take(step_proposal(exact, drafts.tolist(), result))
+        margins = None
+        if settings.greedy:  # p rows of the accepted drafts and of the next token
+            margins = ([proposal.exact_margin] if exact is not None else []) + logit_margins(out.logits[: m + 1])
         if not reason:
             check_invariant(cache, len(state.committed))
         uncached = [state.output[-1]]
@@ -135,7 +138,7 @@ def generate_speculative(loaded, prompt: str, settings: DecodeSettings, drafter:
         # 5. emit
         rejected = int(drafts[m]) if m < k else None
         q_draft = q[torch.arange(k), drafts].tolist()
-        yield StepEvent(**counts, tokens=token_records(records, rejected, state.detok, (exact is not None) + m),
+        yield StepEvent(**counts, tokens=token_records(records, rejected, state.detok, (exact is not None) + m, margins),
                         drafts=draft_records(state.detok, drafts.tolist(), q_draft, result if k else None, records),
                         num_verified_drafts=k, forward_passes=passes, drafting_s=(t1 - t0) + (t3 - t2),
                         verification_s=t2 - t1, step_s=t3 - t0, finish_reason=reason)

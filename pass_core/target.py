@@ -57,11 +57,21 @@ def target_forward(model, cache, rows: torch.Tensor, *, input_ids: torch.Tensor 
 
     Returns:
         A ``TargetOutput``. For a plain head the logits are computed from the last hidden state
-        with the same weights (``W @ h^T`` on CPU for 2-8 rows: the same numbers up to rounding).
+        with the same weights (``W @ h^T`` on CPU for 2-8 rows: the same numbers up to rounding),
+        and ``hidden_states[-1]`` is always that final (normed) hidden state, even for a model whose
+        config unties it (``tie_last_hidden_states=False`` makes transformers return the state
+        before the final norm there).
+
+    Raises:
+        ValueError: hidden states asked of a model without a plain head whose config unties the
+            last hidden state (its final hidden state cannot be read).
     """
     kwargs = dict(input_ids=input_ids, inputs_embeds=inputs_embeds, attention_mask=attention_mask,
                   position_ids=position_ids, cache=cache, use_cache=True, output_hidden_states=hidden_states)
     if not (plain_head(model) if plain is None else plain):
+        if hidden_states and getattr(model.config, "tie_last_hidden_states", None) is False:
+            raise ValueError("This model's config sets tie_last_hidden_states=False and its output head is not a "
+                             "plain linear layer: its final hidden state cannot be read, so ParallelSpec cannot run.")
         out = model(**kwargs, logits_to_keep=rows)
         return TargetOutput(out.logits[0], out.hidden_states if hidden_states else None)
     out = model.base_model(**kwargs)
@@ -72,4 +82,6 @@ def target_forward(model, cache, rows: torch.Tensor, *, input_ids: torch.Tensor 
         logits = logits if head.bias is None else logits + head.bias
     else:
         logits = head(h)
-    return TargetOutput(logits, out.hidden_states if hidden_states else None)
+    # the last entry is the state the head reads, whatever the config's tie_last_hidden_states says
+    states = out.hidden_states[:-1] + (out.last_hidden_state,) if hidden_states else None
+    return TargetOutput(logits, states)

@@ -18,6 +18,11 @@ def encode_prompt(tokenizer, prompt: str, chat_template: bool, max_positions: in
         max_positions: the model's context length, if known.
         max_new_tokens: tokens to be generated, counted against the context.
 
+    The user's text is always plain text: a special-token string typed in it (``<|im_end|>``,
+    ``<|im_start|>``, ...) is encoded as ordinary characters, so a prompt cannot close its own
+    turn or forge another (``plain_text_ids``). Only the chat template's own markup becomes
+    special tokens.
+
     Returns:
         list of int token ids (non-empty).
 
@@ -32,14 +37,12 @@ def encode_prompt(tokenizer, prompt: str, chat_template: bool, max_positions: in
             f"The prompt has {len(prompt):,} characters; the limit is {MAX_PROMPT_CHARS:,}. Shorten it."
         )
     if chat_template and getattr(tokenizer, "chat_template", None):
-        ids = tokenizer.apply_chat_template(
-            [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True
-        )
-        if hasattr(ids, "keys"):  # BatchEncoding in recent transformers
-            ids = ids["input_ids"]
-        ids = list(ids)
+        head, lead, trail, rest = _template_around_prompt(tokenizer)
+        # the template's plain text next to the message is encoded together with it (the same
+        # tokens as the template's own tokenisation), its special-token markup on its own
+        ids = _tokens(tokenizer, head) + plain_text_ids(tokenizer, lead + prompt + trail) + _tokens(tokenizer, rest)
     else:
-        ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        ids = plain_text_ids(tokenizer, prompt)
     if not ids:
         raise ValueError("The prompt produced no tokens: type some text to continue.")
     if max_positions is not None:
@@ -53,6 +56,41 @@ def encode_prompt(tokenizer, prompt: str, chat_template: bool, max_positions: in
                 f"new tokens."
             )
     return [int(i) for i in ids]
+
+
+#: Stands in for the prompt while the chat template is rendered (private-use characters: no
+#: template writes them, and the user's text never passes through the template's tokenisation).
+_PROMPT_SLOT = "\ue000prompt\ue001"
+
+
+def plain_text_ids(tokenizer, text: str) -> list[int]:
+    """Token ids of ``text`` as plain text: special-token strings in it become ordinary characters."""
+    return [int(i) for i in tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]]
+
+
+def _tokens(tokenizer, markup: str) -> list[int]:
+    """Token ids of chat-template markup, whose special-token strings are real special tokens."""
+    return [int(i) for i in tokenizer(markup, add_special_tokens=False)["input_ids"]] if markup else []
+
+
+def _template_around_prompt(tokenizer) -> tuple[str, str, str, str]:
+    """The chat template around the user's message (with the generation prompt), in four parts:
+    markup up to its last special token before the message, the plain text between that and the
+    message, the plain text after the message up to the next special token, and the rest.
+
+    Raises:
+        ValueError: a template that does not place the message exactly once.
+    """
+    rendered = tokenizer.apply_chat_template([{"role": "user", "content": _PROMPT_SLOT}],
+                                             add_generation_prompt=True, tokenize=False)
+    if not isinstance(rendered, str) or rendered.count(_PROMPT_SLOT) != 1:
+        raise ValueError("This model's chat template does not place the user's message exactly once; "
+                         "use the raw prompt (without the chat template) instead.")
+    before, after = rendered.split(_PROMPT_SLOT)
+    specials = [t for t in getattr(tokenizer, "all_special_tokens", []) if t]
+    cut = max((before.rfind(t) + len(t) for t in specials if t in before), default=0)
+    stop = min((after.find(t) for t in specials if t in after), default=len(after))
+    return before[:cut], before[cut:], after[:stop], after[stop:]
 
 
 class Detokenizer:
