@@ -13,7 +13,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from .model_files import check_trained_for, embedding_signature, read_model_file, signature_fingerprint
+from .model_files import (check_trained_for, embedding_signature, read_model_file, signature_fingerprint,
+                          tensors_checksum)
 
 FORMAT = "pass-lookahead/1"
 @dataclass
@@ -148,7 +149,8 @@ class LookaheadEmbeddings:
             "fingerprint": signature_fingerprint(self.signature),
             "info": json.dumps(self.info),
         }
-        save_file({"lookahead": self.weight.detach().float().cpu().contiguous()}, str(path), metadata=meta)
+        tensors = {"lookahead": self.weight.detach().float().cpu().contiguous()}
+        save_file(tensors, str(path), metadata={**meta, "sha256": tensors_checksum(tensors)})
         return path
 
     @classmethod

@@ -51,6 +51,17 @@ def signatures_match(a: list[float], b: list[float]) -> bool:
     return denom > 0 and float((ta * tb).sum()) / denom > 0.9
 
 
+def tensors_checksum(tensors: dict[str, torch.Tensor]) -> str:
+    """sha256 over every tensor's name, dtype, shape and bytes (in name order): written into a
+    file's metadata by ``save`` and checked by ``read_model_file``, so that an altered file is caught."""
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name].detach().cpu().contiguous()
+        digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        digest.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return digest.hexdigest()
+
+
 def read_model_file(path: str | Path, what: str, fmt: str) -> tuple[dict[str, str], dict[str, torch.Tensor]]:
     """Read a model-bound safetensors file: its metadata and its tensors (on CPU, stored dtype).
 
@@ -60,7 +71,8 @@ def read_model_file(path: str | Path, what: str, fmt: str) -> tuple[dict[str, st
         fmt: the expected ``format`` metadata value.
 
     Raises:
-        ValueError: the file is missing, unreadable / corrupt, or not of format ``fmt``.
+        ValueError: the file is missing, unreadable / corrupt (truncated, a damaged header, tensors
+            that no longer match the checksum in its metadata), or not of format ``fmt``.
     """
     path = Path(path)
     if path.is_dir():
@@ -76,6 +88,9 @@ def read_model_file(path: str | Path, what: str, fmt: str) -> tuple[dict[str, st
     if meta.get("format") != fmt:
         raise ValueError(f"{str(path)!r} is a safetensors file but not a {what} of format {fmt!r} "
                          f"(format {meta.get('format')!r}).")
+    if "sha256" in meta and tensors_checksum(tensors) != meta["sha256"]:
+        raise ValueError(f"{str(path)!r} was altered or damaged after it was written: its tensors do not match "
+                         f"the checksum in its metadata. Use an intact copy of the {what}.")
     return meta, tensors
 
 

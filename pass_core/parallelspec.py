@@ -31,7 +31,8 @@ from torch import nn
 from transformers import DynamicCache, LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
 
-from .model_files import check_trained_for, embedding_signature, read_model_file, signature_fingerprint
+from .model_files import (check_trained_for, embedding_signature, read_model_file, signature_fingerprint,
+                          tensors_checksum)
 from .parallelspec_layout import additive, causal_mask, group_layout, read_features  # noqa: F401 - re-exported
 
 FORMAT = "pass-parallelspec/1"
@@ -257,7 +258,7 @@ class ParallelDrafter(nn.Module):
                 "fingerprint": signature_fingerprint(self.signature), "info": json.dumps(self.info),
                 "arch": json.dumps({"prev_token": self.prev_token, "final_norm": self.final_norm,
                                     "feature_layers": list(self.feature_layers)})}
-        save_file(tensors, str(path), metadata=meta)
+        save_file(tensors, str(path), metadata={**meta, "sha256": tensors_checksum(tensors)})
         return path
 
     @classmethod

@@ -201,3 +201,49 @@ def test_margins_only_in_greedy_runs(tiny):
         assert all(t.margin is not None for e in greedy for t in e.tokens if t.committed), key
         sampled = list(method.decode(tiny, "hi", DecodeSettings(max_new_tokens=10, temperature=1.0)))
         assert all(t.margin is None for e in sampled for t in e.tokens), key
+
+
+@pytest.mark.parametrize("kind", ["lookahead", "drafter"])
+def test_damaged_files_get_a_message_naming_the_file(tiny, tmp_path, kind):
+    """Also / corrupt files: a truncated file, a damaged header, altered tensor bytes (caught by
+    the sha256 in the metadata) and another model's file each give a ValueError naming the file."""
+    from pass_core.lookahead import LookaheadEmbeddings
+    from pass_core.parallelspec import ParallelDrafter
+    from tiny import tiny_loaded
+
+    cls = LookaheadEmbeddings if kind == "lookahead" else ParallelDrafter
+    made = LookaheadEmbeddings.initialise(tiny, 3, "mean") if kind == "lookahead" else ParallelDrafter.initialise(tiny, 3)
+    good = made.save(tmp_path / "good.safetensors")
+    cls.load(good, tiny)  # intact: loads
+    data = good.read_bytes()
+    flipped = bytearray(data)
+    flipped[-3] ^= 0xFF  # one byte of the last tensor's data
+    cases = {"truncated": (data[: len(data) // 2], "not a readable"),
+             "header": (data[:8] + b"{" * 40 + data[48:], "not a readable"),
+             "altered": (bytes(flipped), "altered or damaged")}
+    for name, (content, message) in cases.items():
+        path = tmp_path / f"{name}.safetensors"
+        path.write_bytes(content)
+        with pytest.raises(ValueError, match=message) as err:
+            cls.load(path, tiny)
+        assert str(path) in str(err.value), name
+    other = tiny_loaded(seed=1)
+    other.name = "tiny-llama-other"
+    made_other = (LookaheadEmbeddings.initialise(other, 3, "mean") if kind == "lookahead"
+                  else ParallelDrafter.initialise(other, 3))
+    foreign = made_other.save(tmp_path / "foreign.safetensors")
+    with pytest.raises(ValueError, match="tiny-llama-other.*tiny-llama-0") as err:
+        cls.load(foreign, tiny)
+    assert str(foreign) in str(err.value)
+
+
+def test_shipped_files_carry_a_checksum():
+    from safetensors import safe_open
+
+    from pass_core.shipped import assets_dir
+
+    files = sorted(assets_dir().glob("lookahead/*.safetensors")) + sorted(assets_dir().glob("drafter/*.safetensors"))
+    assert len(files) >= 3
+    for path in files:
+        with safe_open(str(path), framework="pt") as handle:
+            assert len(handle.metadata().get("sha256", "")) == 64, path
