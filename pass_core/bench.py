@@ -158,11 +158,13 @@ def _repeat_summary(runs: list[BenchRun], repeat: int):
     return summarize([e for r in runs if r.key.repeat == repeat for e in r.events])
 
 
-def _entry(sel: list[BenchRun], ar_sel: list[BenchRun], ar_runs: dict, greedy: bool) -> dict:
+def _entry(sel: list[BenchRun], ar_sel: list[BenchRun], ar_runs: dict, greedy: bool, dtype: str) -> dict:
     """Summary fields of one method and setting (optionally one category).
 
     Speed-up per repeat is ``events.speedup`` of the repeat's summaries; the exact-match rate is
-    the share of runs whose output ``events.compare_outputs`` finds identical to AR's.
+    the share of runs whose output ``events.compare_outputs`` finds identical to AR's, and
+    ``near_tie_differences`` counts the differing runs whose first difference is a near-tie
+    within ``dtype`` rounding (``OutputComparison.near_tie``).
     """
     s = summarize([e for r in sel for e in r.events], method=sel[0].key.method)
     out = {f: getattr(s, f) for f in SUMMARY_FIELDS}
@@ -170,18 +172,19 @@ def _entry(sel: list[BenchRun], ar_sel: list[BenchRun], ar_runs: dict, greedy: b
            if (up := speedup(_repeat_summary(sel, rep), _repeat_summary(ar_sel, rep))) is not None]
     out.update(speedup=statistics.median(ups) if ups else None, speedup_min=min(ups, default=None),
                speedup_max=max(ups, default=None), speedup_per_repeat=ups, runs=len(sel))
-    matches = [compare_outputs(ar_runs[r.key.temperature, r.key.repeat, r.key.prompt_index].events, r.events).identical
-               for r in sel if (r.key.temperature, r.key.repeat, r.key.prompt_index) in ar_runs]
-    out["exact_match_rate"] = sum(matches) / len(matches) if greedy and matches else None
+    cmps = [compare_outputs(ar_runs[r.key.temperature, r.key.repeat, r.key.prompt_index].events, r.events)
+            for r in sel if (r.key.temperature, r.key.repeat, r.key.prompt_index) in ar_runs]
+    out["exact_match_rate"] = sum(c.identical for c in cmps) / len(cmps) if greedy and cmps else None
+    out["near_tie_differences"] = sum(not c.identical and bool(c.near_tie(dtype)) for c in cmps) if greedy else None
     return out
 
 
-def aggregate(runs: list[BenchRun], lookaheads: list[int], temperatures: list[float]) -> dict:
+def aggregate(runs: list[BenchRun], lookaheads: list[int], temperatures: list[float], dtype: str = "float32") -> dict:
     """``summary[method][setting_key(L, T)]`` -> metrics, with ``by_category`` inside.
 
     AR entries repeat the same AR runs under every L (speed-up 1.0 by definition).
     ``exact_match_rate`` (greedy only, else None): share of runs whose token ids equal AR's
-    for the same prompt and repeat.
+    for the same prompt and repeat; ``dtype`` (the model's) judges near-ties among the others.
     """
     ar_runs = {(r.key.temperature, r.key.repeat, r.key.prompt_index): r for r in runs if r.key.method == BASELINE}
     methods = list(dict.fromkeys(r.key.method for r in runs))
@@ -195,10 +198,10 @@ def aggregate(runs: list[BenchRun], lookaheads: list[int], temperatures: list[fl
                        and (m == BASELINE or r.key.num_lookahead == n)]
                 if not sel:
                     continue
-                entry = _entry(sel, ar_t, ar_runs, t == 0)
+                entry = _entry(sel, ar_t, ar_runs, t == 0, dtype)
                 entry["by_category"] = {
                     c: _entry([r for r in sel if r.category == c], [r for r in ar_t if r.category == c],
-                              ar_runs, t == 0)
+                              ar_runs, t == 0, dtype)
                     for c in categories if any(r.category == c for r in sel)}
                 summary.setdefault(m, {})[setting_key(n, t)] = entry
     return summary
@@ -229,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=1, help="runs per prompt and method (default: 1)")
     p.add_argument("--model", default=DEFAULT_MODEL, help=f"model name, folder or .gguf (default: {DEFAULT_MODEL})")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps (default: auto)")
+    p.add_argument("--dtype", default="auto", help="auto (float32), float32, bfloat16 or float16 (default: auto)")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--seed", type=int, default=0, help="seed of repeat 0; repeat r uses seed + r (default: 0)")
     p.add_argument("--fused", action="store_true", help="PaSS methods use the fused step (an extension)")
@@ -266,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     start = time.perf_counter()
     try:
-        loaded = load_model(args.model, device=args.device, progress=lambda msg: print(msg, file=sys.stderr))
+        loaded = load_model(args.model, device=args.device, dtype=args.dtype,
+                            progress=lambda msg: print(msg, file=sys.stderr))
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -286,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
                      "model": loaded.name, "model_description": loaded.describe(), "limit": args.limit,
                      "threads": torch.get_num_threads(), "warmup_tokens": WARMUP_TOKENS},
         "method_notes": notes,
-        "summary": aggregate(runs, lookaheads, temperatures),
+        "summary": aggregate(runs, lookaheads, temperatures, str(loaded.dtype).replace("torch.", "")),
         "runs": [{"method": r.key.method, "num_lookahead": r.key.num_lookahead, "temperature": r.key.temperature,
                   "repeat": r.key.repeat, "prompt_index": r.key.prompt_index, "category": r.category,
                   "tokens": len(output_token_ids(r.events)), "steps": len(r.events),
@@ -300,8 +305,14 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps(report, indent=1), encoding="utf-8")
     if args.html:
         html_report.write_html(report, args.html)
-    bad = [f"{m} {k}" for m, d in report["summary"].items() for k, e in d.items()
-           if e["exact_match_rate"] is not None and e["exact_match_rate"] < 1.0]
+    differ = [(f"{m} {k}", e) for m, d in report["summary"].items() for k, e in d.items()
+              if e["exact_match_rate"] is not None and e["exact_match_rate"] < 1.0]
+    ties = [name for name, e in differ if e["near_tie_differences"] == round((1 - e["exact_match_rate"]) * e["runs"])]
+    if ties:
+        print(f"note: greedy output differs from AR for {', '.join(ties)} only at near-ties within "
+              f"{report['machine']['dtype']} rounding (wide and one-token passes round differently; use float32).",
+              file=sys.stderr)
+    bad = [name for name, _ in differ if name not in ties]
     if bad:
         print(f"BUG: greedy output differs from AR for {', '.join(bad)} (the decoders must be lossless).",
               file=sys.stderr)

@@ -54,7 +54,7 @@ def _rows(report: dict):
 def markdown_report(report: dict) -> str:
     """The summary as markdown: a header line, one row per method and setting, speed-up by category."""
     s, mach = report.get("settings", {}), report.get("machine", {})
-    lines = [f"{s.get('model', '?')} on {mach.get('device', '?')} ({mach.get('cpu', '?')}, "
+    lines = [f"{s.get('model', '?')} in {mach.get('dtype', '?')} on {mach.get('device', '?')} ({mach.get('cpu', '?')}, "
              f"{mach.get('torch_threads', '?')} threads); suite {s.get('suite', '?')} ({s.get('num_prompts', '?')} "
              f"prompts), {s.get('repeats', '?')} repeat(s), {s.get('max_new_tokens', '?')} new tokens, "
              f"top-k {s.get('top_k', '?')}, top-p {s.get('top_p', '?')}{', fused step' if s.get('fused') else ''}.",

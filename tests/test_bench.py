@@ -242,3 +242,24 @@ def test_main_json_schema_on_tiny_model(tmp_path, tiny_folder, capsys, keep_thre
         assert (by_setting["L=3,T=0"]["speedup_min"], by_setting["L=3,T=0"]["speedup_max"]) == (min(ups), max(ups))
     assert len(report["summary"]["pass"]["L=3,T=0"]["per_position_conditional"]) == 3
     assert report["summary"]["ar"]["L=2,T=0"]["speedup"] == 1.0
+
+
+def test_greedy_differences_at_near_ties_are_counted_apart():
+    """A greedy run that differs from AR where the top two logits were 0.01 apart is a near-tie in
+    bfloat16 but not in float32; one that differs at a margin of 5 is a real difference in both."""
+    def run(method, ids, margins):
+        events = [StepEvent(method=method, step=i + 1, tokens=(TokenRecord(t, "t", "target", margin=m),),
+                            step_s=0.1, finish_reason="max_new_tokens" if i == len(ids) - 1 else None)
+                  for i, (t, m) in enumerate(zip(ids, margins))]
+        return events
+
+    runs = [BenchRun(RunKey("ar", None, 0.0, 0, 0), "chat", run("ar", [1, 2, 3], [3.0, 0.01, 3.0])),
+            BenchRun(RunKey("ar", None, 0.0, 0, 1), "chat", run("ar", [4, 5, 6], [3.0, 5.0, 3.0])),
+            BenchRun(RunKey("pass", 3, 0.0, 0, 0), "chat", run("pass", [1, 9, 3], [3.0, 0.0, 3.0])),
+            BenchRun(RunKey("pass", 3, 0.0, 0, 1), "chat", run("pass", [4, 8, 6], [3.0, 6.0, 3.0]))]
+    bf16 = aggregate(runs, [3], [0.0], dtype="bfloat16")["pass"]["L=3,T=0"]
+    fp32 = aggregate(runs, [3], [0.0], dtype="float32")["pass"]["L=3,T=0"]
+    assert bf16["exact_match_rate"] == 0.0 and bf16["near_tie_differences"] == 1
+    assert fp32["near_tie_differences"] == 1  # margin 0.0 on PaSS's side: a tie in any dtype
+    runs[2] = BenchRun(RunKey("pass", 3, 0.0, 0, 0), "chat", run("pass", [1, 9, 3], [3.0, 0.01, 3.0]))
+    assert aggregate(runs, [3], [0.0], dtype="float32")["pass"]["L=3,T=0"]["near_tie_differences"] == 0
