@@ -27,6 +27,7 @@ import torch
 from .bench_report import load_html_report, machine_info, markdown_report
 from .events import StepEvent, compare_outputs, output_token_ids, speedup, summarize
 from .models import DEFAULT_MODEL, load_model
+from .pass_cost import measure_pass_cost, pass_cost_markdown
 from .registry import BASELINE, METHODS
 from .settings import DecodeSettings
 from .shipped import assets_dir
@@ -220,8 +221,8 @@ def _csv(text: str, kind, name: str) -> list:
 def build_parser() -> argparse.ArgumentParser:
     """The CLI of ``python -m pass_core.bench``."""
     p = argparse.ArgumentParser(prog="python -m pass_core.bench", description=__doc__.split("\n")[0])
-    p.add_argument("--suite", default="quick", help="quick (12 prompts), full (60) or a .jsonl file of "
-                   '{"category": ..., "prompt": ...} lines (default: quick)')
+    p.add_argument("--suite", default="quick", help="quick (12 prompts), full (60), a .jsonl file of "
+                   '{"category": ..., "prompt": ...} lines, or none (with --pass-cost) (default: quick)')
     p.add_argument("--methods", default="ar,pass", help=f"comma-separated, from {', '.join(METHODS)}; "
                    "ar, the speed-up baseline, is always run (default: ar,pass)")
     p.add_argument("--num-lookahead", default="3", help="look-ahead counts L, comma-separated (default: 3)")
@@ -240,6 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="OUT", help="write the full report as JSON")
     p.add_argument("--html", metavar="OUT", help="write an HTML report with Plotly figures")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--pass-cost", action="store_true",
+                   help="also measure the pass-cost curve c(w), w = 1..16 (time of a w-token pass / a 1-token "
+                        "pass, cache of 200 tokens); with --suite none only the curve is measured")
     return p
 
 
@@ -262,7 +266,9 @@ def main(argv: list[str] | None = None) -> int:
             for t in temperatures:
                 base.with_(num_lookahead=n, temperature=t)  # validates every setting before loading
         base.with_(seed=args.seed + args.repeats - 1)
-        prompts = load_suite(args.suite)[: args.limit]
+        if args.suite == "none" and not args.pass_cost:
+            raise ValueError("--suite none runs nothing: add --pass-cost (the curve alone) or name a suite.")
+        prompts = [] if args.suite == "none" else load_suite(args.suite)[: args.limit]
         html_report = load_html_report() if args.html else None  # fail before the run, not after
     except ValueError as err:
         parser.error(str(err))
@@ -280,8 +286,12 @@ def main(argv: list[str] | None = None) -> int:
     if loaded.device.type == "cpu" and load > 0.5 * (os.cpu_count() or 1):
         print(f"warning: the CPU is busy (load {load:.1f} on {os.cpu_count()} cores): timings will be noisy; "
               "on a shared CPU --threads 1 avoids the worst slow-downs", file=sys.stderr)
+    curve = None
+    if args.pass_cost:
+        curve = measure_pass_cost(loaded)
+        print(pass_cost_markdown(curve) + "\n")
     runs, notes = run_bench(loaded, prompts, methods, lookaheads, temperatures, base, args.repeats,
-                            progress=not args.no_progress)
+                            progress=not args.no_progress) if prompts else ([], {})
     report = {
         "command": "python -m pass_core.bench " + shlex.join(sys.argv[1:] if argv is None else argv),
         "machine": machine_info(loaded),
@@ -291,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
                      "model": loaded.name, "model_description": loaded.describe(), "limit": args.limit,
                      "threads": torch.get_num_threads(), "warmup_tokens": WARMUP_TOKENS},
         "method_notes": notes,
+        **({"pass_cost": curve} if curve else {}),
         "summary": aggregate(runs, lookaheads, temperatures, str(loaded.dtype).replace("torch.", "")),
         "runs": [{"method": r.key.method, "num_lookahead": r.key.num_lookahead, "temperature": r.key.temperature,
                   "repeat": r.key.repeat, "prompt_index": r.key.prompt_index, "category": r.category,
@@ -299,7 +310,8 @@ def main(argv: list[str] | None = None) -> int:
                   "finish_reason": r.events[-1].finish_reason if r.events else None} for r in runs],
     }
     report["wall_s"] = time.perf_counter() - start
-    print(markdown_report(report))
+    if runs:
+        print(markdown_report(report))
     print(f"\nwall time {report['wall_s']:.1f} s (model loaded, warm-up and {len(runs)} runs)", file=sys.stderr)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1), encoding="utf-8")

@@ -1,0 +1,75 @@
+"""The pass-cost curve c(w): the time of a target pass over w new tokens divided by a one-token pass
+(algorithms.md section 4, "cost-aware draft length"). It decides whether speculation can win on a
+machine: a step that yields E tokens for a pass over k+1 tokens beats AR only when E > c(k+1).
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import torch
+
+from .cache import StepClock, crop_to, new_cache
+from .target import plain_head, target_forward
+
+#: Widths measured by default: every draft count the app offers plus the fused step's wider passes.
+DEFAULT_WIDTHS = tuple(range(1, 17))
+
+
+@torch.inference_mode()
+def measure_pass_cost(loaded, widths=DEFAULT_WIDTHS, cache_len: int = 200, repeats: int = 5,
+                      seed: int = 0) -> dict:
+    """Measure c(w) on ``loaded``'s device, as the verification pass runs it (``target.target_forward``,
+    logits for all w rows).
+
+    Protocol: fill a KV cache with ``cache_len`` random tokens once; then, ``repeats`` times, run one
+    pass of every width in turn (interleaved, so slow drift hits every width alike), each timed
+    with the device synchronised and cropped back to ``cache_len`` afterwards; one untimed round
+    first as a warm-up. c(w) = median ms of width w / median ms of width 1.
+
+    Args:
+        loaded: a ``LoadedModel``.
+        widths: pass widths w (tokens per pass), each >= 1; 1 is always measured.
+        cache_len: tokens already in the cache (a typical prompt + answer so far).
+        repeats: timed rounds (>= 1).
+        seed: seeds the random token ids (its own generator; not the global RNG).
+
+    Returns:
+        {"widths": [w...], "ms": [median ms...], "c": [c(w)...], "cache_len": int, "repeats": int,
+        "device": str, "dtype": str, "threads": int}.
+
+    Raises:
+        ValueError: a width < 1, ``repeats`` < 1, or a cache too long for the model's context.
+    """
+    widths = sorted({1, *(int(w) for w in widths)})
+    if widths[0] < 1 or repeats < 1 or cache_len < 1:
+        raise ValueError("widths, repeats and cache_len must be at least 1.")
+    if loaded.max_positions is not None and cache_len + widths[-1] > loaded.max_positions:
+        raise ValueError(f"cache_len {cache_len} + width {widths[-1]} exceeds the model's context "
+                         f"({loaded.max_positions} positions).")
+    model, dev, clock = loaded.model, loaded.device, StepClock(loaded.device)
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, loaded.vocab_size, (1, cache_len + widths[-1]), generator=gen).to(dev)
+    cache, plain = new_cache(model), plain_head(model)
+    target_forward(model, cache, torch.tensor([cache_len - 1], device=dev), input_ids=ids[:, :cache_len], plain=plain)
+    times: dict[int, list[float]] = {w: [] for w in widths}
+    for round_ in range(repeats + 1):  # round 0 warms up every shape
+        for w in widths:
+            x = ids[:, cache_len:cache_len + w]
+            t0 = clock.now()
+            target_forward(model, cache, torch.arange(w, device=dev), input_ids=x, plain=plain)
+            t1 = clock.now()
+            crop_to(cache, cache_len)
+            if round_:
+                times[w].append((t1 - t0) * 1000)
+    ms = [statistics.median(times[w]) for w in widths]
+    return {"widths": widths, "ms": ms, "c": [m / ms[0] for m in ms], "cache_len": cache_len, "repeats": repeats,
+            "device": str(dev), "dtype": str(loaded.dtype).replace("torch.", ""), "threads": torch.get_num_threads()}
+
+
+def pass_cost_markdown(curve: dict) -> str:
+    """The curve as a markdown table (w, ms, c(w))."""
+    head = (f"Pass cost on {curve['device']} ({curve['dtype']}, {curve['threads']} threads), cache of "
+            f"{curve['cache_len']} tokens, median of {curve['repeats']} interleaved rounds:")
+    rows = [f"| {w} | {m:.1f} | {c:.2f} |" for w, m, c in zip(curve["widths"], curve["ms"], curve["c"])]
+    return "\n".join([head, "", "| w (tokens per pass) | ms | c(w) |", "|---|---|---|", *rows])
