@@ -32,6 +32,8 @@ from pass_core.race import race
 from pass_core.registry import METHODS
 from pass_core.settings import SETTING_RANGES, DecodeSettings
 from pass_core.viz.race_charts import TOKEN_COLORS, highlighted_tokens
+from pass_core.viz.race_inputs import (NUMERIC_INPUTS, cap_for_zerogpu, chosen_methods, hide_paths, input_problems,
+                                       methods_problem, prompt_problem, whole, zerogpu_duration)
 from pass_core.viz.race_view import METRIC_LABELS, PAGE_CSS, help_text, race_view, setting_range
 
 EXAMPLES = [
@@ -58,43 +60,39 @@ def gpu(duration):
     return spaces.GPU(duration=duration) if spaces is not None else (lambda fn: fn)
 
 
-def _whole(value):  # slider values arrive as floats; whole numbers go on as int (others fail validation)
-    return int(value) if isinstance(value, float) and value.is_integer() else value
+def user_error(message: str) -> gr.Error:
+    """A ``gr.Error`` for a mistake in the request: shown to the visitor (server paths shortened to file names),
+    never logged with a traceback (the server log is for server faults)."""
+    return gr.Error(hide_paths(message), print_exception=False)
 
 
-def make_settings(num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, fused) -> DecodeSettings:
-    """Validated ``DecodeSettings`` from UI values. Raises gr.Error with the setting's range."""
+def make_settings(num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, fused,
+                  chat_template=True) -> DecodeSettings:
+    """Validated ``DecodeSettings`` from UI values. Raises gr.Error naming the setting, its range and the value."""
     try:
-        return DecodeSettings(num_lookahead=_whole(num_lookahead), temperature=temperature, top_k=_whole(top_k),
-                              top_p=top_p, max_new_tokens=_whole(max_new_tokens), seed=_whole(seed),
-                              fused=bool(fused))
+        return DecodeSettings(num_lookahead=whole(num_lookahead), temperature=temperature, top_k=whole(top_k),
+                              top_p=top_p, max_new_tokens=whole(max_new_tokens), seed=whole(seed),
+                              fused=bool(fused), chat_template=bool(chat_template))
     except (TypeError, ValueError) as err:
-        raise gr.Error(str(err)) from err
-
-
-def _pick_message() -> str:
-    names = ", ".join(m.short_name for m in METHODS.values())
-    return f"Pick at least two methods to race (any two or more of {names})."
+        raise user_error(str(err)) from err
 
 
 def race_keys(methods) -> tuple[str, ...]:
     """The chosen methods in pane (registry) order. Raises gr.Error unless two or more registered ones are chosen."""
-    chosen = set(methods or ())
-    unknown = chosen - set(METHODS)
-    if unknown:
-        raise gr.Error(f"Unknown method(s) {', '.join(sorted(unknown))}: choose from {', '.join(METHODS)}.")
-    if len(chosen) < 2:
-        raise gr.Error(_pick_message())
-    return tuple(key for key in METHODS if key in chosen)
+    problem = methods_problem(methods)
+    if problem:
+        raise user_error(problem)
+    return tuple(key for key in METHODS if key in set(chosen_methods(methods)))
 
 
 def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finished: bool, drafter_note: str,
-           charts_now: bool = True) -> tuple:
+           charts_now: bool = True, *, chat_template: bool = True, run_note: str = "") -> tuple:
     """Every output of the race (``race_view`` of the events so far), in ``build_demo``'s output order: one pane
     per registered method (empty when not racing; the page hides it), 5 metrics, greedy check, 4 figures (or
-    ``gr.skip()`` unless ``charts_now``: Plotly redraws are the browser's heaviest work), run line, drafter line,
-    ``gr.State`` dict."""
-    view = race_view(events, show_rejected, greedy, fused, finished, with_figures=charts_now)
+    ``gr.skip()`` unless ``charts_now``: Plotly redraws are the browser's heaviest work), run line, drafter
+    line, ``gr.State`` dict."""
+    view = race_view(events, show_rejected, greedy, fused, finished, with_figures=charts_now,
+                     chat_template=chat_template, note=run_note)
     return (
         *(view.panes.get(key, []) for key in METHODS),
         *(view.metrics[key] for key in METRIC_LABELS),
@@ -110,7 +108,7 @@ def drafters_for(loaded: LoadedModel, keys, settings: DecodeSettings) -> tuple[d
     """Each racing method's files (``Method.find_files``) and a markdown line per method that uses any.
 
     Returns:
-        ({method key: what find_files returned} for the racing methods, note).
+        ({method key: what find_files returned} for the racing methods, note naming files without folders).
 
     Raises:
         ValueError: a shipped file that is corrupt or for another model (shown as gr.Error).
@@ -120,21 +118,27 @@ def drafters_for(loaded: LoadedModel, keys, settings: DecodeSettings) -> tuple[d
         found[key], note = METHODS[key].find_files(loaded, settings.num_lookahead)
         if note:
             lines.append(f"**{METHODS[key].label}:** {note}")
-    return found, "  \n".join(lines) or "No racing method drafts: no files needed."
+    return found, hide_paths("  \n".join(lines)) or "No racing method drafts: no files needed."
 
 
 def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
-                 show_rejected=True, fused=False, methods=DEFAULT_RACE, *, update_interval_s: float = UPDATE_INTERVAL_S):
+                 show_rejected=True, fused=False, methods=DEFAULT_RACE, chat_template=True, *,
+                 update_interval_s: float = UPDATE_INTERVAL_S, run_note: str = ""):
     """Race the chosen methods (pass_core.race: fair interleaving by compute time) and stream the page.
 
     ``methods`` holds two or more keys of ``METHODS``. Yields the outputs of ``render`` at most
     every ``update_interval_s`` seconds of wall time (one more second per ``TOKENS_PER_EXTRA_S``
     tokens already shown, so that the browser keeps up and Stop stays responsive in long races),
-    and once more at the end. Raises gr.Error for bad settings, fewer than two methods or a bad prompt.
+    and once more at the end; ``run_note`` goes into the run line. Raises gr.Error for bad settings,
+    fewer than two methods or a bad prompt.
     """
     keys = race_keys(methods)
-    settings = make_settings(num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, fused)
+    settings = make_settings(num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, fused, chat_template)
+    problem = prompt_problem(prompt)
+    if problem:
+        raise user_error(problem)
     events = {key: [] for key in keys}
+    show = dict(chat_template=settings.chat_template, run_note=run_note)
     try:
         found, note = drafters_for(loaded, keys, settings)
         decoders = {key: METHODS[key].decode(loaded, prompt, settings, found[key]) for key in keys}
@@ -147,44 +151,26 @@ def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k,
                 last = now
                 charts_now = updates % CHART_EVERY == 0
                 updates += 1
-                yield render(events, show_rejected, settings.greedy, settings.fused, False, note, charts_now)
+                yield render(events, show_rejected, settings.greedy, settings.fused, False, note, charts_now, **show)
     except ValueError as err:  # empty prompt, prompt too long, a drafter file for another model
-        raise gr.Error(str(err)) from err
-    yield render(events, show_rejected, settings.greedy, settings.fused, True, note)
+        raise user_error(str(err)) from err
+    yield render(events, show_rejected, settings.greedy, settings.fused, True, note, **show)
 
 
 def validate_inputs(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected=True,
-                    fused=False, methods=DEFAULT_RACE) -> list:
-    """Check the race's inputs in the browser before the run starts: one ``gr.validate`` per input.
-
-    The page then marks the faulty inputs with their messages instead of failing every output.
-    ``race_handler`` checks the same again (and the prompt's length against the model's context),
-    so API calls that skip this step still get a ``gr.Error``.
-    """
-    def check(**field):
-        try:
-            DecodeSettings(**{k: _whole(v) for k, v in field.items()})
-            return gr.validate(True, "")
-        except (TypeError, ValueError) as err:
-            return gr.validate(False, str(err))
-
-    chosen = set(methods or ())
-    return [
-        gr.validate(bool(str(prompt or "").strip()), "The prompt is empty: type a prompt or pick an example."),
-        check(num_lookahead=num_lookahead), check(temperature=temperature), check(top_k=top_k),
-        check(top_p=top_p), check(max_new_tokens=max_new_tokens), check(seed=seed),
-        gr.validate(True, ""), gr.validate(True, ""),
-        gr.validate(len(chosen) >= 2 and chosen <= set(METHODS), _pick_message()),
-    ]
+                    fused=False, methods=DEFAULT_RACE, chat_template=True) -> list:
+    """One ``gr.validate`` per input, run by gradio before the race, for the page and the API alike: the page marks
+    each faulty input with its message (the setting, its range and the value given), ``gradio_client`` raises
+    ``ValidationError`` listing them, and nothing races. ``race_handler`` checks the same again."""
+    *fields, methods_issue = input_problems(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
+                                            methods)
+    return [gr.validate(problem is None, problem or "") for problem in (*fields, None, None, methods_issue, None)]
 
 
 def gpu_duration(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed=0, show_rejected=True,
-                 fused=False, methods=DEFAULT_RACE) -> int:
-    """Seconds of GPU to ask ZeroGPU for: a few forward passes per new token and racing method, plus slack."""
-    try:
-        return int(min(300, 20 + 0.05 * float(max_new_tokens) * max(2, len(methods or ()))))
-    except (TypeError, ValueError):
-        return 60
+                 fused=False, methods=DEFAULT_RACE, chat_template=True, run_note="") -> int:
+    """Seconds of GPU to ask ZeroGPU for: ``race_inputs.zerogpu_duration``, at most ``ZEROGPU_MAX_S``."""
+    return zerogpu_duration(max_new_tokens, methods)
 
 
 def rerender_panes(state, show_rejected):
@@ -202,6 +188,24 @@ def pane_visibility(methods):
     return tuple(gr.update(visible=key in chosen) for key in METHODS)
 
 
+def numeric_input(name: str) -> gr.Number:
+    """A setting's number box (the race's input) and a slider beside it to drag within the range, kept in step
+    in the browser. The box has no minimum or maximum of its own, so it keeps a value typed out of range for
+    ``validate_inputs`` to refuse by name; the slider's own box, which clamps typed values silently, is hidden."""
+    label, step, hint = NUMERIC_INPUTS[name]
+    lo, hi, default = SETTING_RANGES[name]
+    info = setting_range(name) + (f"; {hint}" if hint else "")
+    with gr.Row(equal_height=True):
+        box = gr.Number(default, label=label, info=info, step=step, elem_id=f"input-{name}", min_width=200)
+        if name != "seed":  # two billion seeds: nothing to drag
+            aid = gr.Slider(lo, hi, value=default, step=step, label=label, show_label=False,
+                            elem_classes="range-aid", buttons=[])
+            sync = dict(js="(v) => v", api_visibility="private", queue=False, show_progress="hidden")
+            aid.input(None, aid, box, **sync)
+            box.input(None, box, aid, **sync)
+    return box
+
+
 def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
     """Build the page around a model (a ``LoadedModel``, or a ``ModelHolder`` that may still be loading)."""
     holder = model if isinstance(model, ModelHolder) else ModelHolder(model.name, loaded=model)
@@ -211,35 +215,38 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
             return "**Look-ahead embeddings / drafters:** chosen once the model has loaded."
         keys = [key for key in METHODS if key in set(methods or ())]
         try:
-            return drafters_for(holder.loaded, keys, DecodeSettings(num_lookahead=int(num_lookahead)))[1]
-        except ValueError as err:
-            return f"⚠ **Look-ahead embeddings / drafters:** {err}"
+            settings = DecodeSettings(num_lookahead=whole(num_lookahead))
+            return drafters_for(holder.loaded, keys, settings)[1]
+        except (TypeError, ValueError) as err:
+            return hide_paths(f"⚠ **Look-ahead embeddings / drafters:** {err}")
 
     def poll(num_lookahead, methods):
-        return holder.status(), lookahead_line(num_lookahead, methods), gr.Timer(active=not holder.ready)
+        return hide_paths(holder.status()), lookahead_line(num_lookahead, methods), gr.Timer(active=not holder.ready)
 
     @gpu(duration=gpu_duration)
-    def run_on_device(*values):
-        yield from race_handler(holder.loaded, *values)
+    def run_on_device(*values, run_note=""):
+        yield from race_handler(holder.loaded, *values, run_note=run_note)
 
-    def on_run(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused, methods):
-        values = (prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused, methods)
+    def on_run(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused, methods,
+               chat_template=True):
         if not holder.ready:
             yield (gr.skip(),) * (len(outputs) - 3) + ("Waiting for the model to load…", gr.skip(), gr.skip())
         try:
             holder.wait(timeout_s=LOAD_TIMEOUT_S)
         except ModelNotReady as err:
-            raise gr.Error(str(err)) from err
-        yield from run_on_device(*values)
+            raise user_error(str(err)) from err
+        # ZeroGPU refuses a call that asks for more than the visitor's quota: cap the race to fit (and say so)
+        max_new_tokens, note = cap_for_zerogpu(max_new_tokens, methods) if spaces is not None else (max_new_tokens, "")
+        yield from run_on_device(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
+                                 show_rejected, fused, methods, chat_template, run_note=note)
 
-    rng = SETTING_RANGES
     with gr.Blocks(title="PaSS Playground") as demo:
         gr.Markdown("# PaSS Playground\nWatch **PaSS** (parallel speculative sampling, Monea, Joulin & Grave 2023) "
                     "race plain **autoregressive** decoding on the same model: one model drafts for itself with "
                     "learned look-ahead tokens, and verification keeps its output distribution exact. "
                     "**ParallelSpec** (Xiao et al. 2024) joins the race with a small trained parallel drafter.")
-        status = gr.Markdown(holder.status(), elem_id="status-line")
-        lookahead_md = gr.Markdown(lookahead_line(rng["num_lookahead"][2]), elem_id="drafter-line")
+        status = gr.Markdown(hide_paths(holder.status()), elem_id="status-line")
+        lookahead_md = gr.Markdown(lookahead_line(SETTING_RANGES["num_lookahead"][2]), elem_id="drafter-line")
         with gr.Row():
             with gr.Column(scale=3):
                 prompt = gr.Textbox(label="prompt", lines=4, placeholder="Type a prompt, or pick an example below.")
@@ -252,32 +259,24 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
                     methods = gr.CheckboxGroup([(m.label, key) for key, m in METHODS.items()],
                                                value=[key for key in DEFAULT_RACE if key in METHODS],
                                                label="methods to race", info="any two or more")
-                    num_lookahead = gr.Slider(*rng["num_lookahead"], step=1, label="look-ahead tokens L",
-                                              info="drafts per step: L learned [LA] tokens (PaSS), k [MASK] "
-                                                   "tokens (ParallelSpec)")
-                    temperature = gr.Slider(*rng["temperature"], step=0.05, label="temperature", info="0 = greedy")
-                    with gr.Row():
-                        top_k = gr.Slider(*rng["top_k"], step=1, label="top-k", info="0 = off")
-                        top_p = gr.Slider(*rng["top_p"], step=0.01, label="top-p", info="1 = off")
-                    with gr.Row():
-                        max_new_tokens = gr.Slider(*rng["max_new_tokens"], step=1, label="max new tokens")
-                        # range checked by validate_inputs (a Number's own min/max fails every output)
-                        seed = gr.Number(rng["seed"][2], label="seed", precision=0, info=setting_range("seed"))
+                    num_lookahead, temperature, top_k, top_p, max_new_tokens, seed = map(numeric_input, NUMERIC_INPUTS)
                     with gr.Row():
                         show_rejected = gr.Checkbox(True, label="show rejected drafts")
                         fused = gr.Checkbox(DecodeSettings().fused, label="fused step (extension)",
                                             info="beyond the paper, one forward pass per step: " +
                                                  ", ".join(m.short_name for m in METHODS.values() if m.fusable))
+                        chat_template = gr.Checkbox(DecodeSettings().chat_template, label="chat template",
+                                                    info="wrap the prompt as a user turn (off: raw text)")
         with gr.Row(equal_height=True):
             panes = [gr.HighlightedText(label=m.label, color_map=TOKEN_COLORS, show_legend=True,
                                         show_inline_category=False, combine_adjacent=False,
                                         elem_classes="token-pane", elem_id=f"pane-{key}", visible=key in DEFAULT_RACE)
                      for key, m in METHODS.items()]
-        greedy_md = gr.Markdown()
+        greedy_md = gr.Markdown(elem_id="greedy-check")
         with gr.Row():
             metrics = [gr.Textbox(label=label, info=METRIC_FORMULAS[key], interactive=False, min_width=180)
                        for key, label in METRIC_LABELS.items()]
-        run_md = gr.Markdown()
+        run_md = gr.Markdown(elem_id="run-line")
         with gr.Row():
             latency_plot, cumulative_plot = gr.Plot(label="latency per step"), gr.Plot(label="tokens vs compute time")
         with gr.Row():
@@ -288,10 +287,13 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
         state = gr.State(None)
         timer = gr.Timer(1.0, active=not holder.ready)
 
-        inputs = [prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused, methods]
+        inputs = [prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused, methods,
+                  chat_template]
         outputs = [*panes, *metrics, greedy_md, latency_plot, cumulative_plot, hist_plot, position_plot, run_md,
                    lookahead_md, state]
-        run_event = run_btn.click(on_run, inputs, outputs, api_name="race", concurrency_limit=1,
+        # preprocess=False: every value reaches validate_inputs as sent, for it to refuse by name (a component's
+        # own check, e.g. of the methods' choices, would answer an API caller with a bare "400 Bad Request")
+        run_event = run_btn.click(on_run, inputs, outputs, api_name="race", concurrency_limit=1, preprocess=False,
                                   show_progress="minimal", validator=validate_inputs)
         stop_btn.click(lambda: STOPPED_NOTE, None, run_md, cancels=[run_event], api_visibility="private", queue=False)
         show_rejected.change(rerender_panes, [state, show_rejected], panes, api_visibility="private", queue=False)

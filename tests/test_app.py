@@ -23,7 +23,10 @@ import app  # noqa: E402
 from pass_core.events import TOKEN_LABELS, output_text  # noqa: E402
 from pass_core.registry import METHODS  # noqa: E402
 from pass_core.settings import SETTING_RANGES  # noqa: E402
-from pass_core.viz.race_view import help_text  # noqa: E402
+from pass_core.viz import race_inputs  # noqa: E402
+from pass_core.viz.race_inputs import NUMERIC_INPUTS  # noqa: E402
+from pass_core.viz.race_view import help_text, setting_range  # noqa: E402
+from tiny import tiny_loaded  # noqa: E402
 
 PANES = [f"{key}_tokens" for key in METHODS]
 OUTPUT_NAMES = [*PANES, *app.METRIC_LABELS, "greedy_check", "latency", "cumulative", "histogram", "positions",
@@ -159,17 +162,59 @@ def test_sampling_and_fused_extension(tiny):
     ({"seed": None}, "seed"),
 ])
 def test_bad_input_raises_gr_error(tiny, kwargs, message):
-    with pytest.raises(gr.Error, match=message):
+    with pytest.raises(gr.Error, match=message) as caught:
         run(tiny, **kwargs)
+    assert caught.value.print_exception is False  # a visitor's mistake: no traceback in the server log
 
 
 def test_validator_marks_each_bad_input():
-    ok = app.validate_inputs("Hi", 3, 0.0, 0, 1.0, 96, 0, True, False, ["ar", "pass"])
-    assert len(ok) == 10 and all(v["is_valid"] for v in ok)
-    bad = app.validate_inputs("  ", 30, -1.0, 0, 1.0, 96, -5, True, False, ["ar"])
-    assert [v["is_valid"] for v in bad] == [False, False, False, True, True, True, False, True, True, False]
+    ok = app.validate_inputs("Hi", 3, 0.0, 0, 1.0, 96, 0, True, False, ["ar", "pass"], True)
+    assert len(ok) == 11 and all(v["is_valid"] for v in ok)
+    bad = app.validate_inputs("  ", 30, -1.0, 0, 1.0, 96, -5, True, False, ["ar"], False)
+    assert [v["is_valid"] for v in bad] == [False, False, False, True, True, True, False, True, True, False, True]
     assert "empty" in bad[0]["message"] and "seed" in bad[6]["message"] and "two methods" in bad[9]["message"]
-    assert not app.validate_inputs("Hi", 3, 0.0, 0, 1.0, 96, 0, True, False, ["ar", "medusa"])[9]["is_valid"]
+    unknown = app.validate_inputs("Hi", 3, 0.0, 0, 1.0, 96, 0, True, False, ["ar", "medusa"])[9]
+    assert not unknown["is_valid"] and "'medusa'" in unknown["message"]
+
+
+#: The issue's out-of-range values: (input, value, what the message must hold: the setting, its range, the value).
+BAD_VALUES = [
+    ("max_new_tokens", 0, "max new tokens must be between 1 and 1,024, got 0"),
+    ("max_new_tokens", 100000, "max new tokens must be between 1 and 1,024, got 100000"),
+    ("temperature", -1, "temperature must be between 0 and 2, got -1"),
+    ("top_p", 0, "top-p must be between 0.01 and 1, got 0"),
+    ("num_lookahead", 0, "look-ahead tokens L must be between 1 and 8, got 0"),
+    ("num_lookahead", 99, "look-ahead tokens L must be between 1 and 8, got 99"),
+    ("top_k", -5, "top-k must be between 0 and 200, got -5"),
+    ("seed", -1, "seed must be between 0 and 2,147,483,647, got -1"),
+    ("max_new_tokens", 2.5, "max new tokens must be a whole number, got 2.5"),
+    ("methods", ["bogus"], "Unknown method(s) 'bogus'"),
+]
+GOOD = dict(prompt="Hello there", num_lookahead=2, temperature=0.0, top_k=0, top_p=1.0, max_new_tokens=6, seed=0,
+            show_rejected=True, fused=False, methods=["ar", "pass"], chat_template=True)
+
+
+@pytest.mark.parametrize("name, value, message", BAD_VALUES)
+def test_validator_names_the_setting_its_range_and_the_value(name, value, message):
+    marks = app.validate_inputs(**dict(GOOD, **{name: value}))
+    faulty = [i for i, mark in enumerate(marks) if not mark["is_valid"]]
+    assert faulty == [list(GOOD).index(name)] and message in marks[faulty[0]]["message"]
+
+
+def test_page_inputs_keep_typed_values_for_the_validator(tiny):
+    """No input of the race clamps or rejects a value by itself (a gr.Slider's box clamps a typed 0 to 1 in the
+    browser; a slider's or the checkboxes' preprocess answers API callers with a bare 400): every value reaches
+    ``validate_inputs`` as sent."""
+    demo = app.build_demo(tiny)
+    race = next(fn for fn in demo.fns.values() if fn.api_name == "race")
+    assert race.preprocess is False and race.validator is app.validate_inputs
+    by_name = dict(zip(GOOD, race.inputs, strict=True))
+    for name in NUMERIC_INPUTS:
+        box = by_name[name]
+        assert isinstance(box, gr.Number) and box.minimum is None and box.maximum is None, name
+        assert box.precision is None, name  # precision 0 would round 2.5 silently
+    assert isinstance(by_name["methods"], gr.CheckboxGroup)
+    assert isinstance(by_name["chat_template"], gr.Checkbox) and by_name["chat_template"].value is True
 
 
 def components(demo, kind) -> list:
@@ -188,15 +233,20 @@ def test_demo_builds_with_race_endpoint_and_limits(tiny):
 
 
 def test_page_ranges_match_setting_ranges(tiny):
-    """Every slider, the seed's hint and the help text state exactly the ranges ``DecodeSettings`` enforces."""
+    """Every number box states its range, every slider beside it spans exactly that range, and the help text
+    states the ranges ``DecodeSettings`` enforces."""
     demo = app.build_demo(tiny)
     sliders = {c.label: c for c in components(demo, gr.Slider)}
-    for name, label in [("num_lookahead", "look-ahead tokens L"), ("temperature", "temperature"),
-                        ("top_k", "top-k"), ("top_p", "top-p"), ("max_new_tokens", "max new tokens")]:
+    boxes = {c.elem_id: c for c in components(demo, gr.Number)}
+    for name, (label, step, _) in NUMERIC_INPUTS.items():
         lo, hi, default = SETTING_RANGES[name]
-        assert (sliders[label].minimum, sliders[label].maximum, sliders[label].value) == (lo, hi, default), name
-    seed = next(c for c in components(demo, gr.Number) if c.label == "seed")
-    assert seed.value == SETTING_RANGES["seed"][2] and seed.info == "0–2,147,483,647"
+        box = boxes[f"input-{name}"]
+        assert (box.label, box.value, box.step) == (label, default, step), name
+        assert box.info.startswith(setting_range(name)), (name, box.info)
+        if name != "seed":
+            assert (sliders[label].minimum, sliders[label].maximum, sliders[label].value) == (lo, hi, default), name
+    assert "seed" not in sliders and boxes["input-seed"].info == "0–2,147,483,647"
+    assert ".range-aid .head {display: none}" in app.PAGE_CSS  # the slider's own box would clamp typed values
     help_md = next(c for c in components(demo, gr.Markdown) if c.elem_id == "how-to-read").value
     assert "$" not in help_md
     assert "drafts per step 1–8;" in help_md and "top-p 0.01–1 (1 = off)" in help_md
@@ -212,6 +262,8 @@ def test_help_says_what_the_metrics_count():
     for method in METHODS.values():  # every registered method is described
         assert f"**{method.label}**: {method.description}" in text
     assert "applies to PaSS and fixed-token only" in text
+    assert "kept as typed and marked at its box" in text and "at most 60 s of GPU" in text  # ZEROGPU_MAX_S
+    assert "*chat template*" in text and "ends at once" in text
     assert app.METRIC_LABELS["mean_accepted_tokens"] == "mean accepted tokens per verification step"
 
 
@@ -251,10 +303,69 @@ def test_gpu_wrapper(monkeypatch):
 
     monkeypatch.setattr(app, "spaces", FakeSpaces)
     assert app.gpu(duration=10)(fn) == ("on GPU", 10, fn)
-    assert 20 <= app.gpu_duration("p", 3, 0, 0, 1, 1024) <= 300
     assert app.gpu_duration("p", 3, 0, 0, 1, 64, 0, True, False, list(METHODS)) > \
         app.gpu_duration("p", 3, 0, 0, 1, 64, 0, True, False, ["ar", "pass"])
-    assert app.gpu_duration("p", 3, 0, 0, 1, None) == 60
+    for bad in (None, "x", 10**9):  # never more than the smallest tier's call, whatever arrives
+        assert app.gpu_duration("p", 3, 0, 0, 1, bad) == race_inputs.ZEROGPU_MAX_S
+    for methods in (["ar", "pass"], list(app.DEFAULT_RACE), list(METHODS)):
+        assert app.gpu_duration("p", 3, 0, 0, 1, 1024, 0, True, False, methods) <= race_inputs.ZEROGPU_MAX_S == 60
+
+
+def test_zerogpu_caps_long_races_and_says_so(monkeypatch):
+    """On ZeroGPU a race asks for at most ZEROGPU_MAX_S seconds: max new tokens is capped to fit, the run line
+    says so, and the duration ZeroGPU is asked for (the same arguments) fits."""
+    asked = []
+
+    class FakeSpaces:
+        @staticmethod
+        def GPU(duration):  # noqa: N802 - the spaces package's name
+            def wrap(fn):
+                def on_gpu(*args, **kwargs):
+                    asked.append(duration(*args, **kwargs))
+                    yield from fn(*args, **kwargs)
+                return on_gpu
+            return wrap
+
+    monkeypatch.setattr(app, "spaces", FakeSpaces)
+    monkeypatch.setattr(race_inputs, "ZEROGPU_MAX_S", 21)  # 1 s for tokens: a cap of 10 for two methods
+    demo = app.build_demo(tiny_loaded())
+    on_run = next(fn.fn for fn in demo.fns.values() if fn.api_name == "race")
+    final = dict(zip(OUTPUT_NAMES, list(on_run("Hi", 2, 0.0, 0, 1.0, 500, 0, True, False, ["ar", "pass"]))[-1]))
+    assert asked == [21]
+    assert "Max new tokens capped at 10** (asked: 500)" in final["run_info"] and "ZeroGPU" in final["run_info"]
+    assert all(sum(len(e.new_token_ids) for e in evs) == 10 for evs in final["state"]["events"].values())
+    short = dict(zip(OUTPUT_NAMES, list(on_run("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False, ["ar", "pass"]))[-1]))
+    assert "capped" not in short["run_info"] and asked[-1] <= 21
+
+
+@pytest.mark.parametrize("chat_template, advice", [(False, "try with the chat template"),
+                                                   (True, "try another prompt")])
+def test_a_run_that_ends_at_once_is_explained(chat_template, advice):
+    """A model whose first token is EOS (common in raw mode) leaves an empty-looking pane: the run line says why."""
+    loaded = tiny_loaded()
+    first = run(loaded, max_new_tokens=1, chat_template=chat_template)[-1]["state"]["events"]["ar"][0]
+    loaded.model.generation_config.eos_token_id = first.new_token_ids[0]  # that first token now ends the run
+    final = run(loaded, max_new_tokens=8, chat_template=chat_template, methods=list(app.DEFAULT_RACE))[-1]
+    for key in app.DEFAULT_RACE:
+        events = final["state"]["events"][key]
+        assert [len(e.new_token_ids) for e in events] == [1] and events[-1].finish_reason == "eos", key
+        assert f"**{METHODS[key].short_name}:** the model ended immediately (EOS as its first token); {advice}" \
+            in final["run_info"], key
+
+
+def test_page_shows_no_server_paths(tiny_folder):
+    """Status, drafter and run lines name the model and files, never the server's folders."""
+    from pass_core.models import load_model
+
+    loaded = load_model(str(tiny_folder))
+    demo = app.build_demo(loaded)
+    shown = [c.value for c in components(demo, gr.Markdown) if c.elem_id in ("status-line", "drafter-line")]
+    final = run(loaded, methods=list(METHODS), update_interval_s=0.0)[-1]
+    shown += [final["run_info"], final["lookahead"], final["greedy_check"]]
+    assert len(shown) == 5 and tiny_folder.name in shown[0]
+    for text in shown:
+        assert str(tiny_folder.parent) not in text and not re.search(r"(?<![\w.:])/(tmp|home|root|srv)/", text), text
+    assert race_inputs.hide_paths(f"corrupt file {tiny_folder}/la-3.safetensors") == "corrupt file la-3.safetensors"
 
 
 def test_ui_files_never_import_torch():
@@ -272,12 +383,13 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_app(model: str, timeout_s: float = 120.0):
-    """``python app.py --model MODEL`` on a free localhost port; yields its URL."""
+def running_server(model: str, timeout_s: float = 120.0):
+    """``python app.py --model MODEL`` on a free localhost port; yields (URL, process, path of its log)."""
     port = free_port()
     env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1", HF_HUB_OFFLINE="1",
                GRADIO_ANALYTICS_ENABLED="False", OMP_NUM_THREADS="1")
-    log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"pass-app-{port}.log", "w+")
+    log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"pass-app-{port}.log"
+    log = open(log_path, "w+")
     proc = subprocess.Popen([sys.executable, str(REPO / "app.py"), "--model", model], cwd=REPO, env=env,
                             stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
@@ -294,7 +406,7 @@ def running_app(model: str, timeout_s: float = 120.0):
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"app.py did not serve {url} within {timeout_s} s") from None
                 time.sleep(0.5)
-        yield url
+        yield url, proc, log_path
     finally:
         proc.terminate()
         try:
@@ -302,6 +414,19 @@ def running_app(model: str, timeout_s: float = 120.0):
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+@contextlib.contextmanager
+def running_app(model: str, timeout_s: float = 120.0):
+    """``python app.py --model MODEL`` on a free localhost port; yields its URL."""
+    with running_server(model, timeout_s) as (url, _, _):
+        yield url
+
+
+def pane_text(value) -> str:
+    """The text of a ``gr.HighlightedText`` value as gradio_client returns it."""
+    value = value.get("value", value) if isinstance(value, dict) else value
+    return "".join(item["token"] if isinstance(item, dict) else item[0] for item in value or [])
 
 
 def test_race_through_gradio_client(tiny_folder):
@@ -329,3 +454,24 @@ def test_race_through_gradio_client(tiny_folder):
             client.predict("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False, ["ar"], api_name="/race")
         again = client.predict("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False, ["pass", "parallelspec"], api_name="/race")
         assert "Finished" in dict(zip(OUTPUT_NAMES, again))["run_info"]
+
+
+def test_bad_values_through_gradio_client_name_the_input(tiny_folder):
+    """Every out-of-range value sent through the API is refused before anything races, with an error that names
+    the input, its range and the value given (not a bare "400 Bad Request"); a visitor's mistake leaves no
+    traceback in the server log, and the app keeps serving."""
+    from gradio_client import Client
+    from gradio_client.exceptions import AppError, ValidationError
+
+    with running_server(str(tiny_folder)) as (url, _, log_path):
+        client = Client(url, verbose=False)
+        for name, value, message in BAD_VALUES:
+            with pytest.raises(ValidationError) as caught:
+                client.predict(*dict(GOOD, **{name: value}).values(), api_name="/race")
+            assert f"- {name}: " in str(caught.value) and message in str(caught.value), (name, value)
+        with pytest.raises(AppError, match="context"):  # found while racing: a gr.Error with the reason
+            client.predict(*dict(GOOD, prompt="x" * 600).values(), api_name="/race")
+        again = client.predict(*GOOD.values(), api_name="/race")
+        assert "Finished" in dict(zip(OUTPUT_NAMES, again))["run_info"]
+        log = log_path.read_text()
+        assert "Traceback" not in log and "Error" not in log, log[-3000:]

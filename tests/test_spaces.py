@@ -102,3 +102,15 @@ print("BUILT")
                           timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "BUILT" in proc.stdout
+
+
+def test_readme_states_the_zerogpu_figure_and_its_source():
+    """The Space README gives the GPU time a race asks for, as the code has it, and where the figure comes from."""
+    from pass_core.viz import race_inputs
+
+    text = " ".join((REPO / "spaces" / "README.md").read_text(encoding="utf-8").split())
+    assert f"{race_inputs.ZEROGPU_MAX_S} s at most" in text
+    assert "https://huggingface.co/docs/hub/spaces-zerogpu" in text and "2 minutes of GPU a day" in text
+    caps = [race_inputs.zerogpu_token_cap(n) for n in (2, 3, 4)]
+    assert f"{caps[0]} with two methods, {caps[1]} with three, {caps[2]} with four" in text
+    assert f"{race_inputs.gpu_seconds(1024, 3)} s" in text  # the old request, refused to anonymous visitors

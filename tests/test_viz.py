@@ -17,6 +17,8 @@ from pass_core.events import RunSummary, StepEvent, TokenRecord, summarize
 from pass_core.registry import METHODS
 from pass_core.viz import bench_html
 from pass_core.viz import race_charts as charts
+from pass_core.viz import race_inputs
+from pass_core.viz.race_view import empty_output_notes, race_view
 
 PACKAGE = Path(bench.__file__).resolve().parent
 
@@ -154,6 +156,76 @@ def test_load_html_report_says_when_plotly_is_missing(monkeypatch):
         bench.load_html_report()
 
 
+# --- race_view: a run that shows nothing is explained ---------------------------------------
+
+def ended(method: str, ids: list[int], texts: list[str], reason: str = "eos") -> list[StepEvent]:
+    """A finished run: one step per token, the last one with ``reason``."""
+    return [StepEvent(method=method, step=i + 1, tokens=(TokenRecord(t, text, "target"),),
+                      finish_reason=reason if i == len(ids) - 1 else None)
+            for i, (t, text) in enumerate(zip(ids, texts, strict=True))]
+
+
+def test_empty_output_notes_name_the_method_and_the_reason():
+    events = {"ar": ended("ar", [2], [""]), "pass": ended("pass", [5, 6], ["a", "b"]),
+              "parallelspec": ended("parallelspec", [9, 2], ["", "\n"], reason="max_new_tokens"),
+              "fixed-token": events_of("fixed-token", [7])}  # still running: nothing to say yet
+    raw = empty_output_notes(events, chat_template=False)
+    assert raw == ["⚠ **AR:** the model ended immediately (EOS as its first token); try with the chat template.",
+                   "⚠ **ParallelSpec:** the model wrote no visible text (2 tokens, ended by max_new_tokens); "
+                   "try with the chat template."]
+    assert empty_output_notes({"ar": ended("ar", [2], ["x"])}, chat_template=True) == [
+        "⚠ **AR:** the model ended immediately (EOS as its first token); try another prompt."]
+    assert empty_output_notes({"ar": [], "pass": ended("pass", [5], ["hi"], reason="max_new_tokens")}) == []
+    line = race_view(events, True, True, False, True, with_figures=False, chat_template=False, note="capped").run_line
+    assert line.startswith("**Finished.**  \ncapped  \n⚠ **AR:** the model ended immediately")
+
+
+# --- race_inputs: what the race accepts, and what it asks ZeroGPU for --------------------------
+
+def test_setting_problems_name_the_setting_range_and_value():
+    assert race_inputs.setting_problem("max_new_tokens", 96) is None
+    assert race_inputs.setting_problem("max_new_tokens", 96.0) is None  # whole floats are accepted as ints
+    assert race_inputs.setting_problem("max_new_tokens", 0) == "max new tokens must be between 1 and 1,024, got 0"
+    assert race_inputs.setting_problem("seed", 2.5) == "seed must be a whole number, got 2.5"
+    assert race_inputs.setting_problem("temperature", None) == "temperature must be a number, got None"
+    assert race_inputs.methods_problem(["ar", "pass"]) is None
+    assert "'bogus'" in race_inputs.methods_problem(["ar", "bogus"])
+    assert "at least two" in race_inputs.methods_problem("ar")  # a bare string is one key, not letters
+    assert race_inputs.prompt_problem(" ") and race_inputs.prompt_problem(None) and not race_inputs.prompt_problem("Hi")
+    assert race_inputs.input_problems("Hi", 3, 0.0, 0, 1.0, 96, 0, ["ar", "pass"]) == [None] * 8
+
+
+def test_zerogpu_arithmetic_fits_the_smallest_tier():
+    """ZeroGPU checks the requested duration against the visitor's quota before it runs: an anonymous visitor
+    has 2 minutes a day, so a race asks for 60 s at most, and max new tokens is capped to fit."""
+    assert race_inputs.ZEROGPU_MAX_S == 60
+    assert race_inputs.gpu_seconds(96, 3) == 35  # 20 s + 0.05 s x 96 tokens x 3 methods = 34.4 s, rounded up
+    assert race_inputs.gpu_seconds(1024, 3) == 174  # the old request, far above the tier
+    assert race_inputs.gpu_seconds(10, 1) == race_inputs.gpu_seconds(10, 2) == 21  # at least two methods race
+    for methods in range(2, len(METHODS) + 3):
+        cap = race_inputs.zerogpu_token_cap(methods)
+        assert race_inputs.gpu_seconds(cap, methods) <= 60 < race_inputs.gpu_seconds(cap + 1, methods), methods
+    assert [race_inputs.zerogpu_token_cap(n) for n in (2, 3, 4)] == [400, 266, 200]
+    keys = ["ar", "pass", "parallelspec"]
+    assert race_inputs.cap_for_zerogpu(96, keys) == (96, "")
+    tokens, note = race_inputs.cap_for_zerogpu(1024, keys)
+    assert tokens == 266 and "capped at 266** (asked: 1,024)" in note and "60 s" in note
+    assert race_inputs.cap_for_zerogpu(0, keys) == (0, "")  # refused by name later, not capped
+    assert race_inputs.zerogpu_duration(1024, keys) == 60 and race_inputs.zerogpu_duration(None, keys) == 60
+    assert race_inputs.zerogpu_duration(*race_inputs.cap_for_zerogpu(1024, keys)[:1], keys) == 60
+
+
+def test_hide_paths_keeps_file_names_only():
+    hide = race_inputs.hide_paths
+    assert hide("bad file /srv/app/assets/lookahead/la-3.safetensors (truncated)") == \
+        "bad file la-3.safetensors (truncated)"
+    assert hide("OSError: /root/.cache/huggingface/hub/models--x/snapshots/ab12/config.json missing") == \
+        "OSError: config.json missing"
+    assert hide("loaded 'C:\\Users\\me\\model.gguf'") == "loaded 'model.gguf'"
+    for kept in ("see https://huggingface.co/docs/hub/spaces-zerogpu", "3/4 of drafts", "tiny-llama (0.1M, local)"):
+        assert hide(kept) == kept
+
+
 # --- rooms ------------------------------------------------------------------------------------
 
 def _imports(path: Path) -> set[str]:
@@ -169,7 +241,7 @@ def test_plotly_and_gradio_stay_in_their_rooms():
     import no torch, and the old top-level chart modules are gone (one place for figures)."""
     files = sorted(PACKAGE.rglob("*.py"))
     viz = {f for f in files if f.parent.name == "viz"}
-    assert {f.name for f in viz} >= {"race_charts.py", "race_view.py", "bench_html.py"}
+    assert {f.name for f in viz} >= {"race_charts.py", "race_view.py", "race_inputs.py", "bench_html.py"}
     for path in files:
         names = _imports(path)
         assert "gradio" not in names, path

@@ -11,11 +11,12 @@ from string import Template
 
 import plotly.graph_objects as go
 
-from pass_core.events import StepEvent, summarize
+from pass_core.events import StepEvent, output_text, summarize
 from pass_core.registry import METHODS
 from pass_core.settings import SETTING_RANGES
 
 from . import race_charts as charts
+from .race_inputs import ZEROGPU_MAX_S
 
 #: Metrics shown under the panes (keys of ``race_charts.metric_texts``), with the label shown to people.
 METRIC_LABELS = {
@@ -26,8 +27,10 @@ METRIC_LABELS = {
     "acceptance_rate": "draft acceptance rate",
 }
 
-#: Page CSS: tight token boxes, and rejected drafts struck through (a mark that does not rely on colour alone).
+#: Page CSS: tight token boxes, rejected drafts struck through (a mark that does not rely on colour alone), and
+#: the range sliders beside the number boxes without their own number box (it clamps typed values silently).
 PAGE_CSS = f"""
+.range-aid .head {{display: none}}
 .token-pane {{min-height: 220px}}
 .token-pane .textfield {{font-size: 15px; line-height: 1.8}}
 .token-pane .token.highlighted {{margin: 0 1px 2px 0 !important; padding: 1px 1px !important}}
@@ -45,7 +48,8 @@ class RaceView:
         greedy_check: markdown, the output comparison (greedy) or why there is none (sampling).
         figures: latency, tokens vs compute time, acceptance histogram, acceptance by position;
             None when the charts are not redrawn this time.
-        run_line: markdown, "Racing…" or "Finished." and one compute line per method.
+        run_line: markdown, "Racing…" or "Finished.", the caller's note, a line per method that wrote nothing
+            (``empty_output_notes``) and one compute line per method.
     """
 
     panes: dict[str, list[tuple[str, str]]]
@@ -55,8 +59,34 @@ class RaceView:
     run_line: str
 
 
+def empty_output_notes(events: dict[str, list[StepEvent]], chat_template: bool = True) -> list[str]:
+    """One markdown line per finished method whose pane shows nothing, saying why (from its events alone).
+
+    A run whose only committed token is the end-of-sequence token (``finish_reason`` "eos") "ended
+    immediately"; a finished run whose output text is empty or blank "wrote no visible text". Both are common
+    without the chat template (raw mode): a chat model given bare text often answers with EOS at once.
+
+    Args:
+        events: method key -> its ``StepEvent`` list so far.
+        chat_template: the prompt was wrapped in the chat template (else the note suggests it).
+    """
+    advice = "try another prompt." if chat_template else "try with the chat template."
+    notes = []
+    for key, evs in events.items():
+        if not evs or not evs[-1].finished:
+            continue
+        label = METHODS[key].short_name if key in METHODS else key
+        tokens = sum(len(e.new_token_ids) for e in evs)
+        if tokens == 1 and evs[-1].finish_reason == "eos":
+            notes.append(f"⚠ **{label}:** the model ended immediately (EOS as its first token); {advice}")
+        elif not output_text(evs).strip():
+            notes.append(f"⚠ **{label}:** the model wrote no visible text ({tokens} token{'s' * (tokens != 1)}, "
+                         f"ended by {evs[-1].finish_reason}); {advice}")
+    return notes
+
+
 def race_view(events: dict[str, list[StepEvent]], show_rejected: bool, greedy: bool, fused: bool,
-              finished: bool, with_figures: bool = True) -> RaceView:
+              finished: bool, with_figures: bool = True, chat_template: bool = True, note: str = "") -> RaceView:
     """Build every displayed value from the race's events (pure: no model, no Gradio).
 
     Args:
@@ -66,6 +96,8 @@ def race_view(events: dict[str, list[StepEvent]], show_rejected: bool, greedy: b
         fused: the fused step ran (legends mark the fusable methods).
         finished: the race is over.
         with_figures: build the four figures (the browser's heaviest redraw) or leave them None.
+        chat_template: the prompts were wrapped in the chat template (``empty_output_notes`` advice).
+        note: markdown put in the run line under "Racing…" / "Finished." (e.g. a cap on max new tokens).
     """
     summaries = {key: summarize(evs, key) for key, evs in events.items()}
     summaries = {key: (s if s.steps else None) for key, s in summaries.items()}
@@ -80,7 +112,8 @@ def race_view(events: dict[str, list[StepEvent]], show_rejected: bool, greedy: b
         metrics=charts.metric_texts(summaries),
         greedy_check=charts.greedy_check(events, greedy, finished),
         figures=figures,
-        run_line=("**Finished.**  \n" if finished else "**Racing…**  \n") + charts.compute_line(summaries),
+        run_line="  \n".join([("**Finished.**" if finished else "**Racing…**"), *([note] if note else []),
+                                *empty_output_notes(events, chat_template), charts.compute_line(summaries)]),
     )
 
 
@@ -96,8 +129,9 @@ def setting_range(name: str) -> str:
 
 def help_text(template: str) -> str:
     """The page's help from a template (``string.Template``): ``$methods`` (each registered method's
-    label and description), ``$fusable`` (the methods the fused step applies to) and ``$<setting>``
-    (each ``SETTING_RANGES`` range), so that the page never states other methods or ranges than it has.
+    label and description), ``$fusable`` (the methods the fused step applies to), ``$<setting>`` (each
+    ``SETTING_RANGES`` range) and ``$zerogpu_s`` (``ZEROGPU_MAX_S``), so that the page never states other
+    methods, ranges or limits than it has.
 
     Raises:
         KeyError: the template names an unknown placeholder.
@@ -105,4 +139,4 @@ def help_text(template: str) -> str:
     fusable = " and ".join(m.short_name for m in METHODS.values() if m.fusable) or "no method"
     methods = "; ".join(f"**{m.label}**: {m.description}" for m in METHODS.values())
     ranges = {name: setting_range(name) for name in SETTING_RANGES}
-    return Template(template).substitute(ranges, methods=methods, fusable=fusable)
+    return Template(template).substitute(ranges, methods=methods, fusable=fusable, zerogpu_s=ZEROGPU_MAX_S)

@@ -1,0 +1,138 @@
+"""The race form's inputs as plain values: labels, what is wrong with a value given, the GPU time a race
+may ask ZeroGPU for, and messages without server paths.
+
+Pure (no Gradio, no model): the app turns each problem into a ``gr.validate`` or a ``gr.Error``.
+Ranges come from ``SETTING_RANGES`` and messages from ``DecodeSettings`` validation, so a message
+always names the setting, its allowed range and the value given.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pass_core.registry import METHODS
+from pass_core.settings import DecodeSettings
+
+#: The numeric inputs in the order of the race's arguments: setting -> (label, step, hint shown after the range).
+NUMERIC_INPUTS: dict[str, tuple[str, float, str]] = {
+    "num_lookahead": ("look-ahead tokens L", 1, "drafts per step: L learned [LA] tokens (PaSS), k [MASK] tokens "
+                                                "(ParallelSpec)"),
+    "temperature": ("temperature", 0.05, "0 = greedy"),
+    "top_k": ("top-k", 1, "0 = off"),
+    "top_p": ("top-p", 0.01, "1 = off"),
+    "max_new_tokens": ("max new tokens", 1, ""),
+    "seed": ("seed", 1, ""),
+}
+
+#: ZeroGPU: the most GPU seconds one race asks for (``spaces.GPU(duration=...)``). ZeroGPU checks the
+#: requested duration against the visitor's remaining daily quota before it runs. The smallest tier,
+#: an unauthenticated visitor, has 2 minutes a day, and 60 s is ZeroGPU's default duration
+#: (https://huggingface.co/docs/hub/spaces-zerogpu, "Duration Management" and "Usage Tiers"): at 60 s
+#: an anonymous visitor with a full quota can always race, twice a day at the longest setting.
+ZEROGPU_MAX_S = 60
+GPU_START_MS = 20_000  # ZeroGPU attaching a GPU, CUDA start-up, moving the model there, in ms (with margin)
+#: Per new token and racing method, in ms. Measured 15.5-17 ms on an H200 (a SmolLM2-135M-sized Llama in
+#: float32, untrained drafters, 266 new tokens, 2-4 methods: spaces/README.md); 50 leaves 3x for a shared
+#: GPU slice and the page's updates, which run inside the same GPU call.
+GPU_MS_PER_TOKEN = 50
+
+
+def whole(value):
+    """A float holding a whole number as ``int`` (page numbers may arrive as floats); anything else unchanged,
+    so that ``DecodeSettings`` refuses 2.5 as "must be a whole number" instead of rounding it."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def setting_problem(name: str, value) -> str | None:
+    """Why ``value`` is not allowed for the setting ``name`` (a ``SETTING_RANGES`` key), or None when it is.
+
+    The message is ``DecodeSettings``' own: "max new tokens must be between 1 and 1,024, got 0".
+    """
+    try:
+        DecodeSettings(**{name: whole(value)})
+    except (TypeError, ValueError) as err:
+        return str(err)
+    return None
+
+
+def chosen_methods(methods) -> list:
+    """The method keys given, as a list (a single string counts as one key, None as none)."""
+    if methods is None:
+        return []
+    return [methods] if isinstance(methods, str) else list(methods)
+
+
+def methods_problem(methods) -> str | None:
+    """Why ``methods`` cannot race (unknown keys, fewer than two), or None. Unknown keys are named."""
+    chosen = chosen_methods(methods)
+    unknown = [m for m in chosen if m not in METHODS]
+    if unknown:
+        return (f"Unknown method(s) {', '.join(repr(m) for m in unknown)} in methods to race: choose two or more "
+                f"of {', '.join(METHODS)}.")
+    if len(set(chosen)) < 2:
+        names = ", ".join(m.short_name for m in METHODS.values())
+        return f"Pick at least two methods to race (any two or more of {names})."
+    return None
+
+
+def prompt_problem(prompt) -> str | None:
+    """Why ``prompt`` cannot be raced before tokenizing it (empty, not text), or None."""
+    if not isinstance(prompt, str):
+        return f"The prompt must be text, got {type(prompt).__name__}."
+    if not prompt.strip():
+        return "The prompt is empty: type a prompt or pick an example."
+    return None
+
+
+def input_problems(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, methods) -> list:
+    """What is wrong with each of the race's inputs, in this order (None where the input is fine)."""
+    values = dict(num_lookahead=num_lookahead, temperature=temperature, top_k=top_k, top_p=top_p,
+                  max_new_tokens=max_new_tokens, seed=seed)
+    return [prompt_problem(prompt), *(setting_problem(name, values[name]) for name in NUMERIC_INPUTS),
+            methods_problem(methods)]
+
+
+def gpu_seconds(max_new_tokens: int, num_methods: int) -> int:
+    """GPU seconds to ask ZeroGPU for: start-up plus ``GPU_MS_PER_TOKEN`` per new token and racing method
+    (at least two methods race), rounded up. Integer milliseconds, so the cap below is exact."""
+    return -(-(GPU_START_MS + GPU_MS_PER_TOKEN * max_new_tokens * max(2, num_methods)) // 1000)
+
+
+def zerogpu_token_cap(num_methods: int) -> int:
+    """The largest max new tokens whose ``gpu_seconds`` fits ``ZEROGPU_MAX_S`` for this many racing methods."""
+    return (ZEROGPU_MAX_S * 1000 - GPU_START_MS) // (GPU_MS_PER_TOKEN * max(2, num_methods))
+
+
+def zerogpu_duration(max_new_tokens, methods) -> int:
+    """``gpu_seconds`` for a race's max new tokens and methods, never more than ``ZEROGPU_MAX_S`` (which is also
+    the answer for values that fail validation: the race then stops at once)."""
+    try:
+        return min(ZEROGPU_MAX_S, gpu_seconds(int(max_new_tokens), len(set(chosen_methods(methods)))))
+    except (TypeError, ValueError):
+        return ZEROGPU_MAX_S
+
+
+def cap_for_zerogpu(max_new_tokens, methods) -> tuple:
+    """(max new tokens that fit one ZeroGPU call, the markdown note saying so; "" when nothing was capped).
+
+    Values that fail validation come back unchanged, for the race to refuse by name.
+    """
+    if setting_problem("max_new_tokens", max_new_tokens) or methods_problem(methods):
+        return max_new_tokens, ""
+    max_new_tokens, num_methods = whole(max_new_tokens), len(set(chosen_methods(methods)))
+    cap = zerogpu_token_cap(num_methods)
+    if max_new_tokens <= cap:
+        return max_new_tokens, ""
+    return cap, (f"**Max new tokens capped at {cap:,}** (asked: {max_new_tokens:,}): on ZeroGPU a race of "
+                 f"{max(2, num_methods)} methods asks for {ZEROGPU_MAX_S} s of GPU at most, so that a visitor "
+                 f"without an account (2 minutes a day) can run it.")
+
+
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.:/~-])(?:~|[A-Za-z]:)?(?:[/\\][^\s/\\'\"`:;,()<>\[\]]+)+[/\\]"
+                            r"(?P<name>[^\s/\\'\"`:;,()<>\[\]]+)")
+
+
+def hide_paths(text: str) -> str:
+    """``text`` with every absolute file path shortened to its last component ("/srv/x/la-3.safetensors" ->
+    "la-3.safetensors"), so that the page never shows the server's folders. URLs are left alone."""
+    return _ABSOLUTE_PATH.sub(lambda m: m["name"], text)
