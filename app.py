@@ -86,13 +86,13 @@ def race_keys(methods) -> tuple[str, ...]:
 
 
 def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finished: bool, drafter_note: str,
-           charts_now: bool = True, *, chat_template: bool = True, run_note: str = "") -> tuple:
+           charts_now: bool = True, *, chat_template: bool = True, run_note: str = "", dtype: str = "float32") -> tuple:
     """Every output of the race (``race_view`` of the events so far), in ``build_demo``'s output order: one pane
     per registered method (empty when not racing; the page hides it), 5 metrics, greedy check, 4 figures (or
     ``gr.skip()`` unless ``charts_now``: Plotly redraws are the browser's heaviest work), run line, drafter
     line, ``gr.State`` dict."""
     view = race_view(events, show_rejected, greedy, fused, finished, with_figures=charts_now,
-                     chat_template=chat_template, note=run_note)
+                     chat_template=chat_template, note=run_note, dtype=dtype)
     return (
         *(view.panes.get(key, []) for key in METHODS),
         *(view.metrics[key] for key in METRIC_LABELS),
@@ -138,7 +138,7 @@ def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k,
     if problem:
         raise user_error(problem)
     events = {key: [] for key in keys}
-    show = dict(chat_template=settings.chat_template, run_note=run_note)
+    show = dict(chat_template=settings.chat_template, run_note=run_note, dtype=str(loaded.dtype))
     try:
         found, note = drafters_for(loaded, keys, settings)
         decoders = {key: METHODS[key].decode(loaded, prompt, settings, found[key]) for key in keys}

@@ -250,3 +250,19 @@ def test_plotly_and_gradio_stay_in_their_rooms():
         else:
             assert "plotly" not in names, path
     assert not (PACKAGE.parent / "charts.py").exists() and not (PACKAGE.parent / "bench_report.py").exists()
+
+
+def test_greedy_check_explains_near_ties_by_dtype():
+    """A difference where the top two logits were 0.02 apart is a near-tie in bfloat16 and an error
+    in float32; the page says which, with the margin."""
+    def with_margins(method, ids, margins):
+        return [StepEvent(method=method, step=i + 1, tokens=(TokenRecord(t, f"<{t}>", "target", margin=m),))
+                for i, (t, m) in enumerate(zip(ids, margins))]
+
+    events = {"ar": with_margins("ar", [1, 2, 3], [4.0, 0.02, 4.0]), "pass": with_margins("pass", [1, 5, 3], [4.0, 0.03, 4.0])}
+    bf16 = charts.greedy_check(events, True, True, "torch.bfloat16")
+    assert "0.02 logits apart" in bf16 and "near-tie within bfloat16 rounding" in bf16 and "not an error" in bf16
+    fp32 = charts.greedy_check(events, True, True, "float32")
+    assert "far beyond float32 rounding: this is an error" in fp32
+    assert "logits apart" not in charts.greedy_check({"ar": events_of("ar", [1, 2]), "pass": events_of("pass", [1, 3])},
+                                                     True, True)  # no margins (sampling-era events): no claim

@@ -16,7 +16,7 @@ from itertools import accumulate
 
 import plotly.graph_objects as go
 
-from pass_core.events import TOKEN_LABELS, RunSummary, StepEvent, compare_outputs, speedup
+from pass_core.events import TOKEN_LABELS, RunSummary, StepEvent, compare_outputs, rounding_tolerance, speedup
 from pass_core.registry import BASELINE, METHODS
 
 #: Okabe-Ito colour-blind-safe palette (Okabe & Ito 2008).
@@ -268,7 +268,20 @@ def compute_line(summaries: dict[str, RunSummary | None]) -> str:
     return "  \n".join(parts)
 
 
-def greedy_check(events: dict[str, list[StepEvent]], greedy: bool, finished: bool) -> str:
+def _tie_note(c, dtype: str) -> str:
+    """Why two greedy outputs differ: a near-tie within the dtype's rounding, or a real error."""
+    near = c.near_tie(dtype)
+    if near is None:
+        return ""
+    margin, name = min(m for m in (c.reference_margin, c.other_margin) if m is not None), dtype.replace("torch.", "")
+    if near:
+        return (f" The top two tokens were {margin:.3g} logits apart there: a near-tie within {name} rounding "
+                f"(up to {rounding_tolerance(name):.2g}), where passes over several tokens may round the other "
+                "way; not an error. Use float32 for exact agreement.")
+    return f" The top two tokens were {margin:.3g} logits apart, far beyond {name} rounding: this is an error."
+
+
+def greedy_check(events: dict[str, list[StepEvent]], greedy: bool, finished: bool, dtype: str = "float32") -> str:
     """Markdown saying whether each method's output equals the reference's (greedy only), and where
     it first differs (``pass_core.events.compare_outputs``).
 
@@ -280,6 +293,8 @@ def greedy_check(events: dict[str, list[StepEvent]], greedy: bool, finished: boo
             races, else the first method (the drafting methods must then agree with each other).
         greedy: temperature 0.
         finished: the race is over (lengths are compared only then).
+        dtype: the model's weights' dtype: at a difference, the logit margin of the top two tokens
+            says whether it is a near-tie within its rounding (``OutputComparison.near_tie``).
     """
     if not greedy:
         return ("Sampling (temperature > 0): the outputs differ by design; speculative decoding keeps "
@@ -293,7 +308,8 @@ def greedy_check(events: dict[str, list[StepEvent]], greedy: bool, finished: boo
         c, name = compare_outputs(events[ref_key], evs), short_name(key)
         if c.first_difference is not None:
             lines.append(f"✗ **{name} differs from {ref_name} at token {c.first_difference}** (0-based): "
-                         f"{ref_name} `{c.reference_text!r}` vs {name} `{c.other_text!r}`, after `{c.context!r}`.")
+                         f"{ref_name} `{c.reference_text!r}` vs {name} `{c.other_text!r}`, after `{c.context!r}`."
+                         + _tie_note(c, dtype))
         elif finished and c.identical:
             lines.append(f"✓ **Greedy check: {name} output is identical to {ref_name}** ({c.compared} tokens).")
         elif finished:

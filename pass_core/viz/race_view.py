@@ -86,7 +86,8 @@ def empty_output_notes(events: dict[str, list[StepEvent]], chat_template: bool =
 
 
 def race_view(events: dict[str, list[StepEvent]], show_rejected: bool, greedy: bool, fused: bool,
-              finished: bool, with_figures: bool = True, chat_template: bool = True, note: str = "") -> RaceView:
+              finished: bool, with_figures: bool = True, chat_template: bool = True, note: str = "",
+              dtype: str = "float32") -> RaceView:
     """Build every displayed value from the race's events (pure: no model, no Gradio).
 
     Args:
@@ -98,6 +99,7 @@ def race_view(events: dict[str, list[StepEvent]], show_rejected: bool, greedy: b
         with_figures: build the four figures (the browser's heaviest redraw) or leave them None.
         chat_template: the prompts were wrapped in the chat template (``empty_output_notes`` advice).
         note: markdown put in the run line under "Racing…" / "Finished." (e.g. a cap on max new tokens).
+        dtype: the model's dtype, for the greedy check's near-tie judgement.
     """
     summaries = {key: summarize(evs, key) for key, evs in events.items()}
     summaries = {key: (s if s.steps else None) for key, s in summaries.items()}
@@ -110,7 +112,7 @@ def race_view(events: dict[str, list[StepEvent]], show_rejected: bool, greedy: b
     return RaceView(
         panes={key: charts.highlighted_tokens(evs, show_rejected) for key, evs in events.items()},
         metrics=charts.metric_texts(summaries),
-        greedy_check=charts.greedy_check(events, greedy, finished),
+        greedy_check=charts.greedy_check(events, greedy, finished, dtype),
         figures=figures,
         run_line="  \n".join([("**Finished.**" if finished else "**Racing…**"), *([note] if note else []),
                                 *empty_output_notes(events, chat_template), charts.compute_line(summaries)]),
