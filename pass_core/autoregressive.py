@@ -10,6 +10,7 @@ import torch
 from .bookkeeping import start_run, token_records
 from .cache import StepClock, new_cache
 from .events import StepEvent
+from .inspection import PositionInspection, top_n
 from .sampling import logit_margins, logits_to_probs, sample
 from .settings import DecodeSettings
 from .target import plain_head, target_forward
@@ -38,12 +39,15 @@ def generate_autoregressive(loaded, prompt: str, settings: DecodeSettings) -> It
     for step in count(1):
         t0 = clock.now()
         logits = target_forward(model, cache, last, input_ids=uncached, plain=plain).logits  # (1, V)
-        token = int(sample(logits_to_probs(logits, settings), gen)[0])
+        p = logits_to_probs(logits, settings)  # (1, V)
+        token = int(sample(p, gen)[0])
         t1 = clock.now()
+        inspection = (PositionInspection(1, top_n(p[0])),) if settings.inspect else ()  # not timed: display data
         uncached = torch.tensor([[token]], device=dev)
         records, reason = state.take([(token, "target")])
         margins = logit_margins(logits) if settings.greedy else None
         yield StepEvent(method="ar", step=step, tokens=token_records(records, None, state.detok, 0, margins),
-                        forward_passes=1, verification_s=t1 - t0, step_s=t1 - t0, finish_reason=reason)
+                        forward_passes=1, verification_s=t1 - t0, step_s=t1 - t0, finish_reason=reason,
+                        inspection=inspection)
         if reason:
             return

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .inspection import TopN
 from .settings import DecodeSettings
 from .target import TargetOutput
 
@@ -49,6 +50,7 @@ class Proposal:
         target_passes: target forward passes spent drafting (PaSS: 1).
         drafter_passes: forward passes of a separate drafter model (ParallelSpec: 1).
         exact_margin: top-1 minus top-2 logit where ``exact`` was sampled (greedy runs), or None.
+        exact_top: top-n of the distribution ``exact`` was drawn from (``DecodeSettings.inspect``).
     """
 
     drafts: torch.Tensor
@@ -57,6 +59,7 @@ class Proposal:
     target_passes: int = 0
     drafter_passes: int = 0
     exact_margin: float | None = None
+    exact_top: TopN | None = None
 
 
 def no_drafts(vocab_size: int, device, **counts) -> Proposal:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from .inspection import PositionInspection
+
 #: Token labels, in display order. ``target`` is a token of plain autoregressive
 #: decoding; the others follow algorithms.md section 1.
 TOKEN_LABELS: dict[str, str] = {
@@ -90,6 +92,7 @@ class StepEvent:
         drafter_passes: forward passes of a separate drafter model (ParallelSpec).
         num_verified_drafts: k, drafts that went into this step's verification pass (0: the step
             verified nothing: AR, a prefill, a gated step, or a drafting pass that ended the run).
+        inspection: the token inspector's data (``DecodeSettings.inspect``), else ().
     """
 
     method: str
@@ -103,6 +106,7 @@ class StepEvent:
     finish_reason: str | None = None
     drafter_passes: int = 0
     num_verified_drafts: int = 0
+    inspection: tuple[PositionInspection, ...] = ()
 
     @property
     def verified_drafts(self) -> bool:

@@ -13,6 +13,7 @@ import time
 from .events import ended_at_once, output_text, output_token_ids, summarize
 from .models import DEFAULT_MODEL, load_model
 from .registry import METHODS
+from .trace import make_trace, save_trace
 from .settings import SETTING_RANGES, DecodeSettings
 
 #: ANSI colours per label (Okabe-Ito-like on a terminal).
@@ -46,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.add_argument("--trace", metavar="FILE", help="also write the run as a JSON trace (events with the token "
+                                                   "inspector's data), replayable in the app without a model")
     return p
 
 
@@ -61,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = DecodeSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                                   top_k=args.top_k, top_p=args.top_p, seed=args.seed,
-                                  num_lookahead=args.num_lookahead, chat_template=not args.raw, fused=args.fused)
+                                  num_lookahead=args.num_lookahead, chat_template=not args.raw, fused=args.fused,
+                                  inspect=bool(args.trace))
         loaded = load_model(args.model, device=args.device, dtype=args.dtype, progress=log)
         log(f"model: {loaded.describe()}")
         path = getattr(args, method.file_option) if method.file_option else None
@@ -84,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if args.trace:
+        path = save_trace(make_trace(loaded, args.prompt, settings, {args.method: events}), args.trace)
+        log(f"trace: {path}")
     if ended_at_once(events):
         print("note: the model ended immediately (its first token was EOS) and wrote nothing"
               + ("; try without --raw, so that the prompt is wrapped in the chat template" if args.raw else ""),

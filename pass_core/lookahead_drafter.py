@@ -17,6 +17,7 @@ import torch
 
 from .cache import cache_len, crop_to
 from .drafting import Drafter, Extension, Proposal, TargetRun, no_drafts
+from .inspection import top_n
 from .lookahead import LookaheadEmbeddings
 from .sampling import logit_margins, logits_to_probs, sample
 from .target import TargetOutput, target_forward
@@ -93,11 +94,13 @@ class LookaheadDrafter(Drafter):
         rows = torch.arange(t - 1, t + self.block, device=loaded.device)  # last real token, then the block
         logits = target_forward(model, self.run.cache, rows, inputs_embeds=torch.cat([x, self.la[None]], 1),
                                 plain=self.run.plain_head).logits  # (1 + L*R, V)
-        exact = int(sample(logits_to_probs(logits[:1], self.run.settings), self.run.generator)[0])
+        p_exact = logits_to_probs(logits[:1], self.run.settings)  # (1, V)
+        exact = int(sample(p_exact, self.run.generator)[0])
         drafts, q = self._sample_drafts(logits[1 + self.draft_rows])
         crop_to(self.run.cache, cache_len(self.run.cache) - self.block)  # look-ahead entries never survive
         margin = logit_margins(logits[:1])[0] if self.run.settings.greedy else None
-        return Proposal(drafts, q, exact=exact, target_passes=1, exact_margin=margin)
+        top = top_n(p_exact[0]) if self.run.settings.inspect else None
+        return Proposal(drafts, q, exact=exact, target_passes=1, exact_margin=margin, exact_top=top)
 
     def extension(self, n_cached: int, num_real: int, k: int) -> Extension | None:
         if not self.fused:

@@ -46,6 +46,8 @@ class DecodeSettings:
         fused: PaSS only, an *extension* beyond the paper (algorithms.md section 4):
             the next step's look-ahead blocks ride on the verification pass, so a
             step costs one forward pass instead of two.
+        inspect: events carry the token inspector's data (``StepEvent.inspection``: top-n of p, q
+            and the residual per verified position); a few ``topk`` calls per step.
 
     Raises (from ``validate``):
         ValueError: a setting outside its range, with the allowed range in the message.
@@ -59,6 +61,7 @@ class DecodeSettings:
     num_lookahead: int = int(_default("num_lookahead"))
     chat_template: bool = True
     fused: bool = False
+    inspect: bool = False
 
     def __post_init__(self) -> None:
         self.validate()

@@ -28,6 +28,7 @@ from .bookkeeping import draft_records, start_run, step_proposal, token_records
 from .cache import StepClock, cache_len, check_invariant, crop_to, new_cache
 from .drafting import Drafter, Extension, TargetRun
 from .events import StepEvent
+from .inspection import PositionInspection, inspect_verification
 from .sampling import logit_margins, logits_to_probs
 from .settings import DecodeSettings
 from .target import TargetOutput, plain_head, target_forward
@@ -108,8 +109,10 @@ def generate_speculative(loaded, prompt: str, settings: DecodeSettings, drafter:
             if exact in state.eos or state.remaining <= 1:  # the exact token ends the run
                 records, reason = state.take([(exact, "exact")])
                 _inspect(inspect_fn, cache, drafter, state)
+                top = (PositionInspection(0, proposal.exact_top),) if proposal.exact_top is not None else ()
                 yield StepEvent(**counts, tokens=token_records(records, None, state.detok, 0, [proposal.exact_margin]),
-                                forward_passes=passes - 1, drafting_s=t1 - t0, step_s=t1 - t0, finish_reason=reason)
+                                forward_passes=passes - 1, drafting_s=t1 - t0, step_s=t1 - t0, finish_reason=reason,
+                                inspection=top)
                 return
         k = min(len(proposal.drafts), state.remaining - (exact is not None) - 1)  # drafts that fit the budget
         drafts, q = proposal.drafts[:k], proposal.q[:k]
@@ -118,7 +121,8 @@ def generate_speculative(loaded, prompt: str, settings: DecodeSettings, drafter:
         real = uncached + drafts.tolist()
         out, extra_rows = verification_pass(run, real, k, drafter.extension(n_cached, len(real), k),
                                             drafter.reads_hidden_states)
-        result = verify_fn(drafts, q, logits_to_probs(out.logits, settings), gen)
+        p = logits_to_probs(out.logits, settings)  # (k+1, V)
+        result = verify_fn(drafts, q, p, gen)
         m = result.num_accepted
         # 3. roll back: keep the uncached tokens and the m accepted drafts
         num_new = len(uncached) + m
@@ -136,11 +140,13 @@ def generate_speculative(loaded, prompt: str, settings: DecodeSettings, drafter:
         uncached = [state.output[-1]]
         _inspect(inspect_fn, cache, drafter, state)
         # 5. emit
+        # display data for the token inspector, after the timed work
+        inspection = inspect_verification(p, q, m, exact=proposal.exact_top) if settings.inspect else ()
         rejected = int(drafts[m]) if m < k else None
         q_draft = q[torch.arange(k), drafts].tolist()
         yield StepEvent(**counts, tokens=token_records(records, rejected, state.detok, (exact is not None) + m, margins),
                         drafts=draft_records(state.detok, drafts.tolist(), q_draft, result if k else None, records),
                         num_verified_drafts=k, forward_passes=passes, drafting_s=(t1 - t0) + (t3 - t2),
-                        verification_s=t2 - t1, step_s=t3 - t0, finish_reason=reason)
+                        verification_s=t2 - t1, step_s=t3 - t0, finish_reason=reason, inspection=inspection)
         if reason:
             return

@@ -16,6 +16,7 @@ from pass_core.registry import METHODS
 from pass_core.sampling import logits_to_probs
 from pass_core.speculative import generate_speculative
 from pass_core.text import encode_prompt
+from pass_core.lab import always_accept, exact_law  # noqa: F401 - re-exported for the tests
 from pass_core.verification import VerificationResult, verify_drafts
 
 #: (method key, fused) for every registered drafting method; fusable methods run both ways.
@@ -172,34 +173,7 @@ def check_drafter_caches(loaded, drafter: Drafter, committed: list[int], hidden_
     return n
 
 
-# ------------------------------------------------------------------ distributions
-def exact_law(loaded, prompt, settings, depth: int) -> dict[tuple, float]:
-    """P(first ``depth`` tokens) of plain sampling from the target, enumerated exactly."""
-    ids = encode_prompt(loaded.tokenizer, prompt, settings.chat_template)
-    law = {}
-
-    def walk(prefix, prob):
-        if len(prefix) == depth:
-            law[tuple(prefix)] = prob
-            return
-        with torch.no_grad():
-            logits = loaded.model(input_ids=torch.tensor([ids + prefix])).logits[0, -1]
-        p = logits_to_probs(logits, settings)
-        for t in p.nonzero().flatten().tolist():
-            walk(prefix + [t], prob * float(p[t]))
-
-    walk([], 1.0)
-    return law
-
-
-def always_accept(draft_ids, draft_probs, target_probs, generator):
-    """Broken rule (negative control): keep every draft, bonus from p_{k+1}."""
-    k = int(draft_ids.shape[0])
-    token = int(torch.multinomial(target_probs[k], 1, generator=generator))
-    res = verify_drafts(draft_ids, draft_probs, target_probs, generator)
-    return dataclasses.replace(res, num_accepted=k, next_token=token, next_is_bonus=True)
-
-
+# ------------------------------------------------------------------ broken rules
 def resample_from_p(draft_ids, draft_probs, target_probs, generator):
     """Subtly broken rule (negative control): after a rejection draw from p, not norm(max(0, p - q))."""
     res = verify_drafts(draft_ids, draft_probs, target_probs, generator)

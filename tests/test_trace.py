@@ -1,0 +1,64 @@
+"""Traces (issue 12, item 5): a run saved as JSON replays as the same events; bad files are refused by name."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pass_core.events import output_text, summarize
+from pass_core.registry import METHODS
+from pass_core.settings import DecodeSettings
+from pass_core.trace import SCHEMA, load_trace, make_trace, same_events, save_trace, trace_to_dict
+
+
+def _race(tiny):
+    settings = DecodeSettings(max_new_tokens=16, num_lookahead=3, temperature=1.0, top_k=4, seed=3, inspect=True)
+    return settings, {key: list(METHODS[key].decode(tiny, "Grüße 😀", settings)) for key in METHODS}
+
+
+def test_trace_round_trip_keeps_every_event(tiny, tmp_path):
+    settings, events = _race(tiny)
+    path = save_trace(make_trace(tiny, "Grüße 😀", settings, events), tmp_path / "t.json")
+    back = load_trace(path)
+    assert back.prompt == "Grüße 😀" and back.settings == settings and back.model_name == tiny.name
+    assert list(back.events) == list(events)
+    for key in events:
+        assert len(back.events[key]) == len(events[key])
+        assert all(same_events(a, b) for a, b in zip(back.events[key], events[key])), key
+        assert output_text(back.events[key]) == output_text(events[key])
+        assert summarize(back.events[key]) == summarize(events[key])
+    assert any(e.inspection for e in back.events["pass"])  # the inspector's data travelled
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["schema"] == SCHEMA and data["methods"]["pass"]["summary"]["tokens"] == 16
+
+
+def test_bad_traces_are_refused_by_name(tiny, tmp_path):
+    settings, events = _race(tiny)
+    good = trace_to_dict(make_trace(tiny, "hi", settings, events))
+    cases = {"not-json": ("{not json", "not a JSON trace"),
+             "schema": (json.dumps({**good, "schema": "pass-playground-trace/0"}), "this version of PaSS Playground reads"),
+             "missing": (json.dumps({k: v for k, v in good.items() if k != "settings"}), "misses the field 'settings'"),
+             "malformed": (json.dumps({**good, "methods": {"ar": {"events": [{"step": 1}]}}}), "malformed"),
+             "bad-setting": (json.dumps({**good, "settings": {**good["settings"], "top_p": 7}}), "malformed")}
+    for name, (text, message) in cases.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(text, encoding="utf-8")
+        with pytest.raises(ValueError, match=message) as err:
+            load_trace(path)
+        assert str(path) in str(err.value), name
+    with pytest.raises(ValueError, match="does not exist"):
+        load_trace(tmp_path / "nope.json")
+
+
+def test_cli_writes_a_trace(tiny_folder, tmp_path):
+    path = tmp_path / "run.json"
+    out = subprocess.run([sys.executable, "-m", "pass_core.generate", "--method", "parallelspec", "--prompt", "hi",
+                          "--model", str(tiny_folder), "--max-new-tokens", "8", "--trace", str(path)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    trace = load_trace(path)
+    assert list(trace.events) == ["parallelspec"] and trace.settings.inspect
+    assert sum(len(e.new_token_ids) for e in trace.events["parallelspec"]) == 8
