@@ -31,18 +31,11 @@ from pass_core.models import DEFAULT_MODEL, LoadedModel
 from pass_core.race import race
 from pass_core.registry import METHODS
 from pass_core.settings import SETTING_RANGES, DecodeSettings
-from pass_core.viz.race_charts import TOKEN_COLORS, highlighted_tokens
-from pass_core.viz.race_inputs import (NUMERIC_INPUTS, cap_for_zerogpu, chosen_methods, hide_paths, input_problems,
+from pass_core.viz.race_charts import highlighted_tokens, pane_colours
+from pass_core.viz.race_inputs import (EXAMPLES, NUMERIC_INPUTS, cap_for_zerogpu, chosen_methods, hide_paths, input_problems,
                                        methods_problem, prompt_problem, whole, zerogpu_duration)
-from pass_core.viz.race_view import METRIC_LABELS, PAGE_CSS, help_text, race_view, setting_range
+from pass_core.viz.race_view import INTRO, METRIC_LABELS, PAGE_CSS, TITLE, help_text, race_view, setting_range
 
-EXAMPLES = [
-    "Write a Python function that checks whether a string is a palindrome.",
-    "Tell a short story about a lighthouse keeper who finds a message in a bottle.",
-    "Explain in simple words how a rainbow forms.",
-    "List five tips for learning a new language.",
-    "Explique en quelques phrases pourquoi le ciel est bleu.",
-]
 #: The methods ticked when the page opens (every registered method can race).
 DEFAULT_RACE = ("ar", "pass", "parallelspec")
 UPDATE_INTERVAL_S = 0.25  # at most 4 page updates per second of wall time at the start of a race
@@ -86,13 +79,14 @@ def race_keys(methods) -> tuple[str, ...]:
 
 
 def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finished: bool, drafter_note: str,
-           charts_now: bool = True, *, chat_template: bool = True, run_note: str = "", dtype: str = "float32") -> tuple:
+           charts_now: bool = True, *, chat_template: bool = True, run_note: str = "", dtype: str = "float32",
+           revision: str = "race") -> tuple:
     """Every output of the race (``race_view`` of the events so far), in ``build_demo``'s output order: one pane
     per registered method (empty when not racing; the page hides it), 5 metrics, greedy check, 4 figures (or
     ``gr.skip()`` unless ``charts_now``: Plotly redraws are the browser's heaviest work), run line, drafter
-    line, ``gr.State`` dict."""
+    line, ``gr.State`` dict. ``revision``: the figures' ``uirevision``, one per race (keeps the user's zoom)."""
     view = race_view(events, show_rejected, greedy, fused, finished, with_figures=charts_now,
-                     chat_template=chat_template, note=run_note, dtype=dtype)
+                     chat_template=chat_template, note=run_note, dtype=dtype, revision=revision)
     return (
         *(view.panes.get(key, []) for key in METHODS),
         *(view.metrics[key] for key in METRIC_LABELS),
@@ -138,7 +132,8 @@ def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k,
     if problem:
         raise user_error(problem)
     events = {key: [] for key in keys}
-    show = dict(chat_template=settings.chat_template, run_note=run_note, dtype=str(loaded.dtype))
+    show = dict(chat_template=settings.chat_template, run_note=run_note, dtype=str(loaded.dtype),
+                revision=f"race-{time.time_ns()}")
     try:
         found, note = drafters_for(loaded, keys, settings)
         decoders = {key: METHODS[key].decode(loaded, prompt, settings, found[key]) for key in keys}
@@ -182,6 +177,14 @@ def rerender_panes(state, show_rejected):
                  for key in METHODS)
 
 
+def with_panes_for(outputs: tuple, show_rejected: bool) -> tuple:
+    """A race update (``render``'s outputs) with its panes re-rendered for ``show_rejected``: the value the
+    toggle has *now*, which the visitor may have changed since the race started (the state holds the events)."""
+    if not isinstance(outputs[-1], dict):  # "waiting for the model": no panes in this update
+        return outputs
+    return (*rerender_panes(outputs[-1], show_rejected), *outputs[len(METHODS):])
+
+
 def pane_visibility(methods):
     """Show the panes of the chosen methods only (Run asks for two or more)."""
     chosen = set(methods or ())
@@ -221,14 +224,25 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
             return hide_paths(f"⚠ **Look-ahead embeddings / drafters:** {err}")
 
     def poll(num_lookahead, methods):
-        return hide_paths(holder.status()), lookahead_line(num_lookahead, methods), gr.Timer(active=not holder.ready)
+        return (hide_paths(holder.headline()), hide_paths(holder.status()), lookahead_line(num_lookahead, methods),
+                gr.Timer(active=not holder.ready))
+
+    # session -> the "show rejected drafts" toggle now, while that session's race runs: the race reads it at
+    # every update, so a change made mid-race holds (the race's own input is the value at Run)
+    show_now: dict[str, bool] = {}
+
+    def on_toggle(state, show_rejected, request: gr.Request = None):
+        session = getattr(request, "session_hash", None)
+        if session in show_now:
+            show_now[session] = bool(show_rejected)
+        return rerender_panes(state, show_rejected)
 
     @gpu(duration=gpu_duration)
     def run_on_device(*values, run_note=""):
         yield from race_handler(holder.loaded, *values, run_note=run_note)
 
     def on_run(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused, methods,
-               chat_template=True):
+               chat_template=True, request: gr.Request = None):
         if not holder.ready:
             yield (gr.skip(),) * (len(outputs) - 3) + ("Waiting for the model to load…", gr.skip(), gr.skip())
         try:
@@ -237,16 +251,23 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
             raise user_error(str(err)) from err
         # ZeroGPU refuses a call that asks for more than the visitor's quota: cap the race to fit (and say so)
         max_new_tokens, note = cap_for_zerogpu(max_new_tokens, methods) if spaces is not None else (max_new_tokens, "")
-        yield from run_on_device(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
-                                 show_rejected, fused, methods, chat_template, run_note=note)
+        session = getattr(request, "session_hash", None)
+        show_now[session] = bool(show_rejected)
+        try:
+            for out in run_on_device(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
+                                     show_rejected, fused, methods, chat_template, run_note=note):
+                show = show_now.get(session, show_rejected)
+                yield out if show == bool(show_rejected) else with_panes_for(out, show)
+        finally:
+            show_now.pop(session, None)
 
     with gr.Blocks(title="PaSS Playground") as demo:
-        gr.Markdown("# PaSS Playground\nWatch **PaSS** (parallel speculative sampling, Monea, Joulin & Grave 2023) "
-                    "race plain **autoregressive** decoding on the same model: one model drafts for itself with "
-                    "learned look-ahead tokens, and verification keeps its output distribution exact. "
-                    "**ParallelSpec** (Xiao et al. 2024) joins the race with a small trained parallel drafter.")
-        status = gr.Markdown(hide_paths(holder.status()), elem_id="status-line")
-        lookahead_md = gr.Markdown(lookahead_line(SETTING_RANGES["num_lookahead"][2]), elem_id="drafter-line")
+        gr.Markdown(TITLE, elem_id="page-title")
+        status = gr.Markdown(hide_paths(holder.headline()), elem_id="status-line")
+        with gr.Accordion("Model and drafters", open=False):  # folded: on a phone the prompt stays on screen
+            gr.Markdown(INTRO)
+            model_md = gr.Markdown(hide_paths(holder.status()), elem_id="model-line")
+            lookahead_md = gr.Markdown(lookahead_line(SETTING_RANGES["num_lookahead"][2]), elem_id="drafter-line")
         with gr.Row():
             with gr.Column(scale=3):
                 prompt = gr.Textbox(label="prompt", lines=4, placeholder="Type a prompt, or pick an example below.")
@@ -268,20 +289,22 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
                         chat_template = gr.Checkbox(DecodeSettings().chat_template, label="chat template",
                                                     info="wrap the prompt as a user turn (off: raw text)")
         with gr.Row(equal_height=True):
-            panes = [gr.HighlightedText(label=m.label, color_map=TOKEN_COLORS, show_legend=True,
+            panes = [gr.HighlightedText(label=m.label, color_map=pane_colours(key), show_legend=True,
                                         show_inline_category=False, combine_adjacent=False,
-                                        elem_classes="token-pane", elem_id=f"pane-{key}", visible=key in DEFAULT_RACE)
+                                        elem_classes="token-pane", elem_id=f"pane-{key}", visible=key in DEFAULT_RACE,
+                                        min_width=320)  # on a phone, one pane per line
                      for key, m in METHODS.items()]
         greedy_md = gr.Markdown(elem_id="greedy-check")
         with gr.Row():
             metrics = [gr.Textbox(label=label, info=METRIC_FORMULAS[key], interactive=False, min_width=180)
                        for key, label in METRIC_LABELS.items()]
         run_md = gr.Markdown(elem_id="run-line")
+        with gr.Row():  # each chart at least 420 px wide: on a phone they stack in one column
+            latency_plot = gr.Plot(label="latency per step", min_width=420)
+            cumulative_plot = gr.Plot(label="tokens vs compute time", min_width=420)
         with gr.Row():
-            latency_plot, cumulative_plot = gr.Plot(label="latency per step"), gr.Plot(label="tokens vs compute time")
-        with gr.Row():
-            hist_plot = gr.Plot(label="accepted drafts per verification step")
-            position_plot = gr.Plot(label="acceptance by position")
+            hist_plot = gr.Plot(label="accepted drafts per verification step", min_width=420)
+            position_plot = gr.Plot(label="acceptance by position", min_width=420)
         with gr.Accordion("How to read this", open=False):
             gr.Markdown(help_text(HELP_TEMPLATE), elem_id="how-to-read")
         state = gr.State(None)
@@ -296,15 +319,16 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
         run_event = run_btn.click(on_run, inputs, outputs, api_name="race", concurrency_limit=1, preprocess=False,
                                   show_progress="minimal", validator=validate_inputs)
         stop_btn.click(lambda: STOPPED_NOTE, None, run_md, cancels=[run_event], api_visibility="private", queue=False)
-        show_rejected.change(rerender_panes, [state, show_rejected], panes, api_visibility="private", queue=False)
+        show_rejected.change(on_toggle, [state, show_rejected], panes, api_visibility="private", queue=False)
         num_lookahead.change(lookahead_line, [num_lookahead, methods], lookahead_md, api_visibility="private",
                              trigger_mode="always_last", show_progress="hidden")
         methods.change(pane_visibility, methods, panes, api_visibility="private", queue=False)
         methods.change(lookahead_line, [num_lookahead, methods], lookahead_md, api_visibility="private")
-        timer.tick(poll, [num_lookahead, methods], [status, lookahead_md, timer], api_visibility="private",
-                   show_progress="hidden", queue=False)
-        demo.load(poll, [num_lookahead, methods], [status, lookahead_md, timer], api_visibility="private",
-                  show_progress="hidden", queue=False)
+        polled = [status, model_md, lookahead_md, timer]
+        timer.tick(poll, [num_lookahead, methods], polled, api_visibility="private", show_progress="hidden",
+                   queue=False)
+        demo.load(poll, [num_lookahead, methods], polled, api_visibility="private", show_progress="hidden",
+                  queue=False)
     demo.queue(max_size=QUEUE_MAX_SIZE)
     return demo
 

@@ -23,6 +23,7 @@ import app  # noqa: E402
 from pass_core.events import TOKEN_LABELS, output_text  # noqa: E402
 from pass_core.registry import METHODS  # noqa: E402
 from pass_core.settings import SETTING_RANGES  # noqa: E402
+from pass_core.viz import race_charts as charts  # noqa: E402
 from pass_core.viz import race_inputs  # noqa: E402
 from pass_core.viz.race_inputs import NUMERIC_INPUTS  # noqa: E402
 from pass_core.viz.race_view import help_text, setting_range  # noqa: E402
@@ -58,9 +59,10 @@ def test_default_race_fills_its_panes_metrics_and_charts(tiny):
     assert app.DEFAULT_RACE == ("ar", "pass", "parallelspec")
     for key in METHODS:  # a method not racing gets an empty (hidden) pane
         assert bool(final[f"{key}_tokens"]) == (key in app.DEFAULT_RACE), key
-    assert {label for _, label in final["ar_tokens"]} == {TOKEN_LABELS["target"]}
+    assert {label for _, label in final["ar_tokens"]} - {None} == {TOKEN_LABELS["target"]}  # None: step marks
     for key in DRAFTING:
-        assert {label for _, label in final[f"{key}_tokens"]} <= set(TOKEN_LABELS.values()) - {TOKEN_LABELS["target"]}
+        assert {label for _, label in final[f"{key}_tokens"]} - {None} <= set(TOKEN_LABELS.values()) - {
+            TOKEN_LABELS["target"]}
     assert TOKEN_LABELS["exact"] in {label for _, label in final["pass_tokens"]}
     assert re.fullmatch(r"AR [\d.]+  ·  PaSS [\d.]+  ·  ParallelSpec [\d.]+", final["tokens_per_s"])
     assert re.fullmatch(r"PaSS [\d.]+×  ·  ParallelSpec [\d.]+×", final["speedup"])
@@ -118,7 +120,7 @@ def test_rejected_drafts_toggle(tiny):
     pane = list(METHODS).index("pass")
     hidden = app.rerender_panes(shown["state"], False)[pane]
     assert TOKEN_LABELS["rejected"] not in {label for _, label in hidden}
-    assert "".join(text for text, _ in hidden) == output_text(events)
+    assert charts.pane_text(hidden) == output_text(events)
     assert len(hidden) < len(shown["pass_tokens"])
     assert app.render(shown["state"]["events"], False, True, False, True, "")[pane] == hidden
     assert app.rerender_panes(shown["state"], False)[list(METHODS).index("fixed-token")] == gr.skip()  # not racing
@@ -289,6 +291,62 @@ def test_model_holder_with_loaded_model(tiny):
     holder = app.ModelHolder(loaded=tiny)
     assert holder.ready and holder.wait() is tiny
     assert tiny.describe() in holder.status()
+
+
+def test_model_holder_warms_each_method_up_before_it_says_ready(tiny, monkeypatch):
+    """Issue 12 item 6: without a warm-up the first step of a race held one-time set-up costs. Each registered
+    method now decodes a few tokens once after the load, before the page says ready, and the time is stated."""
+    from pass_core import model_holder
+    from pass_core.registry import Method
+
+    holder, seen = app.ModelHolder("tiny"), []
+    decode = Method.decode
+
+    def counted(self, *args, **kwargs):
+        seen.append((self.key, holder.ready))
+        return decode(self, *args, **kwargs)
+    monkeypatch.setattr(model_holder, "load_model", lambda name, device, progress: tiny)
+    monkeypatch.setattr(Method, "decode", counted)
+    holder.start().wait(timeout_s=60)
+    assert seen == [(key, False) for key in METHODS]  # every method, all before "ready"
+    assert holder.warmup_s > 0 and not holder.warmup_problems
+    assert f"in {holder.warmup_s:.1f} s" in holder.status() and holder.headline() == "**Ready:** tiny-llama-0."
+
+
+def test_a_failed_warm_up_is_noted_and_the_model_still_serves(tiny, monkeypatch):
+    from pass_core.registry import Method
+
+    def broken(self, *args, **kwargs):
+        raise ValueError("drafter file for another model")
+    monkeypatch.setattr(Method, "decode", broken)
+    holder = app.ModelHolder(loaded=tiny)
+    holder.warm_up(tiny)
+    assert len(holder.warmup_problems) == len(METHODS) and "another model" in holder.status()
+
+
+def test_rejected_drafts_toggle_mid_race_holds(tiny):
+    """Issue 12 item 6: unticking "show rejected drafts" mid-race was undone by the next update; the race now
+    reads the toggle's value at every update. (The browser test does the same through the page.)"""
+    demo = app.build_demo(tiny)
+    on_run = next(fn.fn for fn in demo.fns.values() if fn.api_name == "race")
+    on_toggle = next(fn.fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "on_toggle")
+    request = type("Request", (), {"session_hash": "visitor-1"})()
+    updates = on_run("Hello there", 2, 0.0, 0, 1.0, 40, 0, True, False, ["ar", "pass"], request=request)
+    on_toggle(next(updates)[-1], False, request)  # after the first update (the first step), before the second
+    rest = list(updates)
+    assert rest and "Finished" in rest[-1][OUTPUT_NAMES.index("run_info")]
+    for out in rest:
+        assert TOKEN_LABELS["rejected"] not in {label for _, label in out[list(METHODS).index("pass")]}
+    other = type("Request", (), {"session_hash": "visitor-2"})()  # another visitor's toggle changes nothing here
+    updates = on_run("Hello there", 2, 0.0, 0, 1.0, 40, 0, True, False, ["ar", "pass"], request=request)
+    on_toggle(next(updates)[-1], False, other)
+    assert TOKEN_LABELS["rejected"] in {label for _, label in list(updates)[-1][list(METHODS).index("pass")]}
+
+
+def test_each_pane_legend_shows_its_methods_labels(tiny):
+    panes = {c.elem_id: c for c in components(app.build_demo(tiny), gr.HighlightedText)}
+    assert set(panes["pane-ar"].color_map) == {TOKEN_LABELS["target"]}
+    assert set(panes["pane-pass"].color_map) == set(TOKEN_LABELS.values()) - {TOKEN_LABELS["target"]}
 
 
 def test_gpu_wrapper(monkeypatch):

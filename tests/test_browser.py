@@ -12,13 +12,16 @@ pass with the browser test silently left out.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 
 from pass_core.registry import METHODS
+from pass_core.viz import race_charts as charts
 from pass_core.viz.race_inputs import NUMERIC_INPUTS
 from test_app import running_app
 
@@ -77,7 +80,7 @@ def test_page_races_and_draws(tiny_folder):
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(url)
             page.get_by_text("PaSS Playground").first.wait_for(timeout=60_000)
-            page.get_by_text("Target model:").first.wait_for(timeout=60_000)  # the load finished
+            page.get_by_text("Ready:").first.wait_for(timeout=60_000)  # the load (and the warm-up) finished
             page.get_by_label("prompt").fill("Hello there")
             assert set(OUT_OF_RANGE) == set(NUMERIC_INPUTS)
             for name, (typed, message) in OUT_OF_RANGE.items():  # each refused by name at its input; nothing races
@@ -128,3 +131,146 @@ def test_page_races_and_draws(tiny_folder):
             page.locator("#pane-fixed-token .token.highlighted").first.wait_for(timeout=90_000)
         finally:
             browser.close()
+
+
+# --- issue 12 item 6: the page as a new user tries it (the app in this process, on a tiny model) --------------
+
+@contextlib.contextmanager
+def in_process_page(monkeypatch, width: int, step_delay_s: float = 0.0):
+    """``app.build_demo`` on a tiny model without EOS, served here, and a Chromium page ``width`` px wide on it.
+    ``step_delay_s`` slows the race by that much per step event, so that a test can act while it runs."""
+    sync_api = require_browser()
+    import app
+    from pass_core.viz.race_view import PAGE_CSS
+    from test_app import free_port
+    from tiny import tiny_loaded
+
+    if step_delay_s:
+        fast = app.race
+
+        def slow_race(decoders):
+            for item in fast(decoders):
+                time.sleep(step_delay_s)
+                yield item
+        monkeypatch.setattr(app, "race", slow_race)
+    demo, port = app.build_demo(tiny_loaded(seed=0)), free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, css=PAGE_CSS, quiet=True)
+    try:
+        with sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": width, "height": 800})
+                page.goto(f"http://127.0.0.1:{port}/")
+                page.get_by_text("Ready:").first.wait_for(timeout=60_000)
+                yield page
+            finally:
+                browser.close()
+    finally:
+        demo.close()
+
+
+def race_on(page, prompt: str = "Hello there", max_new_tokens: int = 24) -> None:
+    """Type a prompt and a length, press Run (the race goes on in the background)."""
+    page.get_by_label("prompt").fill(prompt)
+    page.locator("#input-max_new_tokens input").fill(str(max_new_tokens))
+    page.get_by_role("button", name="Run").click()
+
+
+@pytest.mark.browser
+def test_rejected_drafts_toggle_holds_until_the_end_of_the_race(monkeypatch):
+    """Unticking "show rejected drafts" mid-race used to be undone by the next update (the race rendered with the
+    value it started with). Now every later update, and the last, leaves rejected drafts out."""
+    rejected = charts.rejected_css_selector().replace(".token-pane", "#pane-pass")
+    with in_process_page(monkeypatch, 1400, step_delay_s=0.03) as page:
+        race_on(page, max_new_tokens=100)
+        page.locator(rejected).first.wait_for(timeout=30_000)  # racing, with rejected drafts shown
+        page.get_by_label("show rejected drafts").uncheck()
+        tokens_then = page.locator("#pane-pass .token.highlighted").count()
+        updates_after, finished = 0, False
+        while not finished:
+            finished = "Finished." in page.locator("#run-line").inner_text()
+            assert page.locator(rejected).count() == 0, "a later update brought the rejected drafts back"
+            updates_after += page.locator("#pane-pass .token.highlighted").count() > tokens_then
+            page.wait_for_timeout(200)
+        assert updates_after >= 2, "the race ended before it could undo the toggle: slow it down more"
+        assert page.locator("#pane-pass .token.highlighted").count() > tokens_then
+        page.get_by_label("show rejected drafts").check()  # after the race the toggle re-colours the panes
+        page.locator(rejected).first.wait_for(timeout=10_000)
+
+
+@pytest.mark.browser
+def test_blank_lines_and_step_marks_are_visible():
+    """A blank line between paragraphs used to collapse (gradio draws each newline as an empty ``.line-break`` of
+    no height), and nothing showed where a step ended. A pane of hand-made events with "\\n\\n" shows both."""
+    sync_api = require_browser()
+    import gradio as gr
+    from pass_core.events import StepEvent, TokenRecord
+    from pass_core.viz.race_view import PAGE_CSS
+    from test_app import free_port
+
+    events = [StepEvent(method="pass", step=1, tokens=(TokenRecord(1, "First", "exact"),
+                                                        TokenRecord(2, " paragraph.\n\n", "accepted"))),
+              StepEvent(method="pass", step=2, tokens=(TokenRecord(3, "Second", "bonus"),
+                                                        TokenRecord(4, " one", "rejected"), TokenRecord(5, ".", "resampled")))]
+    with gr.Blocks() as demo:
+        gr.HighlightedText(charts.highlighted_tokens(events), color_map=charts.pane_colours("pass"), show_legend=True,
+                           show_inline_category=False, combine_adjacent=False, elem_classes="token-pane",
+                           elem_id="pane-pass")
+    port = free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, css=PAGE_CSS, quiet=True)
+    try:
+        with sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 600, "height": 400})
+                page.goto(f"http://127.0.0.1:{port}/")
+                page.locator("#pane-pass .textfield").wait_for(timeout=30_000)
+                breaks = page.locator("#pane-pass .line-break")
+                assert breaks.count() == 2
+                assert breaks.nth(1).bounding_box()["height"] >= 10, "the blank line collapsed"
+                first, second = (page.get_by_text(word, exact=True).bounding_box() for word in ("First", "Second"))
+                assert second["y"] - first["y"] > 1.8 * first["height"], "no blank line between the paragraphs"
+                mark = page.locator(charts.STEP_MARK_CSS_SELECTOR.replace(".token-pane", "#pane-pass"))
+                assert mark.count() == 1
+                assert mark.evaluate("e => getComputedStyle(e).borderLeftWidth") == "2px"
+                assert mark.bounding_box()["width"] <= 4
+                legend = page.locator("#pane-pass [data-testid='highlighted-text:category-legend'] button")
+                assert sorted(legend.all_inner_texts()) == sorted(charts.pane_colours("pass"))
+                ARTIFACTS.mkdir(exist_ok=True)
+                page.screenshot(path=str(ARTIFACTS / "browser-pane-lines.png"))
+            finally:
+                browser.close()
+    finally:
+        demo.close()
+
+
+def overlaps(a: dict, b: dict) -> bool:
+    """Two bounding boxes share some area."""
+    return (a["x"] < b["x"] + b["width"] and b["x"] < a["x"] + a["width"]
+            and a["y"] < b["y"] + b["height"] and b["y"] < a["y"] + a["height"])
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("width", [400, 1400])
+def test_phone_and_desktop_layout(monkeypatch, width):
+    """At 400 px the header used to fill the first screen and push the prompt below it, the charts sat side by
+    side and their legends covered the axes. Now the prompt is on the first screen, the charts stack in one
+    column on a phone (two on a desktop), and no legend covers its chart's plot area."""
+    with in_process_page(monkeypatch, width) as page:
+        prompt = page.get_by_label("prompt").bounding_box()
+        assert prompt["y"] + prompt["height"] < 800, f"the prompt is below the first screen at {width} px"
+        race_on(page)
+        page.get_by_text("Finished.").first.wait_for(timeout=60_000)
+        page.locator(".js-plotly-plot .legend").nth(3).wait_for(timeout=30_000)
+        plots = page.locator(".js-plotly-plot")
+        latency, cumulative = plots.nth(0).bounding_box(), plots.nth(1).bounding_box()
+        if width < 600:
+            assert latency["x"] == cumulative["x"] and cumulative["y"] > latency["y"] + latency["height"] - 1
+        else:
+            assert latency["y"] == cumulative["y"] and cumulative["x"] > latency["x"] + latency["width"] - 1
+        for i in range(plots.count()):
+            legend, area = plots.nth(i).locator(".legend").bounding_box(), plots.nth(i).locator(".nsewdrag").bounding_box()
+            assert not overlaps(legend, area), f"chart {i}'s legend covers its plot area at {width} px"
+            assert not overlaps(legend, plots.nth(i).locator(".g-xtitle").bounding_box()), f"chart {i}, {width} px"
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"browser-layout-{width}.png"), full_page=True)

@@ -18,7 +18,7 @@ from pass_core.registry import METHODS
 from pass_core.viz import bench_html
 from pass_core.viz import race_charts as charts
 from pass_core.viz import race_inputs
-from pass_core.viz.race_view import empty_output_notes, race_view
+from pass_core.viz.race_view import PAGE_CSS, empty_output_notes, race_view
 
 PACKAGE = Path(bench.__file__).resolve().parent
 
@@ -81,6 +81,100 @@ def test_rejected_css_selector_matches_the_rejected_colour():
     colour = charts.TOKEN_COLORS["rejected draft"]
     rgb = ", ".join(str(int(colour[i:i + 2], 16)) for i in (1, 3, 5))
     assert charts.rejected_css_selector() == f'.token-pane .token[style*="{rgb}"] .text'
+
+
+def timed(method: str, ms: list[float], labels: tuple[str, ...] = ("target",)) -> list[StepEvent]:
+    """One step per entry of ``ms`` (its ``step_s``), each with one token per label."""
+    return [StepEvent(method=method, step=i + 1, step_s=t / 1000,
+                      tokens=tuple(TokenRecord(i, f"<{i}{label[0]}>", label) for label in labels))
+            for i, t in enumerate(ms)]
+
+
+def race_figures(events, revision="race-1"):
+    summaries = {key: summarize(evs, key) for key, evs in events.items()}
+    return (charts.latency_figure(events, revision=revision), charts.cumulative_figure(events, revision=revision),
+            charts.acceptance_histogram_figure(summaries, revision=revision),
+            charts.position_acceptance_figure(summaries, revision=revision))
+
+
+def test_every_figure_keeps_the_users_zoom_for_the_whole_race():
+    """Issue 12 item 6: Plotly.react keeps zoom and hidden legend entries only while layout.uirevision is the
+    same: constant within a race (every redraw), new for the next race."""
+    events = {"ar": timed("ar", [50, 10]), "pass": timed("pass", [60, 12], ("accepted", "bonus"))}
+    for figure in race_figures(events, "race-1"):
+        assert figure.layout.uirevision == "race-1"
+    more = {"ar": timed("ar", [50, 10, 11, 9]), "pass": timed("pass", [60, 12, 13], ("accepted", "bonus"))}
+    assert [f.layout.uirevision for f in race_figures(more, "race-1")] == ["race-1"] * 4
+    view = race_view(events, True, True, False, False, revision="race-7")
+    assert [f.layout.uirevision for f in view.figures] == ["race-7"] * 4
+
+
+def test_mid_race_charts_get_sensible_axes():
+    """Issue 12 item 6: two steps at 782 and 784 ms drew a y axis 782-784 and an x axis -1..6: y now starts
+    at 0 and the step axis spans steps up to at least MIN_STEPS_SHOWN."""
+    events = {"ar": timed("ar", [900, 782, 784])}
+    latency, cumulative, *_ = race_figures(events)
+    assert latency.layout.yaxis.rangemode == "tozero"
+    assert tuple(latency.layout.xaxis.range) == (charts.FIRST_PER_STEP - 0.5, charts.MIN_STEPS_SHOWN + 0.5)
+    assert cumulative.layout.xaxis.rangemode == "tozero" and cumulative.layout.yaxis.rangemode == "tozero"
+    long = {"ar": timed("ar", [1.0] * 25)}
+    assert latency_range(long) == (1.5, 25.5)  # past the minimum the axis follows the race
+
+
+def latency_range(events) -> tuple:
+    return tuple(charts.latency_figure(events).layout.xaxis.range)
+
+
+def test_latency_chart_leaves_out_the_prefill_step_and_the_run_line_states_it():
+    """Issue 12 item 6: the first step holds the prompt prefill: it is stated apart, not drawn as a spike."""
+    events = {"ar": timed("ar", [912.4, 10, 11]), "pass": timed("pass", [1500, 12], ("accepted", "bonus"))}
+    ar, ps = charts.latency_figure(events).data
+    assert list(ar.x) == [2, 3] and list(ar.y) == [10, 11] and list(ps.x) == [2]
+    assert charts.prefill_line(events) == ("**First step** (prompt prefill + first token, not in the latency "
+                                           "chart): AR 912 ms  ·  PaSS 1,500 ms")
+    assert charts.prefill_line({"ar": []}) == ""
+    assert "AR 912 ms" in race_view(events, True, True, False, False).run_line
+    assert len(charts.cumulative_figure(events).data[0].x) == 4  # the race itself keeps every step (and 0)
+
+
+def test_legends_sit_under_the_axes():
+    """Issue 12 item 6: a legend above the plot wrapped over the axes on a phone; it now sits under the x axis."""
+    for figure in race_figures({"ar": timed("ar", [5, 5]), "pass": timed("pass", [5, 5], ("accepted",))}):
+        assert figure.layout.legend.yref == "container" and figure.layout.legend.yanchor == "bottom"
+        assert figure.layout.legend.y == 0
+
+
+def test_each_pane_legend_lists_only_the_labels_its_method_can_produce():
+    """Issue 12 item 6: the AR pane listed all six labels; plain AR (no drafter) writes AR target tokens only."""
+    assert list(charts.pane_colours("ar")) == ["AR target"]
+    for key, method in METHODS.items():
+        expected = {"AR target"} if method.drafter is None else \
+            {"exact", "accepted draft", "rejected draft", "resampled", "bonus"}
+        assert set(charts.pane_colours(key)) == expected, key
+        assert all(charts.pane_colours(key)[label] == charts.TOKEN_COLORS[label] for label in expected)
+    assert charts.pane_colours("unregistered") == charts.TOKEN_COLORS
+
+
+def test_panes_mark_step_boundaries():
+    """Issue 12 item 6: an unlabelled mark between two steps (none before the first, none for a step that
+    adds no text), drawn as a bar by the page's CSS; the text without the marks is the output."""
+    events = [StepEvent(method="pass", step=1, tokens=(TokenRecord(1, "A", "exact"),)),
+              StepEvent(method="pass", step=2, tokens=(TokenRecord(2, "b", "accepted"), TokenRecord(3, "x", "rejected"),
+                                                       TokenRecord(4, "c", "resampled"))),
+              StepEvent(method="pass", step=3, tokens=(TokenRecord(5, "", "exact"),)),  # half a character
+              StepEvent(method="pass", step=4, tokens=(TokenRecord(6, "é", "exact"),))]
+    mark = (charts.STEP_MARK, None)
+    assert charts.highlighted_tokens(events) == [("A", "exact"), mark, ("b", "accepted draft"), ("x", "rejected draft"),
+                                                 ("c", "resampled"), mark, ("é", "exact")]
+    assert charts.pane_text(charts.highlighted_tokens(events, show_rejected=False)) == "Abcé"
+    assert mark not in charts.highlighted_tokens(events, step_marks=False)
+    assert charts.STEP_MARK_CSS_SELECTOR in PAGE_CSS
+
+
+def test_page_css_keeps_blank_lines():
+    """Issue 12 item 6: gradio draws each newline as an empty .line-break; two in a row (a blank line between
+    paragraphs) collapsed. (The browser test checks the height it gets.)"""
+    assert ".token-pane .line-break + .line-break {height: 1.2em}" in PAGE_CSS
 
 
 # --- bench_html -------------------------------------------------------------------------------

@@ -46,6 +46,16 @@ TOKEN_COLORS: dict[str, str] = {
 
 _AXIS = dict(gridcolor="#e5e7eb", zerolinecolor="#d1d5db", linecolor="#9ca3af", showline=True)
 
+#: A pane's step separator: an unlabelled zero-width space between two steps' tokens, drawn as a thin bar by
+#: the page's CSS (``STEP_MARK_CSS_SELECTOR``) so that a student can count the tokens of each step.
+STEP_MARK = "\u200b"
+STEP_MARK_CSS_SELECTOR = ".token-pane .token:not(.highlighted):has(.text.unlabeled)"
+#: Step axes span at least this many steps, so that a chart with one or two points mid-race keeps sane axes.
+MIN_STEPS_SHOWN = 10
+#: The first step holds the prompt prefill (and, without a warm-up, one-time set-up costs): the latency chart
+#: starts after it and the run line states its time apart (``prefill_line``).
+FIRST_PER_STEP = 2
+
 
 def short_name(key: str) -> str:
     """The registered method's short name (legends, metric lines); the key itself if unregistered."""
@@ -65,6 +75,17 @@ def legend_names(keys, fused: bool = False) -> dict[str, str]:
             for key in keys}
 
 
+def pane_colours(key: str) -> dict[str, str]:
+    """The token colours (label -> colour) a method's pane can show, for its legend: plain AR
+    (``METHODS[key].drafter is None``) writes only "AR target" tokens, a drafting method every other label.
+    An unregistered key gets every label."""
+    method = METHODS.get(key)
+    if method is None:
+        return dict(TOKEN_COLORS)
+    target = TOKEN_LABELS["target"]
+    return {label: c for label, c in TOKEN_COLORS.items() if (label == target) == (method.drafter is None)}
+
+
 def rejected_css_selector() -> str:
     """CSS selector of a rejected draft's text in a ``gr.HighlightedText`` pane.
 
@@ -75,40 +96,60 @@ def rejected_css_selector() -> str:
     return f'.token-pane .token[style*="{rgb}"] .text'
 
 
-def _layout(x_title: str, y_title: str, **extra) -> dict:
-    # no title: the gr.Plot label names the chart
+def _layout(x_title: str, y_title: str, revision: str = "race", **extra) -> dict:
+    # no title: the gr.Plot label names the chart (its badge covers the top left: hence the top margin). The
+    # legend sits at the bottom of the figure, under the x-axis title (Plotly widens the bottom margin to fit
+    # it), so that however many rows it wraps into on a phone it never covers an axis or its title.
+    # uirevision: Plotly.react keeps the user's zoom and hidden legend entries while it stays the same.
     layout = dict(
-        height=300, margin=dict(l=55, r=15, t=30, b=45),
+        height=340, margin=dict(l=55, r=15, t=35, b=10), uirevision=revision,
         paper_bgcolor="white", plot_bgcolor="white", font=dict(size=12),
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0),
+        legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0),
         xaxis=dict(title=dict(text=x_title), **_AXIS), yaxis=dict(title=dict(text=y_title), **_AXIS),
     )
     layout.update(extra)
     return layout
 
 
-def highlighted_tokens(events: list[StepEvent], show_rejected: bool = True) -> list[tuple[str, str]]:
+def highlighted_tokens(events: list[StepEvent], show_rejected: bool = True,
+                       step_marks: bool = True) -> list[tuple[str, str | None]]:
     """A ``gr.HighlightedText`` value: one (text, label) pair per token, in stream order.
 
     Args:
         events: one method's step events so far.
         show_rejected: keep rejected drafts (labelled "rejected draft", whitespace made
             visible by ``visible_text``); they are not part of the output, so hiding them
-            leaves exactly the output text.
+            leaves exactly the output text (once the step marks are taken out).
+        step_marks: put ``(STEP_MARK, None)`` between two steps' tokens.
 
     Returns:
-        [(text piece, label from ``TOKEN_LABELS``)]; tokens whose piece is "" (half of a
-        multi-byte character) are left out: their text arrives with a later token.
+        [(text piece, label from ``TOKEN_LABELS``, or None for a step mark)]; tokens whose piece
+        is "" (half of a multi-byte character) are left out: their text arrives with a later token.
     """
     out = []
     for event in events:
+        step = []
         for token in event.tokens:
             if token.committed:
                 if token.text:
-                    out.append((token.text, TOKEN_LABELS[token.label]))
+                    step.append((token.text, TOKEN_LABELS[token.label]))
             elif show_rejected:
-                out.append((visible_text(token.text), TOKEN_LABELS[token.label]))
+                step.append((visible_text(token.text), TOKEN_LABELS[token.label]))
+        if step and out and step_marks:
+            out.append((STEP_MARK, None))
+        out.extend(step)
     return out
+
+
+def pane_text(value: list[tuple[str, str | None]]) -> str:
+    """The text of a pane value (``highlighted_tokens``) without its step marks."""
+    return "".join(text for text, label in value if label is not None)
+
+
+def _step_axis(events: dict[str, list[StepEvent]], first: int = 1) -> dict:
+    """An x axis over steps ``first``..max(last step, ``MIN_STEPS_SHOWN``), whole steps only."""
+    last = max((e.step for evs in events.values() for e in evs), default=0)
+    return dict(range=[first - 0.5, max(last, MIN_STEPS_SHOWN) + 0.5], tickformat="d")
 
 
 def visible_text(text: str) -> str:
@@ -122,27 +163,44 @@ def visible_text(text: str) -> str:
     return text.replace(" ", "␣") if not text.strip() else text
 
 
-def latency_figure(events: dict[str, list[StepEvent]], names: dict[str, str] | None = None) -> go.Figure:
-    """Model compute time of every step in ms (``step_s``), one line per method.
+def latency_figure(events: dict[str, list[StepEvent]], names: dict[str, str] | None = None,
+                   revision: str = "race") -> go.Figure:
+    """Model compute time of every step from step ``FIRST_PER_STEP`` on, in ms (``step_s``), one line per method.
+
+    The first step (prompt prefill) is left out: its time is of another order and is stated apart
+    (``prefill_line``). The y axis starts at 0; the x axis spans at least ``MIN_STEPS_SHOWN`` steps.
 
     Args:
         events: method key -> its events so far.
         names: method key -> legend name (default: ``legend_names``).
+        revision: Plotly ``uirevision``, the same for every redraw of one race (keeps the user's zoom).
     """
     names = names or legend_names(events)
-    traces = [go.Scatter(x=[e.step for e in evs], y=[e.step_s * 1000 for e in evs], name=names[key],
-                         mode="lines+markers", marker=dict(size=4), line=dict(color=colour(key)))
-              for key, evs in events.items()]
-    layout = _layout("step", "ms (model compute)")
-    layout["yaxis"].update(tickformat=",.0f")  # plain milliseconds, even after a 20 s prefill of a huge prompt
+    traces = []
+    for key, evs in events.items():
+        later = [e for e in evs if e.step >= FIRST_PER_STEP]
+        traces.append(go.Scatter(x=[e.step for e in later], y=[e.step_s * 1000 for e in later], name=names[key],
+                                 mode="lines+markers", marker=dict(size=4), line=dict(color=colour(key))))
+    layout = _layout("step (after the first: prompt prefill)", "ms (model compute)", revision)
+    layout["xaxis"].update(_step_axis(events, FIRST_PER_STEP))
+    layout["yaxis"].update(tickformat=",.0f", rangemode="tozero")
     return go.Figure(traces, layout)
 
 
-def cumulative_figure(events: dict[str, list[StepEvent]], names: dict[str, str] | None = None) -> go.Figure:
-    """Generated tokens against accumulated compute time (s): the race itself.
+def prefill_line(events: dict[str, list[StepEvent]]) -> str:
+    """Markdown: each method's first step in ms (the prompt prefill and the first token), kept out of the
+    latency chart; "" before any method has a step."""
+    parts = [f"{short_name(key)} {evs[0].step_s * 1000:,.0f} ms" for key, evs in events.items() if evs]
+    return ("**First step** (prompt prefill + first token, not in the latency chart): " + "  ·  ".join(parts)
+            if parts else "")
+
+
+def cumulative_figure(events: dict[str, list[StepEvent]], names: dict[str, str] | None = None,
+                      revision: str = "race") -> go.Figure:
+    """Generated tokens against accumulated compute time (s): the race itself (both axes from 0).
 
     The steeper line is the faster method; at equal compute time (the fair race of
-    algorithms.md section 7) the higher line has produced more text.
+    algorithms.md section 7) the higher line has produced more text. ``revision``: Plotly ``uirevision``.
     """
     names = names or legend_names(events)
     traces = []
@@ -150,7 +208,10 @@ def cumulative_figure(events: dict[str, list[StepEvent]], names: dict[str, str] 
         x = [0.0, *accumulate(e.step_s for e in evs)]
         y = [0, *accumulate(len(e.new_token_ids) for e in evs)]
         traces.append(go.Scatter(x=x, y=y, name=names[key], mode="lines", line=dict(shape="hv", color=colour(key))))
-    return go.Figure(traces, _layout("compute time (s)", "generated tokens"))
+    layout = _layout("compute time (s)", "generated tokens", revision)
+    layout["xaxis"].update(rangemode="tozero")
+    layout["yaxis"].update(rangemode="tozero")
+    return go.Figure(traces, layout)
 
 
 def _drafting(summaries: dict[str, RunSummary | None]) -> dict[str, RunSummary | None]:
@@ -159,12 +220,13 @@ def _drafting(summaries: dict[str, RunSummary | None]) -> dict[str, RunSummary |
 
 
 def acceptance_histogram_figure(summaries: dict[str, RunSummary | None],
-                                names: dict[str, str] | None = None) -> go.Figure:
+                                names: dict[str, str] | None = None, revision: str = "race") -> go.Figure:
     """Share of verification steps that accepted 0, 1, ..., k drafts (``RunSummary.acceptance_histogram``).
 
     Args:
         summaries: method key -> its summary so far (None before its first step); AR is skipped.
         names: method key -> legend name (default: ``legend_names``).
+        revision: Plotly ``uirevision``, the same for every redraw of one race.
 
     Returns:
         One bar group per accepted-draft count, one bar per drafting method.
@@ -175,19 +237,20 @@ def acceptance_histogram_figure(summaries: dict[str, RunSummary | None],
         hist = summary.acceptance_histogram if summary else []
         bars.append(go.Bar(x=list(range(len(hist))), y=hist, name=names[key], marker=dict(color=colour(key)),
                            text=[f"{h:.0%}" for h in hist], textposition="outside", cliponaxis=False))
-    layout = _layout("accepted drafts in the step", "share of verification steps", barmode="group")
+    layout = _layout("accepted drafts in the step", "share of verification steps", revision, barmode="group")
     layout["xaxis"].update(dtick=1, zeroline=False)
     layout["yaxis"].update(range=[0, 1.1], tickformat=".0%")
     return go.Figure(bars, layout)
 
 
 def position_acceptance_figure(summaries: dict[str, RunSummary | None],
-                               names: dict[str, str] | None = None) -> go.Figure:
+                               names: dict[str, str] | None = None, revision: str = "race") -> go.Figure:
     """Acceptance by draft position i, conditional and unconditional (algorithms.md section 6).
 
     Args:
         summaries: method key -> its summary so far (None before its first step); AR is skipped.
         names: method key -> legend name (default: ``legend_names``).
+        revision: Plotly ``uirevision``, the same for every redraw of one race.
 
     Returns:
         Per drafting method a solid bar (conditional: accepted given verification reached i)
@@ -206,7 +269,7 @@ def position_acceptance_figure(summaries: dict[str, RunSummary | None],
         traces.append(go.Bar(x=x, y=uncond, name=f"{names[key]}: unconditional",
                              marker=dict(color="white", line=dict(color=c, width=1.5),
                                          pattern=dict(shape="/", fgcolor=c))))
-    layout = _layout("draft position", "acceptance", barmode="group")
+    layout = _layout("draft position", "acceptance", revision, barmode="group")
     layout["yaxis"].update(range=[0, 1.05], tickformat=".0%")
     return go.Figure(traces, layout)
 

@@ -13,6 +13,15 @@ import re
 from pass_core.registry import METHODS
 from pass_core.settings import DecodeSettings
 
+#: The example prompts offered under the prompt box.
+EXAMPLES = [
+    "Write a Python function that checks whether a string is a palindrome.",
+    "Tell a short story about a lighthouse keeper who finds a message in a bottle.",
+    "Explain in simple words how a rainbow forms.",
+    "List five tips for learning a new language.",
+    "Explique en quelques phrases pourquoi le ciel est bleu.",
+]
+
 #: The numeric inputs in the order of the race's arguments: setting -> (label, step, hint shown after the range).
 NUMERIC_INPUTS: dict[str, tuple[str, float, str]] = {
     "num_lookahead": ("look-ahead tokens L", 1, "drafts per step: L learned [LA] tokens (PaSS), k [MASK] tokens "

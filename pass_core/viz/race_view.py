@@ -18,6 +18,14 @@ from pass_core.settings import SETTING_RANGES
 from . import race_charts as charts
 from .race_inputs import ZEROGPU_MAX_S
 
+#: The page's header: the title and one line, short enough to leave the prompt on a phone's first screen.
+TITLE = "# PaSS Playground\nSpeculative decoding races plain autoregressive decoding on one model."
+#: The longer introduction, folded under "Model and drafters" with the model and drafter lines.
+INTRO = ("Watch **PaSS** (parallel speculative sampling, Monea, Joulin & Grave 2023) race plain **autoregressive** "
+         "decoding on the same model: one model drafts for itself with learned look-ahead tokens, and verification "
+         "keeps its output distribution exact. **ParallelSpec** (Xiao et al. 2024) joins the race with a small "
+         "trained parallel drafter.")
+
 #: Metrics shown under the panes (keys of ``race_charts.metric_texts``), with the label shown to people.
 METRIC_LABELS = {
     "tokens_per_s": "tokens/s",
@@ -27,14 +35,24 @@ METRIC_LABELS = {
     "acceptance_rate": "draft acceptance rate",
 }
 
-#: Page CSS: tight token boxes, rejected drafts struck through (a mark that does not rely on colour alone), and
-#: the range sliders beside the number boxes without their own number box (it clamps typed values silently).
+#: Page CSS: tight token boxes; rejected drafts struck through (a mark that does not rely on colour alone); a
+#: blank line between paragraphs kept (gradio draws each newline as an empty ``.line-break`` of no height, so
+#: two in a row collapse into one); a thin bar between steps (``race_charts.STEP_MARK``); the range sliders
+#: beside the number boxes without their own number box (it clamps typed values silently); on a narrow screen
+#: a smaller title.
 PAGE_CSS = f"""
 .range-aid .head {{display: none}}
 .token-pane {{min-height: 220px}}
 .token-pane .textfield {{font-size: 15px; line-height: 1.8}}
 .token-pane .token.highlighted {{margin: 0 1px 2px 0 !important; padding: 1px 1px !important}}
+.token-pane .text {{white-space: pre-wrap}}
+.token-pane .line-break + .line-break {{height: 1.2em}}
+{charts.STEP_MARK_CSS_SELECTOR} {{border-left: 2px solid #6b7280; width: 0; margin: 2px 2px 4px 1px;
+    overflow: hidden; padding: 0 !important}}
 {charts.rejected_css_selector()} {{text-decoration: line-through}}
+@media (max-width: 640px) {{
+  #page-title h1 {{font-size: 1.4em; margin: 0}}
+}}
 """
 
 
@@ -49,7 +67,7 @@ class RaceView:
         figures: latency, tokens vs compute time, acceptance histogram, acceptance by position;
             None when the charts are not redrawn this time.
         run_line: markdown, "Racing…" or "Finished.", the caller's note, a line per method that wrote nothing
-            (``empty_output_notes``) and one compute line per method.
+            (``empty_output_notes``), one compute line per method and each method's first step (prefill) time.
     """
 
     panes: dict[str, list[tuple[str, str]]]
@@ -87,7 +105,7 @@ def empty_output_notes(events: dict[str, list[StepEvent]], chat_template: bool =
 
 def race_view(events: dict[str, list[StepEvent]], show_rejected: bool, greedy: bool, fused: bool,
               finished: bool, with_figures: bool = True, chat_template: bool = True, note: str = "",
-              dtype: str = "float32") -> RaceView:
+              dtype: str = "float32", revision: str = "race") -> RaceView:
     """Build every displayed value from the race's events (pure: no model, no Gradio).
 
     Args:
@@ -100,22 +118,25 @@ def race_view(events: dict[str, list[StepEvent]], show_rejected: bool, greedy: b
         chat_template: the prompts were wrapped in the chat template (``empty_output_notes`` advice).
         note: markdown put in the run line under "Racing…" / "Finished." (e.g. a cap on max new tokens).
         dtype: the model's dtype, for the greedy check's near-tie judgement.
+        revision: the figures' Plotly ``uirevision``: one value per race, so that redraws keep the user's zoom
+            and hidden legend entries, and a new race starts afresh.
     """
     summaries = {key: summarize(evs, key) for key, evs in events.items()}
     summaries = {key: (s if s.steps else None) for key, s in summaries.items()}
     names = charts.legend_names(events, fused)
     figures = None
     if with_figures:
-        figures = (charts.latency_figure(events, names), charts.cumulative_figure(events, names),
-                   charts.acceptance_histogram_figure(summaries, names),
-                   charts.position_acceptance_figure(summaries, names))
+        figures = (charts.latency_figure(events, names, revision), charts.cumulative_figure(events, names, revision),
+                   charts.acceptance_histogram_figure(summaries, names, revision),
+                   charts.position_acceptance_figure(summaries, names, revision))
     return RaceView(
         panes={key: charts.highlighted_tokens(evs, show_rejected) for key, evs in events.items()},
         metrics=charts.metric_texts(summaries),
         greedy_check=charts.greedy_check(events, greedy, finished, dtype),
         figures=figures,
         run_line="  \n".join([("**Finished.**" if finished else "**Racing…**"), *([note] if note else []),
-                                *empty_output_notes(events, chat_template), charts.compute_line(summaries)]),
+                                *empty_output_notes(events, chat_template), charts.compute_line(summaries),
+                                *filter(None, [charts.prefill_line(events)])]),
     )
 
 
