@@ -18,6 +18,7 @@ import pytest
 from pass_core import bench, generate, registry
 from pass_core.registry import BASELINE, METHODS
 from pass_core.viz import race_charts as charts
+from pass_core.viz import race_text
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -94,7 +95,7 @@ def test_charts_take_names_and_colours_from_the_registry(echo):
     hist = charts.acceptance_histogram_figure(summaries)
     assert [(t.name, t.marker.color) for t in hist.data] == \
         [(m.short_name, m.colour) for key, m in METHODS.items() if key != BASELINE]
-    metrics = charts.metric_texts(summaries)
+    metrics = race_text.metric_texts(summaries)
     for m in METHODS.values():
         assert f"{m.short_name} " in metrics["tokens_per_s"], m.key
     assert charts.legend_names(METHODS, fused=True) == \

@@ -17,6 +17,7 @@ from pass_core.events import RunSummary, StepEvent, TokenRecord, summarize
 from pass_core.registry import METHODS
 from pass_core.viz import bench_html
 from pass_core.viz import race_charts as charts
+from pass_core.viz import race_text
 from pass_core.viz import race_inputs
 from pass_core.viz.race_view import PAGE_CSS, empty_output_notes, race_view
 
@@ -35,17 +36,17 @@ def summary(**fields) -> RunSummary:
 # --- race_charts ------------------------------------------------------------------------------
 
 def test_greedy_check_points_at_first_divergence():
-    same = charts.greedy_check({"ar": events_of("ar", [1, 2, 3]), "pass": events_of("pass", [1, 2, 3])}, True, True)
+    same = race_text.greedy_check({"ar": events_of("ar", [1, 2, 3]), "pass": events_of("pass", [1, 2, 3])}, True, True)
     assert same == "✓ **Greedy check: PaSS output is identical to AR** (3 tokens)."
-    message = charts.greedy_check({"ar": events_of("ar", [1, 2, 3]), "pass": events_of("pass", [1, 5, 3])}, True, True)
+    message = race_text.greedy_check({"ar": events_of("ar", [1, 2, 3]), "pass": events_of("pass", [1, 5, 3])}, True, True)
     assert "PaSS differs from AR at token 1" in message and "<2>" in message and "<5>" in message
     assert "after `'<1>'`" in message  # the reference's text before the difference
-    three = charts.greedy_check({"ar": events_of("ar", [1, 2]), "pass": events_of("pass", [1, 2]),
+    three = race_text.greedy_check({"ar": events_of("ar", [1, 2]), "pass": events_of("pass", [1, 2]),
                                  "parallelspec": events_of("parallelspec", [1, 2, 4])}, True, True)
     assert "PaSS output is identical" in three and "ParallelSpec: same first 2 tokens" in three
-    running = charts.greedy_check({"ar": events_of("ar", [1, 2]), "pass": events_of("pass", [1])}, True, False)
+    running = race_text.greedy_check({"ar": events_of("ar", [1, 2]), "pass": events_of("pass", [1])}, True, False)
     assert running.startswith("…") and "1 tokens compared" in running
-    assert "by design" in charts.greedy_check({"ar": [], "pass": []}, False, True)
+    assert "by design" in race_text.greedy_check({"ar": [], "pass": []}, False, True)
 
 
 def test_unreached_draft_position_draws_no_bar():
@@ -60,7 +61,7 @@ def test_unreached_draft_position_draws_no_bar():
 def test_compute_line_counts_drafter_passes_apart():
     with_drafter = summary(method="parallelspec", tokens=40, steps=30, verification_steps=25, forward_passes=40,
                            drafter_passes=40, compute_time_s=1.0, ms_per_step=33.3)
-    line = charts.compute_line({"ar": summary(method="ar", tokens=40, steps=40, forward_passes=40),
+    line = race_text.compute_line({"ar": summary(method="ar", tokens=40, steps=40, forward_passes=40),
                                 "parallelspec": with_drafter, "pass": None})
     assert line.splitlines()[0].startswith("**AR** 40 tokens in 40 steps, 40 forward passes,")
     assert "**ParallelSpec** 40 tokens in 30 steps (25 verification steps), 40 target + 40 drafter passes" in line
@@ -71,7 +72,7 @@ def test_metric_texts_use_the_speedup_and_short_names():
     ar = summary(method="ar", tokens=10, steps=10, tokens_per_s=20.0, tokens_per_forward_pass=1.0)
     ps = summary(method="pass", tokens=10, steps=4, tokens_per_s=30.0, accepted_drafts=3, drafted_tokens=8,
                  acceptance_rate=3 / 8)
-    texts = charts.metric_texts({"ar": ar, "pass": ps, "parallelspec": None})
+    texts = race_text.metric_texts({"ar": ar, "pass": ps, "parallelspec": None})
     assert texts["speedup"] == "PaSS 1.50×  ·  ParallelSpec –×"
     assert texts["acceptance_rate"] == "PaSS 37.5% (3 of 8 drafts)  ·  ParallelSpec –"
     assert texts["tokens_per_s"] == "AR 20.0  ·  PaSS 30.0  ·  ParallelSpec –"
@@ -130,9 +131,9 @@ def test_latency_chart_leaves_out_the_prefill_step_and_the_run_line_states_it():
     events = {"ar": timed("ar", [912.4, 10, 11]), "pass": timed("pass", [1500, 12], ("accepted", "bonus"))}
     ar, ps = charts.latency_figure(events).data
     assert list(ar.x) == [2, 3] and list(ar.y) == [10, 11] and list(ps.x) == [2]
-    assert charts.prefill_line(events) == ("**First step** (prompt prefill + first token, not in the latency "
+    assert race_text.prefill_line(events) == ("**First step** (prompt prefill + first token, not in the latency "
                                            "chart): AR 912 ms  ·  PaSS 1,500 ms")
-    assert charts.prefill_line({"ar": []}) == ""
+    assert race_text.prefill_line({"ar": []}) == ""
     assert "AR 912 ms" in race_view(events, True, True, False, False).run_line
     assert len(charts.cumulative_figure(events).data[0].x) == 4  # the race itself keeps every step (and 0)
 
@@ -354,9 +355,9 @@ def test_greedy_check_explains_near_ties_by_dtype():
                 for i, (t, m) in enumerate(zip(ids, margins))]
 
     events = {"ar": with_margins("ar", [1, 2, 3], [4.0, 0.02, 4.0]), "pass": with_margins("pass", [1, 5, 3], [4.0, 0.03, 4.0])}
-    bf16 = charts.greedy_check(events, True, True, "torch.bfloat16")
+    bf16 = race_text.greedy_check(events, True, True, "torch.bfloat16")
     assert "0.02 logits apart" in bf16 and "near-tie within bfloat16 rounding" in bf16 and "not an error" in bf16
-    fp32 = charts.greedy_check(events, True, True, "float32")
+    fp32 = race_text.greedy_check(events, True, True, "float32")
     assert "far beyond float32 rounding: this is an error" in fp32
-    assert "logits apart" not in charts.greedy_check({"ar": events_of("ar", [1, 2]), "pass": events_of("pass", [1, 3])},
+    assert "logits apart" not in race_text.greedy_check({"ar": events_of("ar", [1, 2]), "pass": events_of("pass", [1, 3])},
                                                      True, True)  # no margins (sampling-era events): no claim

@@ -16,6 +16,7 @@ from pass_core.registry import METHODS
 from pass_core.settings import SETTING_RANGES
 
 from . import race_charts as charts
+from . import race_text as text
 from .race_inputs import ZEROGPU_MAX_S
 
 #: The page's header: the title and one line, short enough to leave the prompt on a phone's first screen.
@@ -131,12 +132,12 @@ def race_view(events: dict[str, list[StepEvent]], show_rejected: bool, greedy: b
                    charts.position_acceptance_figure(summaries, names, revision))
     return RaceView(
         panes={key: charts.highlighted_tokens(evs, show_rejected) for key, evs in events.items()},
-        metrics=charts.metric_texts(summaries),
-        greedy_check=charts.greedy_check(events, greedy, finished, dtype),
+        metrics=text.metric_texts(summaries),
+        greedy_check=text.greedy_check(events, greedy, finished, dtype),
         figures=figures,
         run_line="  \n".join([("**Finished.**" if finished else "**Racing…**"), *([note] if note else []),
-                                *empty_output_notes(events, chat_template), charts.compute_line(summaries),
-                                *filter(None, [charts.prefill_line(events)])]),
+                                *empty_output_notes(events, chat_template), text.compute_line(summaries),
+                                *filter(None, [text.prefill_line(events)])]),
     )
 
 

@@ -1,0 +1,128 @@
+"""The race's text lines, from events and summaries alone: the metric strings, the compute line,
+the first-step line and the greedy check (``pass_core.events.compare_outputs``). Plain markdown; no
+figures, no Gradio. Figures live in ``race_charts``.
+"""
+
+from __future__ import annotations
+
+from pass_core.events import RunSummary, StepEvent, compare_outputs, rounding_tolerance, speedup
+from pass_core.registry import BASELINE
+
+from .race_charts import FIRST_PER_STEP, drafting_summaries, short_name
+
+
+def prefill_line(events: dict[str, list[StepEvent]]) -> str:
+    """Markdown: each method's first step in ms (the prompt prefill and the first token), kept out of the
+    latency chart; "" before any method has a step."""
+    parts = [f"{short_name(key)} {evs[0].step_s * 1000:,.0f} ms" for key, evs in events.items() if evs]
+    return ("**First step** (prompt prefill + first token, not in the latency chart): " + "  ·  ".join(parts)
+            if parts else "")
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "–" if value is None else format(value, spec)
+
+
+def _reference(keys) -> str:
+    """The method others are compared with: the baseline (AR) when it races, else the first one."""
+    keys = list(keys)
+    return BASELINE if BASELINE in keys else keys[0]
+
+
+def metric_texts(summaries: dict[str, RunSummary | None]) -> dict[str, str]:
+    """Display strings of the headline metrics, keyed like ``METRIC_FORMULAS``.
+
+    Args:
+        summaries: method key -> its summary so far, or None before its first step; the order
+            is the race's.
+
+    Returns:
+        One string per metric, each naming the methods ("AR 16.1  ·  PaSS 12.0"). The speed-up
+        (``pass_core.events.speedup``) is against AR when AR races, else against the first method.
+    """
+    def each(attr: str, spec: str) -> str:
+        return "  ·  ".join(f"{short_name(k)} {_fmt(s and getattr(s, attr), spec)}" for k, s in summaries.items())
+
+    base = _reference(summaries)
+    ratios = [f"{short_name(k)} {_fmt(speedup(s, summaries[base]), '.2f')}×"
+              for k, s in summaries.items() if k != base]
+    rates = []
+    for key, s in drafting_summaries(summaries).items():
+        rate = "–" if s is None or s.acceptance_rate is None else \
+            f"{s.acceptance_rate:.1%} ({s.accepted_drafts} of {s.drafted_tokens} drafts)"
+        rates.append(f"{short_name(key)} {rate}")
+    return {
+        "tokens_per_s": each("tokens_per_s", ".1f"),
+        "speedup": "  ·  ".join(ratios) + ("" if base == BASELINE else
+                                           f" (vs {short_name(base)}; {short_name(BASELINE)} not racing)"),
+        "tokens_per_forward_pass": each("tokens_per_forward_pass", ".2f"),
+        "mean_accepted_tokens": each("mean_accepted_tokens", ".2f"),
+        "acceptance_rate": "  ·  ".join(rates) or "–",
+    }
+
+
+def compute_line(summaries: dict[str, RunSummary | None]) -> str:
+    """One markdown line of compute facts per method: tokens, steps (and how many verified drafts),
+    forward passes (target + drafter when a separate drafter model ran), compute time, ms per step."""
+    parts = []
+    for key, s in summaries.items():
+        if not s or not s.steps:
+            continue
+        steps = f"{s.steps} steps" + (f" ({s.verification_steps} verification steps)" if key != BASELINE else "")
+        passes = (f"{s.forward_passes} target + {s.drafter_passes} drafter passes" if s.drafter_passes
+                  else f"{s.forward_passes} forward passes")
+        parts.append(f"**{short_name(key)}** {s.tokens} tokens in {steps}, {passes}, "
+                     f"{s.compute_time_s:.2f} s compute ({s.ms_per_step:.1f} ms/step)")
+    return "  \n".join(parts)
+
+
+def _tie_note(c, dtype: str) -> str:
+    """Why two greedy outputs differ: a near-tie within the dtype's rounding, or a real error."""
+    near = c.near_tie(dtype)
+    if near is None:
+        return ""
+    margin, name = min(m for m in (c.reference_margin, c.other_margin) if m is not None), dtype.replace("torch.", "")
+    if near:
+        return (f" The top two tokens were {margin:.3g} logits apart there: a near-tie within {name} rounding "
+                f"(up to {rounding_tolerance(name):.2g}), where passes over several tokens may round the other "
+                "way; not an error. Use float32 for exact agreement.")
+    return f" The top two tokens were {margin:.3g} logits apart, far beyond {name} rounding: this is an error."
+
+
+def greedy_check(events: dict[str, list[StepEvent]], greedy: bool, finished: bool, dtype: str = "float32") -> str:
+    """Markdown saying whether each method's output equals the reference's (greedy only), and where
+    it first differs (``pass_core.events.compare_outputs``).
+
+    In greedy mode speculative decoding must reproduce AR token for token; a difference
+    points at numerics (batched verification rounding differently near a tie) or a bug.
+
+    Args:
+        events: method key -> its events so far, in race order. The reference is AR when it
+            races, else the first method (the drafting methods must then agree with each other).
+        greedy: temperature 0.
+        finished: the race is over (lengths are compared only then).
+        dtype: the model's weights' dtype: at a difference, the logit margin of the top two tokens
+            says whether it is a near-tie within its rounding (``OutputComparison.near_tie``).
+    """
+    if not greedy:
+        return ("Sampling (temperature > 0): the outputs differ by design; speculative decoding keeps "
+                "the target model's distribution, not its exact draws.")
+    ref_key = _reference(events)
+    ref_name = short_name(ref_key)
+    lines = []
+    for key, evs in events.items():
+        if key == ref_key:
+            continue
+        c, name = compare_outputs(events[ref_key], evs), short_name(key)
+        if c.first_difference is not None:
+            lines.append(f"✗ **{name} differs from {ref_name} at token {c.first_difference}** (0-based): "
+                         f"{ref_name} `{c.reference_text!r}` vs {name} `{c.other_text!r}`, after `{c.context!r}`."
+                         + _tie_note(c, dtype))
+        elif finished and c.identical:
+            lines.append(f"✓ **Greedy check: {name} output is identical to {ref_name}** ({c.compared} tokens).")
+        elif finished:
+            lines.append(f"✗ **{name}: same first {c.compared} tokens as {ref_name}, but different lengths**: "
+                         f"{ref_name} {c.reference_tokens} tokens, {name} {c.other_tokens}.")
+        else:
+            lines.append(f"… Greedy check: {name} identical to {ref_name} so far ({c.compared} tokens compared).")
+    return "  \n".join(lines)
