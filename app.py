@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -26,15 +28,19 @@ if not hasattr(spaces, "GPU"):  # absent, or only this repo's spaces/ folder see
 import gradio as gr
 
 from pass_core.events import METRIC_FORMULAS
+from pass_core.lab import MAX_RUNS, run_lab
 from pass_core.model_holder import ModelHolder, ModelNotReady
 from pass_core.models import DEFAULT_MODEL, LoadedModel
 from pass_core.race import race
 from pass_core.registry import METHODS
 from pass_core.settings import SETTING_RANGES, DecodeSettings
+from pass_core.trace import load_trace, make_trace, save_trace
 from pass_core.viz.race_charts import highlighted_tokens, pane_colours
 from pass_core.viz.race_inputs import (EXAMPLES, NUMERIC_INPUTS, cap_for_zerogpu, chosen_methods, hide_paths, input_problems,
                                        methods_problem, prompt_problem, whole, zerogpu_duration)
 from pass_core.viz.race_view import INTRO, METRIC_LABELS, PAGE_CSS, TITLE, help_text, race_view, setting_range
+from pass_core.viz.teaching import (LAB_DEFAULT_RUNS, LAB_INTRO, LAB_PROMPT, THEORY_NEEDS_AR, lab_figure, lab_markdown,
+                                    replay_note, theory_view)
 
 #: The methods ticked when the page opens (every registered method can race).
 DEFAULT_RACE = ("ar", "pass", "parallelspec")
@@ -60,12 +66,13 @@ def user_error(message: str) -> gr.Error:
 
 
 def make_settings(num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, fused,
-                  chat_template=True) -> DecodeSettings:
+                  chat_template=True, inspect=False) -> DecodeSettings:
     """Validated ``DecodeSettings`` from UI values. Raises gr.Error naming the setting, its range and the value."""
     try:
         return DecodeSettings(num_lookahead=whole(num_lookahead), temperature=temperature, top_k=whole(top_k),
                               top_p=top_p, max_new_tokens=whole(max_new_tokens), seed=whole(seed),
-                              fused=bool(fused), chat_template=bool(chat_template))
+                              fused=bool(fused), chat_template=bool(chat_template),
+                              inspect=bool(inspect))
     except (TypeError, ValueError) as err:
         raise user_error(str(err)) from err
 
@@ -80,18 +87,23 @@ def race_keys(methods) -> tuple[str, ...]:
 
 def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finished: bool, drafter_note: str,
            charts_now: bool = True, *, chat_template: bool = True, run_note: str = "", dtype: str = "float32",
-           revision: str = "race") -> tuple:
+           revision: str = "race", trace_path: str | None = None) -> tuple:
     """Every output of the race (``race_view`` of the events so far), in ``build_demo``'s output order: one pane
     per registered method (empty when not racing; the page hides it), 5 metrics, greedy check, 4 figures (or
-    ``gr.skip()`` unless ``charts_now``: Plotly redraws are the browser's heaviest work), run line, drafter
-    line, ``gr.State`` dict. ``revision``: the figures' ``uirevision``, one per race (keeps the user's zoom)."""
+    ``gr.skip()`` unless ``charts_now``: Plotly redraws are the browser's heaviest work), the theory figure and
+    its sentences (``teaching.theory_view``; skipped like the figures), the trace download (``trace_path``;
+    skipped when None), run line, drafter line, ``gr.State`` dict. ``revision``: the figures' ``uirevision``,
+    one per race (keeps the user's zoom)."""
     view = race_view(events, show_rejected, greedy, fused, finished, with_figures=charts_now,
                      chat_template=chat_template, note=run_note, dtype=dtype, revision=revision)
+    theory = theory_view(events, revision) if charts_now else (gr.skip(), gr.skip())
     return (
         *(view.panes.get(key, []) for key in METHODS),
         *(view.metrics[key] for key in METRIC_LABELS),
         view.greedy_check,
         *(view.figures or (gr.skip(),) * 4),
+        *theory,
+        gr.skip() if trace_path is None else str(trace_path),
         view.run_line,
         drafter_note,
         {"events": events, "greedy": greedy, "fused": fused, "finished": finished, "note": drafter_note},
@@ -117,17 +129,19 @@ def drafters_for(loaded: LoadedModel, keys, settings: DecodeSettings) -> tuple[d
 
 def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
                  show_rejected=True, fused=False, methods=DEFAULT_RACE, chat_template=True, *,
-                 update_interval_s: float = UPDATE_INTERVAL_S, run_note: str = ""):
+                 update_interval_s: float = UPDATE_INTERVAL_S, run_note: str = "", inspect: bool = False):
     """Race the chosen methods (pass_core.race: fair interleaving by compute time) and stream the page.
 
     ``methods`` holds two or more keys of ``METHODS``. Yields the outputs of ``render`` at most
     every ``update_interval_s`` seconds of wall time (one more second per ``TOKENS_PER_EXTRA_S``
     tokens already shown, so that the browser keeps up and Stop stays responsive in long races),
-    and once more at the end; ``run_note`` goes into the run line. Raises gr.Error for bad settings,
-    fewer than two methods or a bad prompt.
+    and once more at the end; ``run_note`` goes into the run line. ``inspect``: events carry the token
+    inspector's data (``DecodeSettings.inspect``). The last yield offers the race as a JSON trace
+    (``pass_core.trace``) to download. Raises gr.Error for bad settings, fewer than two methods or a bad prompt.
     """
     keys = race_keys(methods)
-    settings = make_settings(num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, fused, chat_template)
+    settings = make_settings(num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, fused, chat_template,
+                             inspect)
     problem = prompt_problem(prompt)
     if problem:
         raise user_error(problem)
@@ -149,7 +163,54 @@ def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k,
                 yield render(events, show_rejected, settings.greedy, settings.fused, False, note, charts_now, **show)
     except ValueError as err:  # empty prompt, prompt too long, a drafter file for another model
         raise user_error(str(err)) from err
-    yield render(events, show_rejected, settings.greedy, settings.fused, True, note, **show)
+    path = save_trace(make_trace(loaded, prompt, settings, events), _trace_folder() / "pass-playground-trace.json")
+    yield render(events, show_rejected, settings.greedy, settings.fused, True, note, trace_path=str(path), **show)
+
+
+TRACES_KEPT = 64  # a long-running server keeps the newest race traces only
+
+
+def _trace_folder() -> Path:
+    """A new folder for one race's trace under one per-server folder; the oldest beyond ``TRACES_KEPT`` go."""
+    root = Path(tempfile.gettempdir()) / "pass-playground-traces"
+    root.mkdir(exist_ok=True)
+    for old in sorted(root.iterdir(), key=lambda p: p.stat().st_mtime)[:-TRACES_KEPT]:
+        shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(dir=root))
+
+
+def replay_handler(trace_file, show_rejected=True) -> tuple:
+    """Render a recorded race (a JSON trace from the download button or ``generate --trace``) into the race's
+    panes, metrics and charts, with no model: the outputs of ``render`` for the trace's events.
+
+    Raises gr.Error naming the file and what is wrong (no file, not JSON, another schema, a missing field).
+    """
+    if not trace_file:
+        raise user_error("Choose a trace file (.json) to replay first.")
+    path = trace_file if isinstance(trace_file, (str, Path)) else getattr(trace_file, "name", trace_file)
+    try:
+        trace = load_trace(path)
+    except ValueError as err:
+        raise user_error(str(err)) from err
+    s = trace.settings
+    return render(trace.events, show_rejected, s.greedy, s.fused, True, "Replayed from a trace: no files needed.",
+                  chat_template=s.chat_template, run_note=replay_note(trace), revision=f"replay-{time.time_ns()}")
+
+
+def lab_handler(loaded: LoadedModel, prompt, runs, progress=None, decode=str) -> tuple:
+    """The losslessness lab (``pass_core.lab.run_lab``): ``runs`` seeded continuations with every method and the
+    broken rule. ``progress``: a ``gr.Progress`` (or None), fed (runs done, runs in all); ``decode``: token id ->
+    text for the chart. Returns (``lab_figure``, ``lab_markdown``). Raises gr.Error for a bad prompt or N."""
+    problem = prompt_problem(prompt)
+    if problem:
+        raise user_error(problem)
+    feed = (lambda done, total: progress((done, total), desc="lab runs", unit="runs")) if progress else None
+    try:
+        result = run_lab(loaded, prompt, whole(runs), progress=feed)
+    except (TypeError, ValueError) as err:
+        raise user_error(str(err)) from err
+    names = {key: m.label for key, m in METHODS.items()}
+    return lab_figure(result, names, decode), lab_markdown(result, names)
 
 
 def validate_inputs(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected=True,
@@ -210,7 +271,8 @@ def numeric_input(name: str) -> gr.Number:
 
 
 def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
-    """Build the page around a model (a ``LoadedModel``, or a ``ModelHolder`` that may still be loading)."""
+    """Build the page around a model (a ``LoadedModel``, or a ``ModelHolder`` that may still be loading, or
+    ``ModelHolder.without_model()``: replay only)."""
     holder = model if isinstance(model, ModelHolder) else ModelHolder(model.name, loaded=model)
 
     def lookahead_line(num_lookahead, methods=DEFAULT_RACE) -> str:
@@ -239,7 +301,14 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
 
     @gpu(duration=gpu_duration)
     def run_on_device(*values, run_note=""):
-        yield from race_handler(holder.loaded, *values, run_note=run_note)
+        yield from race_handler(holder.loaded, *values, run_note=run_note, inspect=True)
+
+    def on_lab(prompt, runs, progress=gr.Progress()):
+        try:
+            loaded = holder.wait(timeout_s=LOAD_TIMEOUT_S)
+        except ModelNotReady as err:
+            raise user_error(str(err)) from err
+        return lab_handler(loaded, prompt, runs, progress, decode=holder.token_text)
 
     def on_run(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused, methods,
                chat_template=True, request: gr.Request = None):
@@ -268,56 +337,81 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
             gr.Markdown(INTRO)
             model_md = gr.Markdown(hide_paths(holder.status()), elem_id="model-line")
             lookahead_md = gr.Markdown(lookahead_line(SETTING_RANGES["num_lookahead"][2]), elem_id="drafter-line")
-        with gr.Row():
-            with gr.Column(scale=3):
-                prompt = gr.Textbox(label="prompt", lines=4, placeholder="Type a prompt, or pick an example below.")
-                gr.Examples(examples=[[e] for e in EXAMPLES], inputs=[prompt], label="examples")
-                with gr.Row():
-                    run_btn = gr.Button("Run", variant="primary")
-                    stop_btn = gr.Button("Stop", variant="stop")
-            with gr.Column(scale=2):
-                with gr.Accordion("Settings", open=True):
-                    methods = gr.CheckboxGroup([(m.label, key) for key, m in METHODS.items()],
-                                               value=[key for key in DEFAULT_RACE if key in METHODS],
-                                               label="methods to race", info="any two or more")
-                    num_lookahead, temperature, top_k, top_p, max_new_tokens, seed = map(numeric_input, NUMERIC_INPUTS)
+        with gr.Tab("Race", id="race"):
+            with gr.Row():
+                with gr.Column(scale=3):
+                    prompt = gr.Textbox(label="prompt", lines=4, placeholder="Type a prompt, or pick an example below.")
+                    gr.Examples(examples=[[e] for e in EXAMPLES], inputs=[prompt], label="examples")
                     with gr.Row():
-                        show_rejected = gr.Checkbox(True, label="show rejected drafts")
-                        fused = gr.Checkbox(DecodeSettings().fused, label="fused step (extension)",
-                                            info="beyond the paper, one forward pass per step: " +
-                                                 ", ".join(m.short_name for m in METHODS.values() if m.fusable))
-                        chat_template = gr.Checkbox(DecodeSettings().chat_template, label="chat template",
-                                                    info="wrap the prompt as a user turn (off: raw text)")
-        with gr.Row(equal_height=True):
-            panes = [gr.HighlightedText(label=m.label, color_map=pane_colours(key), show_legend=True,
-                                        show_inline_category=False, combine_adjacent=False,
-                                        elem_classes="token-pane", elem_id=f"pane-{key}", visible=key in DEFAULT_RACE,
-                                        min_width=320)  # on a phone, one pane per line
-                     for key, m in METHODS.items()]
-        greedy_md = gr.Markdown(elem_id="greedy-check")
-        with gr.Row():
-            metrics = [gr.Textbox(label=label, info=METRIC_FORMULAS[key], interactive=False, min_width=180)
-                       for key, label in METRIC_LABELS.items()]
-        run_md = gr.Markdown(elem_id="run-line")
-        with gr.Row():  # each chart at least 420 px wide: on a phone they stack in one column
-            latency_plot = gr.Plot(label="latency per step", min_width=420)
-            cumulative_plot = gr.Plot(label="tokens vs compute time", min_width=420)
-        with gr.Row():
-            hist_plot = gr.Plot(label="accepted drafts per verification step", min_width=420)
-            position_plot = gr.Plot(label="acceptance by position", min_width=420)
-        with gr.Accordion("How to read this", open=False):
-            gr.Markdown(help_text(HELP_TEMPLATE), elem_id="how-to-read")
+                        run_btn = gr.Button("Run", variant="primary")
+                        stop_btn = gr.Button("Stop", variant="stop")
+                with gr.Column(scale=2):
+                    with gr.Accordion("Settings", open=True):
+                        methods = gr.CheckboxGroup([(m.label, key) for key, m in METHODS.items()],
+                                                   value=[key for key in DEFAULT_RACE if key in METHODS],
+                                                   label="methods to race", info="any two or more")
+                        (num_lookahead, temperature, top_k, top_p, max_new_tokens,
+                         seed) = map(numeric_input, NUMERIC_INPUTS)
+                        with gr.Row():
+                            show_rejected = gr.Checkbox(True, label="show rejected drafts")
+                            fused = gr.Checkbox(DecodeSettings().fused, label="fused step (extension)",
+                                                info="beyond the paper, one forward pass per step: " +
+                                                     ", ".join(m.short_name for m in METHODS.values() if m.fusable))
+                            chat_template = gr.Checkbox(DecodeSettings().chat_template, label="chat template",
+                                                        info="wrap the prompt as a user turn (off: raw text)")
+            with gr.Row(equal_height=True):
+                panes = [gr.HighlightedText(label=m.label, color_map=pane_colours(key), show_legend=True,
+                                            show_inline_category=False, combine_adjacent=False,
+                                            elem_classes="token-pane", elem_id=f"pane-{key}",
+                                            visible=key in DEFAULT_RACE,
+                                            min_width=320)  # on a phone, one pane per line
+                         for key, m in METHODS.items()]
+            greedy_md = gr.Markdown(elem_id="greedy-check")
+            with gr.Row():
+                metrics = [gr.Textbox(label=label, info=METRIC_FORMULAS[key], interactive=False, min_width=180)
+                           for key, label in METRIC_LABELS.items()]
+            run_md = gr.Markdown(elem_id="run-line")
+            with gr.Row():  # each chart at least 420 px wide: on a phone they stack in one column
+                latency_plot = gr.Plot(label="latency per step", min_width=420)
+                cumulative_plot = gr.Plot(label="tokens vs compute time", min_width=420)
+            with gr.Row():
+                hist_plot = gr.Plot(label="accepted drafts per verification step", min_width=420)
+                position_plot = gr.Plot(label="acceptance by position", min_width=420)
+            with gr.Accordion("Theory beside measurement", open=True):
+                theory_plot = gr.Plot(label="accepted drafts per verification step: measured vs theory")
+                theory_md = gr.Markdown(THEORY_NEEDS_AR, elem_id="theory-sentences")
+            with gr.Accordion("Traces: download a race, replay one without a model", open=True):
+                with gr.Row(equal_height=True):
+                    trace_download = gr.DownloadButton("Download trace (JSON), after a race",
+                                                       elem_id="trace-download")
+                    trace_upload = gr.File(label="trace to replay (.json)", file_types=[".json"], type="filepath",
+                                           elem_id="trace-upload")
+                    replay_btn = gr.Button("Replay", elem_id="replay-button")
+            with gr.Accordion("How to read this", open=False):
+                gr.Markdown(help_text(HELP_TEMPLATE), elem_id="how-to-read")
+        with gr.Tab("Losslessness lab", id="lab"):
+            gr.Markdown(LAB_INTRO)
+            with gr.Row(equal_height=True):
+                lab_prompt = gr.Textbox(LAB_PROMPT, label="prompt for the lab", lines=1, scale=3)
+                lab_runs = gr.Slider(10, MAX_RUNS, value=LAB_DEFAULT_RUNS, step=1, label="runs N per method",
+                                     info=f"about {LAB_DEFAULT_RUNS} runs take a minute on a 2-core CPU "
+                                          "(embedded model)", scale=2)
+                lab_btn = gr.Button("Run lab", variant="primary", scale=1)
+            lab_plot = gr.Plot(label="empirical distributions vs the exact law")
+            lab_md = gr.Markdown(elem_id="lab-table")
         state = gr.State(None)
         timer = gr.Timer(1.0, active=not holder.ready)
 
         inputs = [prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused, methods,
                   chat_template]
-        outputs = [*panes, *metrics, greedy_md, latency_plot, cumulative_plot, hist_plot, position_plot, run_md,
-                   lookahead_md, state]
+        outputs = [*panes, *metrics, greedy_md, latency_plot, cumulative_plot, hist_plot, position_plot, theory_plot,
+                   theory_md, trace_download, run_md, lookahead_md, state]
         # preprocess=False: every value reaches validate_inputs as sent, for it to refuse by name (a component's
         # own check, e.g. of the methods' choices, would answer an API caller with a bare "400 Bad Request")
         run_event = run_btn.click(on_run, inputs, outputs, api_name="race", concurrency_limit=1, preprocess=False,
                                   show_progress="minimal", validator=validate_inputs)
+        replay_btn.click(replay_handler, [trace_upload, show_rejected], outputs, api_name="replay", concurrency_limit=4)
+        lab_btn.click(on_lab, [lab_prompt, lab_runs], [lab_plot, lab_md], api_name="lab", concurrency_limit=1)
         stop_btn.click(lambda: STOPPED_NOTE, None, run_md, cancels=[run_event], api_visibility="private", queue=False)
         show_rejected.change(on_toggle, [state, show_rejected], panes, api_visibility="private", queue=False)
         num_lookahead.change(lookahead_line, [num_lookahead, methods], lookahead_md, api_visibility="private",
@@ -338,8 +432,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default=DEFAULT_MODEL, help=f"model name for load_model (default {DEFAULT_MODEL})")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+    parser.add_argument("--replay-only", action="store_true",
+                        help="load no model: serve the page to replay traces (Run and the lab need a model)")
     args = parser.parse_args(argv)
-    demo = build_demo(ModelHolder(args.model, args.device).start())
+    holder = ModelHolder.without_model() if args.replay_only else ModelHolder(args.model, args.device).start()
+    demo = build_demo(holder)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                 server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
                 theme=gr.themes.Soft(), css=PAGE_CSS, show_error=True)

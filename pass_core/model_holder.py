@@ -10,10 +10,13 @@ import time
 from .models import DEFAULT_MODEL, LoadedModel, load_model
 from .registry import METHODS
 from .settings import DecodeSettings
+from .text import Detokenizer
 
 #: The warm-up: this prompt, this many new tokens per method (a few seconds in all on the embedded model, CPU).
 WARMUP_PROMPT = "Hello"
 WARMUP_TOKENS = 4
+#: Why Run and the lab refuse when the app was started with ``--replay-only``.
+NO_MODEL = "No model is loaded: the app was started with --replay-only. Run and the lab need a model; Replay works."
 
 
 class ModelNotReady(RuntimeError):
@@ -33,9 +36,25 @@ class ModelHolder:
         self.progress = "ready" if loaded else "Loading model…"
         self.warmup_s: float | None = None  # seconds the warm-up took (None: not warmed up here)
         self.warmup_problems: list[str] = []  # "method: error" for each method whose warm-up failed
+        self.replay_only = False  # started without a model (``without_model``)
         self._done = threading.Event()
         if loaded is not None:
             self._done.set()
+
+    @classmethod
+    def without_model(cls) -> "ModelHolder":
+        """A holder that never loads a model (``app.py --replay-only``): ``wait`` raises ``ModelNotReady``
+        with ``NO_MODEL``, and the status lines say so."""
+        holder = cls(name="")
+        holder.replay_only = True
+        holder._done.set()
+        return holder
+
+    def token_text(self, token_id: int) -> str:
+        """The text of one token of the loaded model (for chart labels); the id itself without a model."""
+        if self.loaded is None:
+            return str(token_id)
+        return Detokenizer(self.loaded.tokenizer).token_text(token_id)
 
     def start(self) -> "ModelHolder":
         """Start loading in a daemon thread; return self."""
@@ -88,6 +107,8 @@ class ModelHolder:
         """
         if not self._done.wait(timeout_s):
             raise ModelNotReady("The model is still loading; try again in a moment.")
+        if self.replay_only:
+            raise ModelNotReady(NO_MODEL)
         if self.loaded is None:
             raise ModelNotReady(f"The model could not be loaded: {self.error}")
         return self.loaded
@@ -96,6 +117,8 @@ class ModelHolder:
         """Markdown status line: loading progress, the error, or the model's description (and the warm-up)."""
         if not self.ready:
             return self.progress
+        if self.replay_only:
+            return NO_MODEL
         if self.loaded is None:
             return f"⚠ **Model failed to load**: {self.error}"
         return f"**Target model:** {self.loaded.describe()}" + self._warmup_note()
@@ -105,6 +128,8 @@ class ModelHolder:
         that the load failed; ``status`` has the details."""
         if not self.ready:
             return self.progress
+        if self.replay_only:
+            return "**Replay only:** no model loaded; load a trace under *Traces* to replay a race."
         if self.loaded is None:
             return "⚠ **Model failed to load** (details under *Model and drafters*)."
         return f"**Ready:** {self.loaded.display_name}."

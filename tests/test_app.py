@@ -31,7 +31,7 @@ from tiny import tiny_loaded  # noqa: E402
 
 PANES = [f"{key}_tokens" for key in METHODS]
 OUTPUT_NAMES = [*PANES, *app.METRIC_LABELS, "greedy_check", "latency", "cumulative", "histogram", "positions",
-                "run_info", "lookahead", "state"]
+                "theory", "theory_text", "trace", "run_info", "lookahead", "state"]
 DRAFTING = [key for key in app.DEFAULT_RACE if key != "ar"]
 
 

@@ -274,3 +274,38 @@ def test_phone_and_desktop_layout(monkeypatch, width):
             assert not overlaps(legend, plots.nth(i).locator(".g-xtitle").bounding_box()), f"chart {i}, {width} px"
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / f"browser-layout-{width}.png"), full_page=True)
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("width", [400, 1400])
+def test_trace_download_replay_and_lab_tab(monkeypatch, tmp_path, width):
+    """Race, download the trace, reload the page, upload the trace and press Replay: the replayed panes equal the
+    original panes and the theory sentences are back. Then the lab tab's Run lab fills its table, with a pass for
+    every method and a fail for the broken rule. Saves browser-replay-WIDTH.png and browser-lab-WIDTH.png."""
+    with in_process_page(monkeypatch, width) as page:
+        race_on(page, max_new_tokens=16)
+        page.get_by_text("Finished.").first.wait_for(timeout=60_000)
+        original = {key: page.locator(f"#pane-{key} .textfield").inner_text() for key in ("ar", "pass")}
+        assert "PaSS: alpha = " in page.locator("#theory-sentences").inner_text()
+        with page.expect_download() as download:
+            page.locator("#trace-download").click()
+        saved = tmp_path / "trace.json"
+        download.value.save_as(saved)
+        page.reload()
+        page.get_by_text("Ready:").first.wait_for(timeout=60_000)
+        page.locator("#trace-upload input[type=file]").set_input_files(str(saved))
+        page.wait_for_timeout(1000)
+        page.locator("#replay-button").click()
+        page.get_by_text("Replay of a trace").first.wait_for(timeout=30_000)
+        for key, text in original.items():
+            assert page.locator(f"#pane-{key} .textfield").inner_text() == text, key
+        assert "PaSS: alpha = " in page.locator("#theory-sentences").inner_text()
+        page.locator(".js-plotly-plot").nth(4).wait_for(timeout=30_000)  # 4 race charts and the theory chart
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"browser-replay-{width}.png"), full_page=True)
+        page.get_by_role("tab", name="Losslessness lab").click()
+        page.get_by_role("button", name="Run lab").click()
+        page.get_by_text("✗ fail").first.wait_for(timeout=120_000)
+        table = page.locator("#lab-table").inner_text()
+        assert table.count("✓ pass") == len(METHODS) and table.count("✗ fail") == 1
+        page.screenshot(path=str(ARTIFACTS / f"browser-lab-{width}.png"), full_page=True)

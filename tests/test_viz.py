@@ -361,3 +361,20 @@ def test_greedy_check_explains_near_ties_by_dtype():
     assert "far beyond float32 rounding: this is an error" in fp32
     assert "logits apart" not in race_text.greedy_check({"ar": events_of("ar", [1, 2]), "pass": events_of("pass", [1, 3])},
                                                      True, True)  # no margins (sampling-era events): no claim
+
+
+def test_theory_view_notes_and_lab_table():
+    """theory_view says why it draws nothing (no AR; no verified drafts yet); lab_markdown marks each row
+    against the bound; the lab and theory legends sit in the bottom margin (as the race's charts)."""
+    from pass_core.lab import BROKEN, LabResult
+    from pass_core.viz import teaching
+
+    assert teaching.theory_view({"pass": [], "parallelspec": []}) == (None, teaching.THEORY_NEEDS_AR)
+    assert teaching.theory_view({"ar": [], "pass": []}) == (None, teaching.THEORY_WAITING)
+    result = LabResult(exact={(1,): 0.5, (2,): 0.5}, empirical={"ar": {(1,): 0.5, (2,): 0.5}, BROKEN: {(1,): 1.0}},
+                       tv={"ar": 0.0, BROKEN: 0.5}, bound=0.1, runs=100, depth=1)
+    table = teaching.lab_markdown(result, {"ar": "AR"})
+    assert "| AR | 0.000 | 0.100 | ✓ pass |" in table
+    assert "| broken rule: always accept | 0.500 | 0.100 | ✗ fail |" in table
+    figure = teaching.lab_figure(result, {"ar": "AR"})
+    assert figure.layout.legend.yref == "container" and figure.layout.legend.y == 0

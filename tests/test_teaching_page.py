@@ -1,0 +1,175 @@
+"""The teaching views on the page (issue 12, items 3-5): theory beside measurement under the race's
+charts, the losslessness lab tab, and traces (download, replay, ``--replay-only``), driven as handler
+functions on the tiny model and once through gradio_client against ``python app.py``."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import gradio as gr
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import app  # noqa: E402
+from pass_core.registry import METHODS  # noqa: E402
+from pass_core.trace import load_trace  # noqa: E402
+from pass_core.viz.teaching import THEORY_NEEDS_AR  # noqa: E402
+from test_app import OUTPUT_NAMES, free_port, pane_text, run, running_app  # noqa: E402
+
+DRAFTING = [key for key in app.DEFAULT_RACE if key != "ar"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    """Tiny models run fastest on one thread."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_theory_sentence_for_each_drafting_method(tiny):
+    final = run(tiny, temperature=1.0, max_new_tokens=16, update_interval_s=0.0)[-1]
+    for key in DRAFTING:  # check_theory's sentence, with this run's numbers, one per drafting method
+        assert f"{METHODS[key].short_name}: alpha = " in final["theory_text"], key
+    assert "predicted speed-up" in final["theory_text"]
+    names = {trace.name for trace in final["theory"].data}
+    assert {n.split(":")[0] for n in names} == {METHODS[key].short_name for key in DRAFTING}
+    assert any("theory (α =" in n for n in names) and any("measured" in n for n in names)
+    without_ar = run(tiny, methods=["pass", "parallelspec"], update_interval_s=0.0)[-1]
+    assert without_ar["theory"] is None and without_ar["theory_text"] == THEORY_NEEDS_AR
+
+
+def test_lab_handler_passes_every_method_and_fails_the_broken_rule(tiny):
+    """The tab's handler on the tiny model (300 runs of 3 tokens, as tests/test_lab.py): a ✓ row for each
+    registered method, a ✗ row for the broken rule; the progress bar is fed every run."""
+    seen = []
+    figure, table = app.lab_handler(tiny, "ab", 300, progress=lambda value, **kw: seen.append(value))
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines() if line.startswith("| ")}
+    for key, method in METHODS.items():
+        assert "✓ pass" in rows[method.label], rows
+    assert "✗ fail" in rows["broken rule: always accept"]
+    assert seen[-1] == (300 * (len(METHODS) + 1),) * 2
+    assert len(figure.data) == len(METHODS) + 2  # exact law + each method + the broken rule
+    with pytest.raises(gr.Error, match="runs"):
+        app.lab_handler(tiny, "ab", 10_000)
+
+
+def test_replay_of_a_race_trace_equals_the_race(tiny):
+    final = run(tiny, temperature=1.0, max_new_tokens=12, update_interval_s=0.0, inspect=True)[-1]
+    path = final["trace"]
+    trace = load_trace(path)
+    assert trace.settings.inspect and set(trace.events) == set(app.DEFAULT_RACE)
+    assert any(e.inspection for e in trace.events["pass"])  # the inspector's data is recorded
+    replay = dict(zip(OUTPUT_NAMES, app.replay_handler(path, True), strict=True))
+    for key in METHODS:
+        assert replay[f"{key}_tokens"] == final[f"{key}_tokens"], key
+    for name in ("tokens_per_s", "speedup", "acceptance_rate", "greedy_check", "theory_text"):
+        assert replay[name] == final[name], name
+    assert "Replay of a trace" in replay["run_info"]
+
+
+def test_a_bad_trace_gets_a_named_error(tmp_path):
+    bad = tmp_path / "notes.json"
+    bad.write_text("not json", encoding="utf-8")
+    with pytest.raises(gr.Error, match="not a JSON trace"):
+        app.replay_handler(str(bad))
+    bad.write_text(json.dumps({"schema": "pass-playground-trace/0"}), encoding="utf-8")
+    with pytest.raises(gr.Error, match="schema"):
+        app.replay_handler(str(bad))
+    with pytest.raises(gr.Error, match="Choose a trace"):
+        app.replay_handler(None)
+
+
+def test_race_then_replay_through_gradio_client(tiny_folder, tmp_path):
+    from gradio_client import Client, handle_file
+
+    with running_app(str(tiny_folder)) as url:
+        client = Client(url, verbose=False, download_files=str(tmp_path))
+        raced = dict(zip(OUTPUT_NAMES, client.predict("Hello there", 2, 1.0, 0, 1.0, 12, 3, True, False,
+                                                      list(app.DEFAULT_RACE), api_name="/race")))
+        trace_path = raced["trace"]
+        assert load_trace(trace_path).settings.inspect  # races from the page record the inspector's data
+        replayed = dict(zip(OUTPUT_NAMES, client.predict(handle_file(trace_path), True, api_name="/replay")))
+        for key in app.DEFAULT_RACE:
+            assert pane_text(replayed[f"{key}_tokens"]) == pane_text(raced[f"{key}_tokens"]), key
+            assert replayed[f"{key}_tokens"] == raced[f"{key}_tokens"], key
+        bad = tmp_path / "bad.json"
+        bad.write_text("{", encoding="utf-8")
+        with pytest.raises(Exception, match="not a JSON trace"):
+            client.predict(handle_file(str(bad)), True, api_name="/replay")
+
+
+@contextlib.contextmanager
+def replay_only_app(timeout_s: float):
+    """``python app.py --replay-only`` on a free port; yields (URL, seconds until it served)."""
+    port = free_port()
+    env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1", HF_HUB_OFFLINE="1",
+               GRADIO_ANALYTICS_ENABLED="False", OMP_NUM_THREADS="1")
+    start = time.monotonic()
+    proc = subprocess.Popen([sys.executable, str(REPO / "app.py"), "--replay-only", "--model", "no-such-model"],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"app.py --replay-only exited: {proc.stdout.read().decode()[-3000:]}")
+            try:
+                urllib.request.urlopen(url, timeout=2).close()
+                break
+            except OSError:
+                if time.monotonic() - start > timeout_s:
+                    raise TimeoutError(f"app.py --replay-only did not serve within {timeout_s} s") from None
+                time.sleep(0.2)
+        yield url, time.monotonic() - start
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def test_replay_only_serves_a_trace_without_a_model(tiny, tmp_path):
+    """``--replay-only`` with a model name that does not exist: nothing loads, the page serves in seconds,
+    Run and the lab say a model is needed, and a trace recorded on the tiny model replays."""
+    from gradio_client import Client, handle_file
+
+    final = run(tiny, max_new_tokens=8, update_interval_s=0.0, inspect=True)[-1]
+    with replay_only_app(timeout_s=30) as (url, startup_s):
+        assert startup_s < 30
+        client = Client(url, verbose=False, download_files=str(tmp_path))
+        replayed = dict(zip(OUTPUT_NAMES, client.predict(handle_file(final["trace"]), True,
+                                                         api_name="/replay")))
+        for key in app.DEFAULT_RACE:
+            assert pane_text(replayed[f"{key}_tokens"]) == pane_text(final[f"{key}_tokens"]), key
+        with pytest.raises(Exception, match="--replay-only"):
+            client.predict("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False, ["ar", "pass"], api_name="/race")
+        with pytest.raises(Exception, match="--replay-only"):
+            client.predict("Hi", 10, api_name="/lab")
+
+
+def test_trace_files_are_pruned_on_a_long_running_server(tmp_path, monkeypatch):
+    """Each race writes its trace to a new folder; only the newest ``TRACES_KEPT`` folders stay."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(app, "TRACES_KEPT", 2)
+    made = []
+    for _ in range(4):
+        folder = app._trace_folder()
+        (folder / "pass-playground-trace.json").write_text("{}")
+        made.append(folder)
+    left = sorted((tmp_path / "pass-playground-traces").iterdir())
+    assert len(left) == 3 and made[-1] in left and made[0] not in left  # 2 kept + the new one
