@@ -23,20 +23,7 @@ import app  # noqa: E402
 from pass_core.registry import METHODS  # noqa: E402
 from pass_core.trace import load_trace  # noqa: E402
 from pass_core.viz.teaching import THEORY_NEEDS_AR  # noqa: E402
-from test_app import OUTPUT_NAMES, free_port, pane_text, run, running_app  # noqa: E402
-
-DRAFTING = [key for key in app.DEFAULT_RACE if key != "ar"]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Tiny models run fastest on one thread."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+from test_app import DRAFTING, OUTPUT_NAMES, free_port, pane_text, run, running_app  # noqa: E402
 
 
 def test_theory_sentence_for_each_drafting_method(tiny):
