@@ -31,7 +31,7 @@ from pass_core.events import METRIC_FORMULAS
 from pass_core.lab import MAX_RUNS, run_lab
 from pass_core.model_holder import ModelHolder, ModelNotReady
 from pass_core.models import DEFAULT_MODEL, LoadedModel
-from pass_core.race import race
+from pass_core.race import events_upto, race, race_order
 from pass_core.registry import METHODS
 from pass_core.settings import SETTING_RANGES, DecodeSettings
 from pass_core.trace import load_trace, make_trace, save_trace
@@ -39,8 +39,9 @@ from pass_core.viz.race_charts import highlighted_tokens, pane_colours
 from pass_core.viz.race_inputs import (EXAMPLES, NUMERIC_INPUTS, cap_for_zerogpu, chosen_methods, hide_paths, input_problems,
                                        methods_problem, prompt_problem, whole, zerogpu_duration)
 from pass_core.viz.race_view import INTRO, METRIC_LABELS, PAGE_CSS, TITLE, help_text, race_view, setting_range
-from pass_core.viz.teaching import (LAB_DEFAULT_RUNS, LAB_INTRO, LAB_PROMPT, THEORY_NEEDS_AR, lab_figure, lab_markdown,
-                                    replay_note, theory_view)
+from pass_core.viz.stepping import MAX_STEP_DELAY_S, NEXT, PREVIOUS, RESUME, StepControl, step_line, step_position
+from pass_core.viz.teaching import (INSPECTOR_HINT, LAB_DEFAULT_RUNS, LAB_INTRO, LAB_PROMPT, THEORY_NEEDS_AR,
+                                    inspect_selection, lab_figure, lab_markdown, replay_note, theory_view, token_namer)
 
 #: The methods ticked when the page opens (every registered method can race).
 DEFAULT_RACE = ("ar", "pass", "parallelspec")
@@ -87,16 +88,23 @@ def race_keys(methods) -> tuple[str, ...]:
 
 def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finished: bool, drafter_note: str,
            charts_now: bool = True, *, chat_template: bool = True, run_note: str = "", dtype: str = "float32",
-           revision: str = "race", trace_path: str | None = None) -> tuple:
+           revision: str = "race", trace_path: str | None = None, position: int | None = None, live: bool = False,
+           own_model: bool = True) -> tuple:
     """Every output of the race (``race_view`` of the events so far), in ``build_demo``'s output order: one pane
     per registered method (empty when not racing; the page hides it), 5 metrics, greedy check, 4 figures (or
     ``gr.skip()`` unless ``charts_now``: Plotly redraws are the browser's heaviest work), the theory figure and
     its sentences (``teaching.theory_view``; skipped like the figures), the trace download (``trace_path``;
     skipped when None), run line, drafter line, ``gr.State`` dict. ``revision``: the figures' ``uirevision``,
-    one per race (keeps the user's zoom)."""
-    view = race_view(events, show_rejected, greedy, fused, finished, with_figures=charts_now,
-                     chat_template=chat_template, note=run_note, dtype=dtype, revision=revision)
-    theory = theory_view(events, revision) if charts_now else (gr.skip(), gr.skip())
+    one per race (keeps the user's zoom). ``position``: step-through, show the state after the race's first
+    ``position`` steps (``race.events_upto``; None = all of ``events``), ``live``: the race still runs (paused).
+    ``own_model``: the events come from the page's model (the inspector may decode token ids with it)."""
+    shown, headline = events, None
+    if position is not None:
+        order = race_order(events)
+        shown, headline = events_upto(events, position, order), step_line(events, order, position, live)
+    view = race_view(shown, show_rejected, greedy, fused, finished and position is None, with_figures=charts_now,
+                     chat_template=chat_template, note=run_note, dtype=dtype, revision=revision, headline=headline)
+    theory = theory_view(shown, revision) if charts_now else (gr.skip(), gr.skip())
     return (
         *(view.panes.get(key, []) for key in METHODS),
         *(view.metrics[key] for key in METRIC_LABELS),
@@ -106,8 +114,17 @@ def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finishe
         gr.skip() if trace_path is None else str(trace_path),
         view.run_line,
         drafter_note,
-        {"events": events, "greedy": greedy, "fused": fused, "finished": finished, "note": drafter_note},
+        {"events": events, "greedy": greedy, "fused": fused, "finished": finished, "note": drafter_note,
+         "position": position, "own_model": own_model,
+         "show": dict(chat_template=chat_template, run_note=run_note, dtype=dtype, revision=revision)},
     )
+
+
+def render_state(state: dict, show_rejected: bool, position: int | None, live: bool = False) -> tuple:
+    """``render`` again for a race or replay held in the page's state (``render``'s last output), at ``position``
+    (step-through) with every chart."""
+    return render(state["events"], show_rejected, state["greedy"], state["fused"], state["finished"], state["note"],
+                  position=position, live=live, own_model=state.get("own_model", True), **state["show"])
 
 
 def drafters_for(loaded: LoadedModel, keys, settings: DecodeSettings) -> tuple[dict, str]:
@@ -129,7 +146,8 @@ def drafters_for(loaded: LoadedModel, keys, settings: DecodeSettings) -> tuple[d
 
 def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
                  show_rejected=True, fused=False, methods=DEFAULT_RACE, chat_template=True, *,
-                 update_interval_s: float = UPDATE_INTERVAL_S, run_note: str = "", inspect: bool = False):
+                 update_interval_s: float = UPDATE_INTERVAL_S, run_note: str = "", inspect: bool = False,
+                 control: StepControl | None = None):
     """Race the chosen methods (pass_core.race: fair interleaving by compute time) and stream the page.
 
     ``methods`` holds two or more keys of ``METHODS``. Yields the outputs of ``render`` at most
@@ -137,7 +155,10 @@ def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k,
     tokens already shown, so that the browser keeps up and Stop stays responsive in long races),
     and once more at the end; ``run_note`` goes into the run line. ``inspect``: events carry the token
     inspector's data (``DecodeSettings.inspect``). The last yield offers the race as a JSON trace
-    (``pass_core.trace``) to download. Raises gr.Error for bad settings, fewer than two methods or a bad prompt.
+    (``pass_core.trace``) to download. ``control``: the step-through buttons (``viz.stepping``): while paused the
+    race computes nothing and yields each Next / Previous position; in slow motion it yields every step and waits
+    ``control.delay_s`` after it (wall time only: compute times are unchanged). Raises gr.Error for bad settings,
+    fewer than two methods or a bad prompt.
     """
     keys = race_keys(methods)
     settings = make_settings(num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, fused, chat_template,
@@ -155,6 +176,15 @@ def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k,
         for name, event in race(decoders):
             events[name].append(event)
             tokens += len(event.tokens)
+            if control is not None and control.paused:
+                yield from paused_updates(control, events, lambda position: render(
+                    events, show_rejected, settings.greedy, settings.fused, False, note, position=position, live=True,
+                    **show))
+                continue
+            if control is not None and control.delay_s:  # slow motion: every step on the page, then a wait
+                yield render(events, show_rejected, settings.greedy, settings.fused, False, note, **show)
+                control.sleep(control.delay_s)
+                continue
             now = time.monotonic()
             if now - last >= update_interval_s * (1 + tokens / TOKENS_PER_EXTRA_S):
                 last = now
@@ -165,6 +195,23 @@ def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k,
         raise user_error(str(err)) from err
     path = save_trace(make_trace(loaded, prompt, settings, events), _trace_folder() / "pass-playground-trace.json")
     yield render(events, show_rejected, settings.greedy, settings.fused, True, note, trace_path=str(path), **show)
+
+
+def paused_updates(control: StepControl, events: dict, frame):
+    """The page updates of a paused live race: ``frame(position)`` (``render`` at that position) now, then one
+    per Next / Previous press while recorded steps remain. Returns (the race computes its next step) on Resume,
+    or on Next at the newest step (the race then stops again after it, still paused)."""
+    total = position = sum(map(len, events.values()))
+    yield frame(position)
+    while True:
+        move = control.wait_move(timeout_s=0.1)
+        if move == RESUME and not control.paused:
+            return
+        if move == NEXT and position == total:
+            return
+        if move in (NEXT, PREVIOUS):
+            position = step_position(position, total, move)
+            yield frame(position)
 
 
 TRACES_KEPT = 64  # a long-running server keeps the newest race traces only
@@ -179,10 +226,11 @@ def _trace_folder() -> Path:
     return Path(tempfile.mkdtemp(dir=root))
 
 
-def replay_handler(trace_file, show_rejected=True) -> tuple:
+def replay_handler(trace_file, show_rejected=True, model_name: str | None = None) -> tuple:
     """Render a recorded race (a JSON trace from the download button or ``generate --trace``) into the race's
     panes, metrics and charts, with no model: the outputs of ``render`` for the trace's events.
 
+    ``model_name``: the page's model; a trace of another model never has its token ids decoded with it.
     Raises gr.Error naming the file and what is wrong (no file, not JSON, another schema, a missing field).
     """
     if not trace_file:
@@ -194,7 +242,8 @@ def replay_handler(trace_file, show_rejected=True) -> tuple:
         raise user_error(str(err)) from err
     s = trace.settings
     return render(trace.events, show_rejected, s.greedy, s.fused, True, "Replayed from a trace: no files needed.",
-                  chat_template=s.chat_template, run_note=replay_note(trace), revision=f"replay-{time.time_ns()}")
+                  chat_template=s.chat_template, run_note=replay_note(trace), revision=f"replay-{time.time_ns()}",
+                  own_model=trace.model_name == model_name)
 
 
 def lab_handler(loaded: LoadedModel, prompt, runs, progress=None, decode=str) -> tuple:
@@ -224,7 +273,7 @@ def validate_inputs(prompt, num_lookahead, temperature, top_k, top_p, max_new_to
 
 
 def gpu_duration(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed=0, show_rejected=True,
-                 fused=False, methods=DEFAULT_RACE, chat_template=True, run_note="") -> int:
+                 fused=False, methods=DEFAULT_RACE, chat_template=True, run_note="", control=None) -> int:
     """Seconds of GPU to ask ZeroGPU for: ``race_inputs.zerogpu_duration``, at most ``ZEROGPU_MAX_S``."""
     return zerogpu_duration(max_new_tokens, methods)
 
@@ -233,7 +282,7 @@ def rerender_panes(state, show_rejected):
     """Re-colour the panes from the last run (the toggle needs no new run)."""
     if not state:
         return (gr.skip(),) * len(METHODS)
-    events = state["events"]
+    events = events_upto(state["events"], state.get("position"))
     return tuple(highlighted_tokens(events[key], show_rejected) if key in events else gr.skip()
                  for key in METHODS)
 
@@ -299,9 +348,55 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
             show_now[session] = bool(show_rejected)
         return rerender_panes(state, show_rejected)
 
+    # session -> the step-through buttons of that session's live race, and its slow-motion delay (seconds). On
+    # ZeroGPU the race runs in another process, which the buttons cannot reach: they act on the finished race.
+    controls: dict[str, StepControl] = {}
+    delays: dict[str, float] = {}
+
     @gpu(duration=gpu_duration)
-    def run_on_device(*values, run_note=""):
-        yield from race_handler(holder.loaded, *values, run_note=run_note, inspect=True)
+    def run_on_device(*values, run_note="", control=None):
+        yield from race_handler(holder.loaded, *values, run_note=run_note, inspect=True, control=control)
+
+    def on_step(direction: str):
+        def handler(state, show_rejected, request: gr.Request = None):
+            control = controls.get(getattr(request, "session_hash", None))
+            if control is not None:  # a live race: it computes, renders and yields the positions itself
+                control.pause() if direction == "pause" else control.move(direction)
+                return (gr.skip(),) * len(outputs)
+            if not state:
+                raise user_error("Run a race or replay a trace first: the step-through moves through its steps.")
+            total = sum(map(len, state["events"].values()))
+            if direction == RESUME:
+                position = None
+            elif direction == "pause":
+                position = state.get("position") or total
+            else:
+                position = step_position(state.get("position"), total, direction)
+            return render_state(state, show_rejected, position)
+        return handler
+
+    def on_slow_motion(delay_s, request: gr.Request = None):
+        session = getattr(request, "session_hash", None)
+        try:
+            StepControl().set_delay(delay_s)
+        except ValueError as err:
+            raise user_error(str(err)) from err
+        delays[session] = float(delay_s)
+        if session in controls:
+            controls[session].set_delay(delay_s)
+
+    def on_select(key: str):
+        def handler(state, show_rejected, evt: gr.SelectData):
+            if not state or key not in state["events"] or not isinstance(evt.index, int):
+                return INSPECTOR_HINT, None
+            model_decode = holder.token_text if state.get("own_model", True) and holder.loaded else None
+            events = events_upto(state["events"], state.get("position"))
+            return inspect_selection(events[key], key, evt.index, show_rejected,
+                                     token_namer(state["events"], model_decode))
+        return handler
+
+    def on_unload(request: gr.Request = None):
+        delays.pop(getattr(request, "session_hash", None), None)
 
     def on_lab(prompt, runs, progress=gr.Progress()):
         try:
@@ -322,13 +417,18 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
         max_new_tokens, note = cap_for_zerogpu(max_new_tokens, methods) if spaces is not None else (max_new_tokens, "")
         session = getattr(request, "session_hash", None)
         show_now[session] = bool(show_rejected)
+        control = StepControl(delays.get(session, 0.0)) if spaces is None else None
+        if control is not None:
+            controls[session] = control
         try:
             for out in run_on_device(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
-                                     show_rejected, fused, methods, chat_template, run_note=note):
+                                     show_rejected, fused, methods, chat_template, run_note=note, control=control):
                 show = show_now.get(session, show_rejected)
                 yield out if show == bool(show_rejected) else with_panes_for(out, show)
         finally:
             show_now.pop(session, None)
+            if controls.get(session) is control:
+                controls.pop(session, None)
 
     with gr.Blocks(title="PaSS Playground") as demo:
         gr.Markdown(TITLE, elem_id="page-title")
@@ -345,6 +445,15 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
                     with gr.Row():
                         run_btn = gr.Button("Run", variant="primary")
                         stop_btn = gr.Button("Stop", variant="stop")
+                    with gr.Row(elem_id="step-through"):  # step-through: the state after each step of the race
+                        pause_btn = gr.Button("⏸ Pause", size="sm", elem_id="pause-button", min_width=90)
+                        previous_btn = gr.Button("⏮ Previous step", size="sm", elem_id="previous-button",
+                                                 min_width=90)
+                        next_btn = gr.Button("⏭ Next step", size="sm", elem_id="next-button", min_width=90)
+                        resume_btn = gr.Button("▶ Resume", size="sm", elem_id="resume-button", min_width=90)
+                    slow_motion = gr.Slider(0, MAX_STEP_DELAY_S, value=0, step=0.05, elem_id="slow-motion",
+                                            label="slow motion: delay per step (s)",
+                                            info="0 = full speed; the wait is wall time, never counted as compute")
                 with gr.Column(scale=2):
                     with gr.Accordion("Settings", open=True):
                         methods = gr.CheckboxGroup([(m.label, key) for key, m in METHODS.items()],
@@ -366,6 +475,10 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
                                             visible=key in DEFAULT_RACE,
                                             min_width=320)  # on a phone, one pane per line
                          for key, m in METHODS.items()]
+            with gr.Accordion("Token inspector", open=True, elem_id="inspector"):
+                inspector_md = gr.Markdown(INSPECTOR_HINT, elem_id="inspector-text")
+                inspector_plot = gr.Plot(label="the distribution the selected token was drawn from",
+                                         elem_id="inspector-plot")
             greedy_md = gr.Markdown(elem_id="greedy-check")
             with gr.Row():
                 metrics = [gr.Textbox(label=label, info=METRIC_FORMULAS[key], interactive=False, min_width=180)
@@ -410,7 +523,16 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
         # own check, e.g. of the methods' choices, would answer an API caller with a bare "400 Bad Request")
         run_event = run_btn.click(on_run, inputs, outputs, api_name="race", concurrency_limit=1, preprocess=False,
                                   show_progress="minimal", validator=validate_inputs)
-        replay_btn.click(replay_handler, [trace_upload, show_rejected], outputs, api_name="replay", concurrency_limit=4)
+        replay_btn.click(lambda path, show: replay_handler(path, show, holder.name), [trace_upload, show_rejected],
+                         outputs, api_name="replay", concurrency_limit=4)
+        for button, direction in ((pause_btn, "pause"), (previous_btn, PREVIOUS), (next_btn, NEXT),
+                                  (resume_btn, RESUME)):
+            button.click(on_step(direction), [state, show_rejected], outputs, api_visibility="private", queue=False)
+        slow_motion.change(on_slow_motion, slow_motion, None, api_visibility="private", queue=False)
+        for key, pane in zip(METHODS, panes):
+            pane.select(on_select(key), [state, show_rejected], [inspector_md, inspector_plot],
+                        api_visibility="private", queue=False)
+        demo.unload(on_unload)
         lab_btn.click(on_lab, [lab_prompt, lab_runs], [lab_plot, lab_md], api_name="lab", concurrency_limit=1)
         stop_btn.click(lambda: STOPPED_NOTE, None, run_md, cancels=[run_event], api_visibility="private", queue=False)
         show_rejected.change(on_toggle, [state, show_rejected], panes, api_visibility="private", queue=False)

@@ -309,3 +309,77 @@ def test_trace_download_replay_and_lab_tab(monkeypatch, tmp_path, width):
         table = page.locator("#lab-table").inner_text()
         assert table.count("✓ pass") == len(METHODS) and table.count("✗ fail") == 1
         page.screenshot(path=str(ARTIFACTS / f"browser-lab-{width}.png"), full_page=True)
+
+
+def pane_chars(page, key: str) -> str:
+    """A pane's text as the browser has it, without whitespace (gradio draws newlines as elements) and without
+    step marks: what a step's tokens add can be compared with the event's token texts."""
+    text = page.locator(f"#pane-{key} .textfield").evaluate("e => e.textContent")
+    return "".join(text.replace(charts.STEP_MARK, "").split())
+
+
+def step_chars(event) -> str:
+    """The characters a step adds to its pane (rejected drafts shown as ``visible_text``), whitespace dropped."""
+    return "".join("".join((t.text if t.committed else charts.visible_text(t.text)) for t in event.tokens).split())
+
+
+@pytest.mark.browser
+def test_step_through_and_token_inspector(monkeypatch, tmp_path):
+    """Pause a race, press Next step twice: the panes grew by exactly those two steps' tokens (checked against the
+    race's trace, whose order ``race_order`` reproduces); Previous step takes one back. Then click a rejected draft:
+    the inspector's q, p, min(1, p/q), u and decision equal the event's. Saves browser-step-through.png."""
+    import re
+
+    from pass_core.race import race_order
+    from pass_core.trace import load_trace
+
+    with in_process_page(monkeypatch, 1400, step_delay_s=0.03) as page:
+        race_on(page, max_new_tokens=60)
+        page.locator("#pane-pass .token.highlighted").first.wait_for(timeout=30_000)
+        page.locator("#pause-button").click()
+        page.get_by_text("Paused after step").first.wait_for(timeout=30_000)
+        run_line = page.locator("#run-line")
+
+        def position() -> int:
+            return int(re.search(r"after step (\d+) of", run_line.inner_text()).group(1))
+
+        seen = [(position(), {key: pane_chars(page, key) for key in ("ar", "pass", "parallelspec")})]
+        for _ in range(2):
+            page.locator("#next-button").click()
+            before = seen[-1][0]
+            page.wait_for_function(f"() => !document.querySelector('#run-line').innerText.includes("
+                                   f"'after step {before} of')", timeout=30_000)
+            seen.append((position(), {key: pane_chars(page, key) for key in ("ar", "pass", "parallelspec")}))
+        page.screenshot(path=str(ARTIFACTS / "browser-step-through.png"), full_page=True)
+        page.locator("#previous-button").click()
+        page.get_by_text(f"after step {seen[1][0]} of").first.wait_for(timeout=30_000)
+        assert {key: pane_chars(page, key) for key in seen[1][1]} == seen[1][1]
+        page.locator("#resume-button").click()
+        page.get_by_text("Finished.").first.wait_for(timeout=120_000)
+        with page.expect_download() as download:
+            page.locator("#trace-download").click()
+        download.value.save_as(tmp_path / "trace.json")
+        trace = load_trace(tmp_path / "trace.json")
+        order = race_order(trace.events)
+        assert [n for n, _ in seen] == [seen[0][0], seen[0][0] + 1, seen[0][0] + 2]
+        for (n, before), (_, after) in zip(seen, seen[1:]):
+            name, index = order[n]  # the step Next ran: the (n + 1)-th of the race
+            for key in before:
+                grown = step_chars(trace.events[name][index]) if key == name else ""
+                assert after[key] == before[key] + grown, (n, key)
+        # the inspector: click a rejected draft in the PaSS pane
+        rejected = page.locator(charts.rejected_css_selector().replace(".token-pane", "#pane-pass")).first
+        rejected.click()
+        page.get_by_text("Selected:").first.wait_for(timeout=30_000)
+        text = page.locator("#inspector-text").inner_text()
+        step = int(re.search(r"PaSS, step (\d+)", text).group(1))
+        event = next(e for e in trace.events["pass"] if e.step == step)
+        draft = next(d for d in event.drafts if d.decision == "rejected")
+        row = next(line for line in text.splitlines() if line.startswith(f"d_{draft.position} (LA_{draft.position})"))
+        cells = row.split("\t")
+        assert [float(c) for c in cells[2:6]] == pytest.approx([draft.q, draft.p, min(1, draft.p / draft.q), draft.u],
+                                                               abs=5e-4), row
+        assert cells[6].strip() == "rejected"
+        page.locator("#inspector-plot .js-plotly-plot").wait_for(timeout=30_000)
+        page.locator("#inspector").screenshot(path=str(ARTIFACTS / "browser-inspector-1400.png"))
+        page.screenshot(path=str(ARTIFACTS / "browser-inspector-page-1400.png"), full_page=True)

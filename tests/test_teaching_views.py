@@ -26,13 +26,18 @@ def test_inspector_shows_the_events_numbers(tiny):
             assert f"{min(1.0, d.p / d.q):.3f}" in table
     rejected = next(d for d in step.drafts if d.decision == "rejected")
     assert f"{rejected.u:.3f}" in table and "| rejected |" in table
-    resampled = next(t for t in step.tokens if t.label == "resampled")
-    fig = inspector_figure(step, resampled.token_id, "resampled")
+    resampled = next(i for i, t in enumerate(step.tokens) if t.label == "resampled")
+    fig = inspector_figure(step, resampled)
     assert [t.name for t in fig.data] == ["p", "q", "residual norm(max(0, p − q))"]
     assert fig.layout.annotations[0].text == "drawn"
     plain = inspector_markdown(events["ar"][3], "AR", lookahead=False)
     assert "verified no draft" in plain
-    assert inspector_figure(events["ar"][3], events["ar"][3].tokens[0].token_id, "target").data[0].name == "p"
+    assert inspector_figure(events["ar"][3], 0).data[0].name == "p"
+    drafted = next(i for i, t in enumerate(step.tokens) if t.label == "rejected")
+    position = next(d.position for d in step.drafts if d.decision == "rejected")
+    fig = inspector_figure(step, drafted)
+    assert [t.name for t in fig.data] == [f"p_{position}", f"q_{position} (the draft's law)"]
+    assert fig.layout.annotations[0].text == f"d_{position}"
 
 
 def test_theory_and_lab_views(tiny):

@@ -126,17 +126,26 @@ def highlighted_tokens(events: list[StepEvent], show_rejected: bool = True,
         [(text piece, label from ``TOKEN_LABELS``, or None for a step mark)]; tokens whose piece
         is "" (half of a multi-byte character) are left out: their text arrives with a later token.
     """
+    return [(text, label) for text, label, _ in pane_entries(events, show_rejected, step_marks)]
+
+
+def pane_entries(events: list[StepEvent], show_rejected: bool = True,
+                 step_marks: bool = True) -> list[tuple[str, str | None, tuple[int, int] | None]]:
+    """``highlighted_tokens`` with where each entry comes from: the same (text, label) pairs in the same order,
+    each with (index into ``events``, index into that event's ``tokens``), or None for a step mark. A pane's
+    select event gives the entry's index: this maps it back to the step and token (the token inspector).
+    """
     out = []
-    for event in events:
+    for e, event in enumerate(events):
         step = []
-        for token in event.tokens:
+        for t, token in enumerate(event.tokens):
             if token.committed:
                 if token.text:
-                    step.append((token.text, TOKEN_LABELS[token.label]))
+                    step.append((token.text, TOKEN_LABELS[token.label], (e, t)))
             elif show_rejected:
-                step.append((visible_text(token.text), TOKEN_LABELS[token.label]))
+                step.append((visible_text(token.text), TOKEN_LABELS[token.label], (e, t)))
         if step and out and step_marks:
-            out.append((STEP_MARK, None))
+            out.append((STEP_MARK, None, None))
         out.extend(step)
     return out
 

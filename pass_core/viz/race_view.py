@@ -106,7 +106,7 @@ def empty_output_notes(events: dict[str, list[StepEvent]], chat_template: bool =
 
 def race_view(events: dict[str, list[StepEvent]], show_rejected: bool, greedy: bool, fused: bool,
               finished: bool, with_figures: bool = True, chat_template: bool = True, note: str = "",
-              dtype: str = "float32", revision: str = "race") -> RaceView:
+              dtype: str = "float32", revision: str = "race", headline: str | None = None) -> RaceView:
     """Build every displayed value from the race's events (pure: no model, no Gradio).
 
     Args:
@@ -121,6 +121,8 @@ def race_view(events: dict[str, list[StepEvent]], show_rejected: bool, greedy: b
         dtype: the model's dtype, for the greedy check's near-tie judgement.
         revision: the figures' Plotly ``uirevision``: one value per race, so that redraws keep the user's zoom
             and hidden legend entries, and a new race starts afresh.
+        headline: the run line's first line (default "**Finished.**" or "**Racing…**"; the step-through's
+            "**Paused** after step n …").
     """
     summaries = {key: summarize(evs, key) for key, evs in events.items()}
     summaries = {key: (s if s.steps else None) for key, s in summaries.items()}
@@ -135,7 +137,7 @@ def race_view(events: dict[str, list[StepEvent]], show_rejected: bool, greedy: b
         metrics=text.metric_texts(summaries),
         greedy_check=text.greedy_check(events, greedy, finished, dtype),
         figures=figures,
-        run_line="  \n".join([("**Finished.**" if finished else "**Racing…**"), *([note] if note else []),
+        run_line="  \n".join([headline or ("**Finished.**" if finished else "**Racing…**"), *([note] if note else []),
                                 *empty_output_notes(events, chat_template), text.compute_line(summaries),
                                 *filter(None, [text.prefill_line(events)])]),
     )

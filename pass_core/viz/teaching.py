@@ -13,6 +13,8 @@ from pass_core.registry import METHODS
 from pass_core.theory import TheoryCheck, check_theory
 from pass_core.trace import Trace
 
+from .race_charts import pane_entries
+
 _P, _Q, _RESIDUAL, _DRAWN = "#0072B2", "#E69F00", "#009E73", "#D55E00"
 #: As the race's charts (``race_charts._layout``): the legend under the x-axis title, in the figure's bottom
 #: margin, so that however many rows it wraps into on a phone it never covers the plot area.
@@ -21,6 +23,13 @@ _BOTTOM_LEGEND = dict(orientation="h", yref="container", yanchor="bottom", y=0.0
 
 def _fmt(x: float | None, spec: str = ".3f") -> str:
     return "–" if x is None else format(x, spec)
+
+
+def _code(text: str) -> str:
+    """A token's text as inline code in a markdown table cell: its repr (whitespace visible), "|" escaped
+    (it would end the cell) and backticks doubled around when it holds one."""
+    shown = repr(text).replace("|", "\\|")
+    return f"`` {shown} ``" if "`" in shown else f"`{shown}`"
 
 
 def inspector_markdown(event: StepEvent, method_label: str, lookahead: bool) -> str:
@@ -41,7 +50,7 @@ def inspector_markdown(event: StepEvent, method_label: str, lookahead: bool) -> 
         for d in event.drafts:
             ratio = min(1.0, d.p / d.q) if d.q > 0 and d.p == d.p else None
             source = f"d_{d.position}" + (f" (LA_{d.position})" if lookahead else "")
-            lines.append(f"| {source} | `{d.text!r}` | {_fmt(d.q)} | {_fmt(d.p)} | {_fmt(ratio)} | {_fmt(d.u)} | "
+            lines.append(f"| {source} | {_code(d.text)} | {_fmt(d.q)} | {_fmt(d.p)} | {_fmt(ratio)} | {_fmt(d.u)} | "
                          f"{d.decision.replace('_', ' ')} |")
         lines.append("")
         lines.append("A draft is accepted when u < min(1, p/q); the first rejected one is replaced by a token "
@@ -49,29 +58,38 @@ def inspector_markdown(event: StepEvent, method_label: str, lookahead: bool) -> 
                      "token is drawn from p.")
     else:
         lines.append("This step verified no draft (prefill, a gated step, or AR): its token comes from p directly.")
-    tokens = ", ".join(f"`{t.text!r}` ({t.label})" for t in event.tokens)
+    tokens = ", ".join(f"{_code(t.text)} ({t.label})" for t in event.tokens)
     return "\n".join(lines + ["", f"Tokens: {tokens}"])
 
 
-def inspector_figure(event: StepEvent, token_id: int, label: str, decode=str) -> go.Figure | None:
-    """Bars for the distribution a token was drawn from, the drawn token marked.
+def inspector_figure(event: StepEvent, token_index: int, decode=str) -> go.Figure | None:
+    """Bars for the distribution(s) behind one token of a step, the token marked.
 
-    Resampled: top-n of p, q and the residual at the rejected position. Bonus: top-n of p_{k+1}.
-    Exact / target: top-n of the p it came from. None when the event carries no inspector data.
+    Accepted or rejected draft d_i: top-n of p_i and q_i (the draft was drawn from q_i). Resampled: top-n of p,
+    q and the residual norm(max(0, p − q)) at the rejected position. Bonus: top-n of p_{k+1}. Exact / AR
+    target: top-n of the p it came from. None when the event carries no inspector data for it.
 
     Args:
+        event: the step.
+        token_index: index into ``event.tokens``.
         decode: token id -> text for the axis (e.g. the tokenizer's decode; ``str`` by default).
     """
     by_position = {pi.position: pi for pi in event.inspection}
-    if not by_position:
-        return None
-    if label == "resampled":
+    token = event.tokens[token_index]
+    label, token_id, mark = token.label, token.token_id, "drawn"
+    if label in ("accepted", "rejected"):
+        position = 1 + sum(t.label in ("accepted", "rejected") for t in event.tokens[:token_index])
+        entry = by_position.get(position)
+        series = [(f"p_{position}", entry.p, _P), (f"q_{position} (the draft's law)", entry.q, _Q)] if entry else []
+        mark = f"d_{position}"
+    elif label == "resampled":
         entry = next((pi for pi in event.inspection if pi.residual is not None), None)
-        series = [("p", entry.p, _P), ("q", entry.q, _Q), ("residual norm(max(0, p − q))", entry.residual, _RESIDUAL)]
+        series = [("p", entry.p, _P), ("q", entry.q, _Q),
+                  ("residual norm(max(0, p − q))", entry.residual, _RESIDUAL)] if entry else []
     elif label == "bonus":
         entry = by_position.get(event.num_verified_drafts + 1)
         series = [("p (bonus position)", entry.p, _P)] if entry else []
-    elif label == "exact" and 0 in by_position and event.tokens and event.tokens[0].token_id == token_id:
+    elif label == "exact" and 0 in by_position and token_index == 0:
         series = [("p (exact token)", by_position[0].p, _P)]
     else:
         entry = by_position.get(1)
@@ -80,15 +98,68 @@ def inspector_figure(event: StepEvent, token_id: int, label: str, decode=str) ->
     if not series:
         return None
     ids = list(dict.fromkeys(i for _, top, _ in series for i in top.ids))
-    names = [decode(i) for i in ids]
+    names = []
+    for i in ids:  # two ids may decode to the same text (e.g. partial UTF-8 bytes): keep their bars apart
+        name = repr(decode(i))[1:-1] or f"#{i}"
+        names.append(name if name not in names else f"{name} #{i}")
     fig = go.Figure([go.Bar(x=names, y=[_prob(top, i) for i in ids], name=name, marker=dict(color=colour))
                      for name, top, colour in series])
     if token_id in ids:
         fig.add_annotation(x=names[ids.index(token_id)], y=max(_prob(top, token_id) for _, top, _ in series),
-                           text="drawn", showarrow=True, arrowcolor=_DRAWN, font=dict(color=_DRAWN))
-    fig.update_layout(barmode="group", height=280, margin=dict(l=50, r=10, t=30, b=60), yaxis=dict(range=[0, 1.05]),
-                      yaxis_title="probability", legend=dict(orientation="h", y=1.1))
+                           text=mark, showarrow=True, arrowcolor=_DRAWN, font=dict(color=_DRAWN))
+    # as the race's charts: no template, the legend under the axis (never over the bars or the plot's label)
+    fig.update_layout(barmode="group", height=320, margin=dict(l=55, r=10, t=35, b=10), legend=_BOTTOM_LEGEND,
+                      yaxis=dict(range=[0, 1.05], title="probability", gridcolor="#e5e7eb"),
+                      xaxis=dict(title="token (top-n of each distribution)"), paper_bgcolor="white",
+                      plot_bgcolor="white")
     return fig
+
+
+#: The inspector's text before any token is selected.
+INSPECTOR_HINT = ("*Click any token in a pane to inspect its step: the drafts with q(d), p(d), min(1, p/q), the "
+                  "uniform draw u and the decision, and the distribution the token was drawn from.*")
+
+
+def inspect_selection(events: list[StepEvent], key: str, index: int, show_rejected: bool = True,
+                      decode=str) -> tuple[str, go.Figure | None]:
+    """The token inspector for the entry a visitor clicked in a method's pane.
+
+    Args:
+        events: the method's events as its pane shows them (``race.events_upto`` when stepping).
+        key: the method's key in ``METHODS`` (its label; look-ahead methods name LA_i per draft).
+        index: the clicked entry's index in the pane's value (``race_charts.pane_entries`` order).
+        show_rejected: the pane shows rejected drafts (as it did when clicked).
+        decode: token id -> text for the figure's axis.
+
+    Returns:
+        (``inspector_markdown`` headed by the clicked token, ``inspector_figure`` or None); for a step mark or
+        an index outside the pane, (a hint to click a token, None).
+    """
+    entries = pane_entries(events, show_rejected)
+    if not 0 <= index < len(entries) or entries[index][2] is None:
+        return INSPECTOR_HINT, None
+    e, t = entries[index][2]
+    event, token = events[e], events[e].tokens[t]
+    method = METHODS.get(key)
+    name = method.label if method else key
+    head = f"Selected: {_code(token.text)} (token id {token.token_id}, **{token.label}**)."
+    body = inspector_markdown(event, name, lookahead=bool(method and method.fusable))
+    return head + "\n\n" + body, inspector_figure(event, t, decode)
+
+
+def token_namer(events: dict[str, list[StepEvent]], model_decode=None):
+    """Token id -> text for the inspector's axes: the texts the events carry (tokens and drafts), else
+    ``model_decode(id)`` (the loaded model's, when the events come from it), else "#id" (a replayed trace
+    of a model the page does not have)."""
+    known: dict[int, str] = {}
+    for evs in events.values():
+        for event in evs:
+            for d in event.drafts:
+                known.setdefault(d.token_id, d.text)
+            for t in event.tokens:
+                if t.text:
+                    known[t.token_id] = t.text
+    return lambda i: known[i] if i in known else (model_decode(i) if model_decode else f"#{i}")
 
 
 def _prob(top: TopN, token_id: int) -> float:

@@ -1,0 +1,116 @@
+"""Step-through of a race (issue 12 item 1): pause, next / previous step, slow motion.
+
+A race's position is a number of steps of ``pass_core.race.race_order``: the panes, charts and metrics after
+position n show ``events_upto(events, n)``, the state after the race's first n steps on the shared compute
+clock. ``StepControl`` carries the visitor's buttons from the page to a live race (the race's generator polls
+it between steps, so a paused race computes nothing); no Gradio and no model here.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+
+from pass_core.events import StepEvent
+from pass_core.registry import METHODS
+
+#: Slow motion: the page's range for the delay per step, in seconds.
+MAX_STEP_DELAY_S = 2.0
+NEXT, PREVIOUS, RESUME = "next", "previous", "resume"
+
+
+class StepControl:
+    """The step-through buttons of one visitor, shared between the page's button handlers and the live race.
+
+    Thread-safe: the buttons call ``pause``, ``move`` and ``set_delay`` from Gradio's worker threads while the
+    race's generator calls ``paused``, ``delay_s`` and ``wait_move`` from its own.
+
+    Attributes:
+        paused: True from Pause (or Next / Previous) until Resume.
+        delay_s: slow motion, seconds of wall time the race waits after each step (0 = full speed); never
+            counted as compute time.
+    """
+
+    def __init__(self, delay_s: float = 0.0):
+        self._moves: queue.Queue[str] = queue.Queue()
+        self._lock = threading.Lock()
+        self.paused = False
+        self.delay_s = 0.0
+        self.set_delay(delay_s)
+
+    def set_delay(self, delay_s) -> None:
+        """Slow motion. Raises ValueError unless 0 <= delay_s <= ``MAX_STEP_DELAY_S`` (seconds)."""
+        try:
+            delay = float(delay_s)
+        except (TypeError, ValueError):
+            raise ValueError(f"slow motion (delay per step) must be a number of seconds, got {delay_s!r}") from None
+        if not 0.0 <= delay <= MAX_STEP_DELAY_S:
+            raise ValueError(f"slow motion (delay per step) must be between 0 and {MAX_STEP_DELAY_S:g} s, "
+                             f"got {delay_s!r}")
+        self.delay_s = delay
+
+    def pause(self) -> None:
+        """Stop after the step being computed; the race waits for ``move``."""
+        with self._lock:
+            self.paused = True
+
+    def move(self, direction: str) -> None:
+        """A button press: ``NEXT`` or ``PREVIOUS`` (pauses the race first) or ``RESUME``.
+
+        Raises:
+            ValueError: another direction.
+        """
+        if direction not in (NEXT, PREVIOUS, RESUME):
+            raise ValueError(f"unknown step-through move {direction!r}")
+        with self._lock:
+            self.paused = direction != RESUME
+        self._moves.put(direction)
+
+    def wait_move(self, timeout_s: float) -> str | None:
+        """The next button press, waiting at most ``timeout_s`` seconds; None when there was none."""
+        try:
+            return self._moves.get(timeout=timeout_s)
+        except queue.Empty:
+            return None
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` of wall time (slow motion), cut short by a Pause or a move."""
+        end = time.monotonic() + seconds
+        while not self.paused and self._moves.empty():
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(0.05, left))
+
+
+def step_position(position: int | None, total: int, direction: str) -> int:
+    """The position after a Next / Previous press on a recorded race of ``total`` steps.
+
+    Args:
+        position: the position shown now (None: the whole race, i.e. ``total``).
+        direction: ``NEXT`` (one more step, at most ``total``) or ``PREVIOUS`` (one fewer, at least 1).
+    """
+    now = total if position is None else position
+    return min(total, now + 1) if direction == NEXT else max(min(1, total), now - 1)
+
+
+def step_line(events: dict[str, list[StepEvent]], order: list[tuple[str, int]], position: int, live: bool) -> str:
+    """Markdown for the run line while stepping: where the race stands and what the last step was.
+
+    Args:
+        events: name -> the events recorded so far.
+        order: ``race_order(events)``.
+        position: steps shown (1..len(order)).
+        live: the race is still running (paused): Next computes the next step.
+    """
+    if not order or position < 1:
+        return "**Paused** before the first step."
+    name, index = order[position - 1]
+    event = events[name][index]
+    label = METHODS[name].short_name if name in METHODS else name
+    tokens = len(event.new_token_ids)
+    where = f"step {position} of the {len(order)} computed so far" if live else f"step {position} of {len(order)}"
+    return (f"**Paused** after {where} of the race: {label} step {event.step} "
+            f"({tokens} new token{'s' * (tokens != 1)}, {event.step_s * 1000:.1f} ms). "
+            "*Next step* and *Previous step* move one step on the shared compute clock; *Resume* runs on.")

@@ -1,0 +1,193 @@
+"""Step-through and the token inspector (issue 12 items 1-2), driven as handler functions on the tiny model:
+the race's order is reproducible from its events, a paused race computes nothing and Next / Previous move one
+step on the shared compute clock, slow motion shows every step, and the inspector shows the clicked token's step
+with the event's own numbers."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+import pytest
+
+import app
+from pass_core.events import TOKEN_LABELS
+from pass_core.race import events_upto, race, race_order
+from pass_core.registry import METHODS
+from pass_core.viz import race_charts as charts
+from pass_core.viz.stepping import MAX_STEP_DELAY_S, NEXT, PREVIOUS, RESUME, StepControl, step_position
+from pass_core.viz.teaching import INSPECTOR_HINT, inspect_selection, token_namer
+from test_app import OUTPUT_NAMES, run
+
+
+def race_events(tiny, temperature=1.0, max_new_tokens=16):
+    final = run(tiny, temperature=temperature, max_new_tokens=max_new_tokens, update_interval_s=0.0, inspect=True)
+    return final[-1]["state"]["events"]
+
+
+def test_race_order_reproduces_the_live_order(tiny):
+    from pass_core.settings import DecodeSettings
+
+    settings = DecodeSettings(num_lookahead=2, temperature=1.0, max_new_tokens=14, seed=3)
+    decoders = {key: METHODS[key].decode(tiny, "Hello there", settings, METHODS[key].find_files(tiny, 2)[0])
+                for key in app.DEFAULT_RACE}
+    live, events = [], {key: [] for key in decoders}
+    for name, event in race(decoders):
+        live.append((name, len(events[name])))
+        events[name].append(event)
+    assert race_order(events) == live
+    assert len({name for name, _ in live[:6]}) == 3  # the steps interleave: the test would see a wrong order
+    for n in (0, 1, 5, len(live)):
+        upto = events_upto(events, n)
+        assert sum(map(len, upto.values())) == n
+        assert all(upto[k] == events[k][:len(upto[k])] for k in events)  # prefixes
+    assert events_upto(events, None) == events and events_upto(events, 10**6) == events
+
+
+def test_step_position_and_control_limits():
+    assert step_position(None, 10, PREVIOUS) == 9 and step_position(None, 10, NEXT) == 10
+    assert step_position(1, 10, PREVIOUS) == 1 and step_position(4, 10, NEXT) == 5
+    control = StepControl()
+    for bad in (-0.1, MAX_STEP_DELAY_S + 0.01, "fast", None):
+        with pytest.raises(ValueError, match="slow motion"):
+            control.set_delay(bad)
+    with pytest.raises(ValueError, match="unknown step-through move"):
+        control.move("sideways")
+    control.move(NEXT)
+    assert control.paused and control.wait_move(0.01) == NEXT and control.wait_move(0.01) is None
+    control.move(RESUME)
+    assert not control.paused
+
+
+def pane_values(out: dict) -> dict:
+    return {key: out[f"{key}_tokens"] for key in app.DEFAULT_RACE}
+
+
+def test_paused_race_steps_next_and_previous(tiny):
+    control = StepControl()
+    control.pause()  # paused from the start: the race stops after its first step
+    outs = app.race_handler(tiny, "Hello there", 2, 1.0, 0, 1.0, 16, 0, True, False, update_interval_s=0.0,
+                            inspect=True, control=control)
+    frame = lambda: dict(zip(OUTPUT_NAMES, next(outs), strict=True))  # noqa: E731
+    first = frame()
+    assert first["state"]["position"] == 1 and first["run_info"].startswith("**Paused** after step 1 of the 1 computed so far")
+    computed = sum(map(len, first["state"]["events"].values()))
+    assert computed == 1
+    steps = [first]
+    for _ in range(2):  # Next twice at the newest step: the race computes exactly one more step each time
+        control.move(NEXT)
+        steps.append(frame())
+    events = steps[-1]["state"]["events"]
+    assert sum(map(len, events.values())) == 3 and steps[-1]["state"]["position"] == 3
+    order = race_order(events)
+    for n in (1, 2):  # each Next added exactly that step's tokens to its method's pane, and nothing elsewhere
+        name, index = order[n]
+        grown = events_upto(events, n + 1)
+        for key in app.DEFAULT_RACE:
+            assert pane_values(steps[n])[key] == charts.highlighted_tokens(grown[key]), (n, key)
+        before, after = charts.pane_text(pane_values(steps[n - 1])[name]), charts.pane_text(pane_values(steps[n])[name])
+        added = "".join(t.text for t in events[name][index].tokens)  # rejected drafts are shown too
+        assert after.replace(charts.STEP_MARK, "") == (before + added).replace(charts.STEP_MARK, "") or \
+            after.startswith(before), (n, name)
+    control.move(PREVIOUS)  # back one step: nothing computed, the panes as after step 2
+    back = frame()
+    assert back["state"]["position"] == 2 and pane_values(back) == pane_values(steps[1])
+    assert sum(map(len, back["state"]["events"].values())) == 3
+    assert "step 2 of the 3 computed so far" in back["run_info"]
+    control.move(NEXT)  # forward again to a recorded step: still nothing computed
+    assert pane_values(frame()) == pane_values(steps[2])
+    control.move(RESUME)
+    rest = [dict(zip(OUTPUT_NAMES, out, strict=True)) for out in outs]
+    assert "Finished" in rest[-1]["run_info"] and rest[-1]["state"]["position"] is None
+    full = run(tiny, temperature=1.0, max_new_tokens=16, update_interval_s=0.0, inspect=True)[-1]
+    for key in app.DEFAULT_RACE:  # pausing changed nothing of the output (same seed, same tokens)
+        assert rest[-1][f"{key}_tokens"] == full[f"{key}_tokens"], key
+
+
+def test_a_paused_race_computes_nothing(tiny):
+    control = StepControl()
+    control.pause()
+    outs = app.race_handler(tiny, "Hello there", 2, 0.0, 0, 1.0, 16, 0, update_interval_s=0.0, control=control)
+    next(outs)
+    got = []
+    worker = threading.Thread(target=lambda: got.append(next(outs)), daemon=True)
+    worker.start()
+    worker.join(0.5)
+    assert worker.is_alive() and not got  # waiting for a button, not computing
+    control.move(RESUME)
+    worker.join(30)
+    assert got
+
+
+def test_slow_motion_shows_every_step(tiny):
+    control = StepControl(delay_s=0.02)
+    start = time.monotonic()
+    outs = [dict(zip(OUTPUT_NAMES, o, strict=True)) for o in app.race_handler(
+        tiny, "Hello there", 2, 0.0, 0, 1.0, 12, 0, update_interval_s=10.0, control=control)]
+    steps = sum(map(len, outs[-1]["state"]["events"].values()))
+    assert len(outs) == steps + 1  # one update per step (the interval of 10 s would allow one), and the last
+    assert time.monotonic() - start >= 0.02 * steps
+
+
+def test_step_buttons_after_the_race_render_from_the_state(tiny):
+    final = dict(zip(OUTPUT_NAMES, app.race_handler(tiny, "Hello there", 2, 0.0, 0, 1.0, 10, 0,
+                                                    update_interval_s=0.0).__iter__().__next__(), strict=True))
+    state = run(tiny, max_new_tokens=10, update_interval_s=0.0)[-1]["state"]
+    total = sum(map(len, state["events"].values()))
+    back = dict(zip(OUTPUT_NAMES, app.render_state(state, True, step_position(None, total, PREVIOUS)), strict=True))
+    assert back["state"]["position"] == total - 1 and f"step {total - 1} of {total} of the race" in back["run_info"]
+    assert back["state"]["events"] == state["events"]  # the whole race stays in the state
+    shown = events_upto(state["events"], total - 1)
+    for key in app.DEFAULT_RACE:
+        assert back[f"{key}_tokens"] == charts.highlighted_tokens(shown[key])
+    assert final["state"] is not None
+
+
+def test_inspector_shows_the_events_numbers_for_a_rejected_draft(tiny):
+    events = race_events(tiny)
+    decode = token_namer(events)
+    for key in ("pass", "parallelspec"):
+        entries = charts.pane_entries(events[key])
+        index = next(i for i, (_, label, _) in enumerate(entries) if label == TOKEN_LABELS["rejected"])
+        e, t = entries[index][2]
+        event = events[key][e]
+        text, figure = inspect_selection(events[key], key, index, True, decode)
+        draft = next(d for d in event.drafts if d.decision == "rejected")
+        row = next(line for line in text.splitlines() if line.startswith(f"| d_{draft.position}"))
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert [float(c) for c in cells[2:6]] == pytest.approx(
+            [draft.q, draft.p, min(1, draft.p / draft.q), draft.u], abs=5e-4), (key, row)
+        assert cells[6] == "rejected" and draft.u >= min(1, draft.p / draft.q)
+        assert ("(LA_" in row) == (key == "pass")
+        assert f"step {event.step}" in text and "verification" in text
+        assert [trace.name for trace in figure.data] == [f"p_{draft.position}", f"q_{draft.position} (the draft's law)"]
+        resampled = next(i for i, (_, label, _) in enumerate(entries) if label == TOKEN_LABELS["resampled"])
+        _, figure = inspect_selection(events[key], key, resampled, True, decode)
+        names = [trace.name for trace in figure.data]
+        assert names == ["p", "q", "residual norm(max(0, p − q))"], key
+    marks = [i for i, (_, label, _) in enumerate(charts.pane_entries(events["pass"])) if label is None]
+    assert inspect_selection(events["pass"], "pass", marks[0], True) == (INSPECTOR_HINT, None)
+    assert inspect_selection(events["pass"], "pass", 10**6, True) == (INSPECTOR_HINT, None)
+
+
+def test_pane_entries_match_the_pane(tiny):
+    events = race_events(tiny)
+    for show in (True, False):
+        for key, evs in events.items():
+            entries = charts.pane_entries(evs, show)
+            assert [(text, label) for text, label, _ in entries] == charts.highlighted_tokens(evs, show)
+            for text, label, where in entries:
+                if where is not None:
+                    token = evs[where[0]].tokens[where[1]]
+                    assert TOKEN_LABELS[token.label] == label
+                    assert text == (token.text if token.committed else charts.visible_text(token.text))
+
+
+def test_inspector_names_tokens_of_a_trace_without_the_model(tiny):
+    events = race_events(tiny, max_new_tokens=8)
+    decode = token_namer(events)
+    some = events["pass"][1].tokens[0]
+    assert decode(some.token_id) == some.text
+    assert re.fullmatch(r"#\d+", decode(10**7))
+    assert token_namer(events, lambda i: "model")(10**7) == "model"
