@@ -30,7 +30,9 @@ import gradio as gr
 from pass_core.events import METRIC_FORMULAS
 from pass_core.lab import MAX_RUNS, run_lab
 from pass_core.model_holder import ModelHolder, ModelNotReady
-from pass_core.models import DEFAULT_MODEL, LoadedModel
+from pass_core.backends import BACKENDS, check_backend, default_backend
+from pass_core.models import DEFAULT_MODEL, LoadedModel, pick_device
+from pass_core.pass_cost import cached_pass_cost
 from pass_core.race import events_upto, race, race_order
 from pass_core.registry import METHODS
 from pass_core.settings import SETTING_RANGES, DecodeSettings
@@ -39,6 +41,7 @@ from pass_core.viz.race_charts import highlighted_tokens, pane_colours
 from pass_core.viz.race_inputs import (EXAMPLES, NUMERIC_INPUTS, cap_for_zerogpu, chosen_methods, hide_paths, input_problems,
                                        methods_problem, prompt_problem, whole, zerogpu_duration)
 from pass_core.viz.race_view import INTRO, METRIC_LABELS, PAGE_CSS, TITLE, help_text, race_view, setting_range
+from pass_core.viz.cost_charts import COST_WAITING, cost_view
 from pass_core.viz.stepping import MAX_STEP_DELAY_S, NEXT, PREVIOUS, RESUME, StepControl, step_line, step_position
 from pass_core.viz.teaching import (INSPECTOR_HINT, LAB_DEFAULT_RUNS, LAB_INTRO, LAB_PROMPT, THEORY_NEEDS_AR,
                                     inspect_selection, lab_figure, lab_markdown, replay_note, theory_view, token_namer)
@@ -47,6 +50,7 @@ from pass_core.viz.teaching import (INSPECTOR_HINT, LAB_DEFAULT_RUNS, LAB_INTRO,
 DEFAULT_RACE = ("ar", "pass", "parallelspec")
 UPDATE_INTERVAL_S = 0.25  # at most 4 page updates per second of wall time at the start of a race
 CHART_EVERY = 4  # charts redraw on every 4th page update (figures are the browser's heaviest work)
+THEORY_EVERY = 4  # during a race the theory view redraws with every 4th chart redraw (and at the end, when paused)
 TOKENS_PER_EXTRA_S = 400  # each 400 tokens on the page add 1 s between updates, so long races stay responsive
 QUEUE_MAX_SIZE = 16
 STOPPED_NOTE = "**Stopped.** The panes show what each method had produced when you pressed Stop."
@@ -67,13 +71,13 @@ def user_error(message: str) -> gr.Error:
 
 
 def make_settings(num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, fused,
-                  chat_template=True, inspect=False) -> DecodeSettings:
+                  chat_template=True, inspect=False, auto_drafts=False) -> DecodeSettings:
     """Validated ``DecodeSettings`` from UI values. Raises gr.Error naming the setting, its range and the value."""
     try:
         return DecodeSettings(num_lookahead=whole(num_lookahead), temperature=temperature, top_k=whole(top_k),
                               top_p=top_p, max_new_tokens=whole(max_new_tokens), seed=whole(seed),
                               fused=bool(fused), chat_template=bool(chat_template),
-                              inspect=bool(inspect))
+                              inspect=bool(inspect), auto_drafts=bool(auto_drafts))
     except (TypeError, ValueError) as err:
         raise user_error(str(err)) from err
 
@@ -89,7 +93,7 @@ def race_keys(methods) -> tuple[str, ...]:
 def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finished: bool, drafter_note: str,
            charts_now: bool = True, *, chat_template: bool = True, run_note: str = "", dtype: str = "float32",
            revision: str = "race", trace_path: str | None = None, position: int | None = None, live: bool = False,
-           own_model: bool = True) -> tuple:
+           own_model: bool = True, theory_now: bool = True, curve: dict | None = None) -> tuple:
     """Every output of the race (``race_view`` of the events so far), in ``build_demo``'s output order: one pane
     per registered method (empty when not racing; the page hides it), 5 metrics, greedy check, 4 figures (or
     ``gr.skip()`` unless ``charts_now``: Plotly redraws are the browser's heaviest work), the theory figure and
@@ -97,26 +101,31 @@ def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finishe
     skipped when None), run line, drafter line, ``gr.State`` dict. ``revision``: the figures' ``uirevision``,
     one per race (keeps the user's zoom). ``position``: step-through, show the state after the race's first
     ``position`` steps (``race.events_upto``; None = all of ``events``), ``live``: the race still runs (paused).
-    ``own_model``: the events come from the page's model (the inspector may decode token ids with it)."""
+    ``own_model``: the events come from the page's model (the inspector may decode token ids with it).
+    ``theory_now``: redraw the theory view too (with the charts; a live race does it on every
+    ``THEORY_EVERY``-th chart redraw). ``curve``: this machine's pass-cost curve (``pass_cost``): the cost chart
+    and its lines are drawn with the theory (None: the chart says why it is missing)."""
     shown, headline = events, None
     if position is not None:
         order = race_order(events)
         shown, headline = events_upto(events, position, order), step_line(events, order, position, live)
     view = race_view(shown, show_rejected, greedy, fused, finished and position is None, with_figures=charts_now,
                      chat_template=chat_template, note=run_note, dtype=dtype, revision=revision, headline=headline)
-    theory = theory_view(shown, revision) if charts_now else (gr.skip(), gr.skip())
+    theory = theory_view(shown, revision) if theory_now and charts_now else (gr.skip(), gr.skip())
+    cost = cost_view(shown, curve, revision) if theory_now and charts_now else (gr.skip(), gr.skip())
     return (
         *(view.panes.get(key, []) for key in METHODS),
         *(view.metrics[key] for key in METRIC_LABELS),
         view.greedy_check,
         *(view.figures or (gr.skip(),) * 4),
         *theory,
+        *cost,
         gr.skip() if trace_path is None else str(trace_path),
         view.run_line,
         drafter_note,
         {"events": events, "greedy": greedy, "fused": fused, "finished": finished, "note": drafter_note,
          "position": position, "own_model": own_model,
-         "show": dict(chat_template=chat_template, run_note=run_note, dtype=dtype, revision=revision)},
+         "show": dict(chat_template=chat_template, run_note=run_note, dtype=dtype, revision=revision, curve=curve)},
     )
 
 
@@ -145,7 +154,7 @@ def drafters_for(loaded: LoadedModel, keys, settings: DecodeSettings) -> tuple[d
 
 
 def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
-                 show_rejected=True, fused=False, methods=DEFAULT_RACE, chat_template=True, *,
+                 show_rejected=True, fused=False, methods=DEFAULT_RACE, chat_template=True, auto_drafts=False, *,
                  update_interval_s: float = UPDATE_INTERVAL_S, run_note: str = "", inspect: bool = False,
                  control: StepControl | None = None):
     """Race the chosen methods (pass_core.race: fair interleaving by compute time) and stream the page.
@@ -162,13 +171,13 @@ def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k,
     """
     keys = race_keys(methods)
     settings = make_settings(num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, fused, chat_template,
-                             inspect)
+                             inspect, auto_drafts)
     problem = prompt_problem(prompt)
     if problem:
         raise user_error(problem)
     events = {key: [] for key in keys}
     show = dict(chat_template=settings.chat_template, run_note=run_note, dtype=str(loaded.dtype),
-                revision=f"race-{time.time_ns()}")
+                revision=f"race-{time.time_ns()}", curve=cached_pass_cost(loaded))
     try:
         found, note = drafters_for(loaded, keys, settings)
         decoders = {key: METHODS[key].decode(loaded, prompt, settings, found[key]) for key in keys}
@@ -189,8 +198,10 @@ def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k,
             if now - last >= update_interval_s * (1 + tokens / TOKENS_PER_EXTRA_S):
                 last = now
                 charts_now = updates % CHART_EVERY == 0
+                theory_now = updates % (CHART_EVERY * THEORY_EVERY) == 0
                 updates += 1
-                yield render(events, show_rejected, settings.greedy, settings.fused, False, note, charts_now, **show)
+                yield render(events, show_rejected, settings.greedy, settings.fused, False, note, charts_now,
+                             theory_now=theory_now, **show)
     except ValueError as err:  # empty prompt, prompt too long, a drafter file for another model
         raise user_error(str(err)) from err
     path = save_trace(make_trace(loaded, prompt, settings, events), _trace_folder() / "pass-playground-trace.json")
@@ -263,17 +274,19 @@ def lab_handler(loaded: LoadedModel, prompt, runs, progress=None, decode=str) ->
 
 
 def validate_inputs(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected=True,
-                    fused=False, methods=DEFAULT_RACE, chat_template=True) -> list:
+                    fused=False, methods=DEFAULT_RACE, chat_template=True, auto_drafts=False) -> list:
     """One ``gr.validate`` per input, run by gradio before the race, for the page and the API alike: the page marks
     each faulty input with its message (the setting, its range and the value given), ``gradio_client`` raises
     ``ValidationError`` listing them, and nothing races. ``race_handler`` checks the same again."""
     *fields, methods_issue = input_problems(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
                                             methods)
-    return [gr.validate(problem is None, problem or "") for problem in (*fields, None, None, methods_issue, None)]
+    return [gr.validate(problem is None, problem or "")
+            for problem in (*fields, None, None, methods_issue, None, None)]
 
 
 def gpu_duration(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed=0, show_rejected=True,
-                 fused=False, methods=DEFAULT_RACE, chat_template=True, run_note="", control=None) -> int:
+                 fused=False, methods=DEFAULT_RACE, chat_template=True, auto_drafts=False, run_note="",
+                 control=None) -> int:
     """Seconds of GPU to ask ZeroGPU for: ``race_inputs.zerogpu_duration``, at most ``ZEROGPU_MAX_S``."""
     return zerogpu_duration(max_new_tokens, methods)
 
@@ -406,7 +419,7 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
         return lab_handler(loaded, prompt, runs, progress, decode=holder.token_text)
 
     def on_run(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused, methods,
-               chat_template=True, request: gr.Request = None):
+               chat_template=True, auto_drafts=False, request: gr.Request = None):
         if not holder.ready:
             yield (gr.skip(),) * (len(outputs) - 3) + ("Waiting for the model to load…", gr.skip(), gr.skip())
         try:
@@ -422,7 +435,8 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
             controls[session] = control
         try:
             for out in run_on_device(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
-                                     show_rejected, fused, methods, chat_template, run_note=note, control=control):
+                                     show_rejected, fused, methods, chat_template, auto_drafts, run_note=note,
+                                     control=control):
                 show = show_now.get(session, show_rejected)
                 yield out if show == bool(show_rejected) else with_panes_for(out, show)
         finally:
@@ -468,6 +482,10 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
                                                      ", ".join(m.short_name for m in METHODS.values() if m.fusable))
                             chat_template = gr.Checkbox(DecodeSettings().chat_template, label="chat template",
                                                         info="wrap the prompt as a user turn (off: raw text)")
+                            auto_drafts = gr.Checkbox(DecodeSettings().auto_drafts,
+                                                      label="cost-aware draft lengths (extension)",
+                                                      info="each step verifies 0..L drafts, chosen from this "
+                                                           "machine's pass cost and the acceptance so far")
             with gr.Row(equal_height=True):
                 panes = [gr.HighlightedText(label=m.label, color_map=pane_colours(key), show_legend=True,
                                             show_inline_category=False, combine_adjacent=False,
@@ -493,6 +511,9 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
             with gr.Accordion("Theory beside measurement", open=True):
                 theory_plot = gr.Plot(label="accepted drafts per verification step: measured vs theory")
                 theory_md = gr.Markdown(THEORY_NEEDS_AR, elem_id="theory-sentences")
+            with gr.Accordion("Pass cost on this machine", open=True):
+                cost_plot = gr.Plot(label="cost of a pass over w tokens, and what each method yields per step")
+                cost_md = gr.Markdown(COST_WAITING, elem_id="cost-sentences")
             with gr.Accordion("Traces: download a race, replay one without a model", open=True):
                 with gr.Row(equal_height=True):
                     trace_download = gr.DownloadButton("Download trace (JSON), after a race",
@@ -516,9 +537,9 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
         timer = gr.Timer(1.0, active=not holder.ready)
 
         inputs = [prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused, methods,
-                  chat_template]
+                  chat_template, auto_drafts]
         outputs = [*panes, *metrics, greedy_md, latency_plot, cumulative_plot, hist_plot, position_plot, theory_plot,
-                   theory_md, trace_download, run_md, lookahead_md, state]
+                   theory_md, cost_plot, cost_md, trace_download, run_md, lookahead_md, state]
         # preprocess=False: every value reaches validate_inputs as sent, for it to refuse by name (a component's
         # own check, e.g. of the methods' choices, would answer an API caller with a bare "400 Bad Request")
         run_event = run_btn.click(on_run, inputs, outputs, api_name="race", concurrency_limit=1, preprocess=False,
@@ -554,10 +575,20 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default=DEFAULT_MODEL, help=f"model name for load_model (default {DEFAULT_MODEL})")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+    parser.add_argument("--backend", choices=list(BACKENDS), default=None,
+                        help="how every method's passes are computed (AR too): "
+                             + "; ".join(f"{b.name}: {b.description}" for b in BACKENDS.values())
+                             + " (default: fp32)")
     parser.add_argument("--replay-only", action="store_true",
                         help="load no model: serve the page to replay traces (Run and the lab need a model)")
     args = parser.parse_args(argv)
-    holder = ModelHolder.without_model() if args.replay_only else ModelHolder(args.model, args.device).start()
+    backend = args.backend or default_backend(args.device)
+    try:
+        dtype = check_backend(backend, pick_device(args.device)).dtype
+    except ValueError as err:
+        parser.error(str(err))
+    holder = (ModelHolder.without_model() if args.replay_only
+              else ModelHolder(args.model, args.device, dtype=dtype).start())
     demo = build_demo(holder)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                 server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),

@@ -24,9 +24,10 @@ from pathlib import Path
 
 import torch
 
+from .backends import BACKENDS, check_backend
 from .bench_report import load_html_report, machine_info, markdown_report
 from .events import StepEvent, compare_outputs, output_token_ids, speedup, summarize
-from .models import DEFAULT_MODEL, load_model
+from .models import DEFAULT_MODEL, load_model, pick_device
 from .pass_cost import measure_pass_cost, pass_cost_markdown
 from .registry import BASELINE, METHODS
 from .settings import DecodeSettings
@@ -95,6 +96,32 @@ def load_suite(suite: str) -> list[BenchPrompt]:
     return prompts
 
 
+#: Suffixes of a method name in ``--methods`` that change its settings for that entry only.
+VARIANTS = {"fused": {"fused": True}, "auto": {"auto_drafts": True}}
+
+
+def split_variant(name: str) -> tuple[str, dict]:
+    """A ``--methods`` entry -> (registered key, settings changes): "parallelspec+auto" ->
+    ("parallelspec", {"auto_drafts": True}); "pass+fused+auto" adds both (extensions, algorithms.md section 4).
+
+    Raises:
+        ValueError: an unknown method or suffix, or +fused on a method the fused step does not apply to.
+    """
+    key, *suffixes = name.split("+")
+    if key not in METHODS:
+        raise ValueError(f"Unknown method {key!r}: choose from {', '.join(METHODS)}.")
+    changes = {}
+    for suffix in suffixes:
+        if suffix not in VARIANTS or key == BASELINE:
+            raise ValueError(f"Unknown variant {name!r}: a drafting method may take "
+                             f"{', '.join('+' + v for v in VARIANTS)}.")
+        if suffix == "fused" and not METHODS[key].fusable:
+            raise ValueError(f"{name!r}: the fused step applies to "
+                             f"{', '.join(k for k, m in METHODS.items() if m.fusable)} only.")
+        changes.update(VARIANTS[suffix])
+    return key, changes
+
+
 def schedule(methods: list[str], lookaheads: list[int], temperatures: list[float],
              num_prompts: int, repeats: int) -> list[RunKey]:
     """The run order: per T, prompt and repeat, AR first, then every (L, method) right after it.
@@ -127,17 +154,18 @@ def run_bench(loaded, prompts: list[BenchPrompt], methods: list[str], lookaheads
     state, notes = {}, {}
     for m in methods:
         for n in lookaheads if m != BASELINE else ():
-            state[m, n], note = METHODS[m].find_files(loaded, n)
+            state[m, n], note = METHODS[split_variant(m)[0]].find_files(loaded, n)
             if note:
                 notes[f"{m} L={n}"] = note
                 if progress:
                     print(f"{m} L={n}: {note}", file=sys.stderr)
 
     def run(key: RunKey, **changes) -> list[StepEvent]:
+        method, variant = split_variant(key.method)
         settings = base.with_(temperature=key.temperature, num_lookahead=key.num_lookahead or lookaheads[0],
-                              seed=base.seed + key.repeat, **changes)
-        return list(METHODS[key.method].decode(loaded, prompts[key.prompt_index].prompt, settings,
-                                               state.get((key.method, key.num_lookahead))))
+                              seed=base.seed + key.repeat, **variant, **changes)
+        return list(METHODS[method].decode(loaded, prompts[key.prompt_index].prompt, settings,
+                                           state.get((key.method, key.num_lookahead))))
 
     for m in methods:  # warm-up: first calls pay for allocations and kernel selection
         run(RunKey(m, None if m == BASELINE else lookaheads[0], temperatures[0], 0, 0),
@@ -223,7 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m pass_core.bench", description=__doc__.split("\n")[0])
     p.add_argument("--suite", default="quick", help="quick (12 prompts), full (60), a .jsonl file of "
                    '{"category": ..., "prompt": ...} lines, or none (with --pass-cost) (default: quick)')
-    p.add_argument("--methods", default="ar,pass", help=f"comma-separated, from {', '.join(METHODS)}; "
+    p.add_argument("--methods", default="ar,pass", help=f"comma-separated, from {', '.join(METHODS)}, each with "
+                   "optional variants +fused and +auto (cost-aware draft lengths), e.g. parallelspec+auto; "
                    "ar, the speed-up baseline, is always run (default: ar,pass)")
     p.add_argument("--num-lookahead", default="3", help="look-ahead counts L, comma-separated (default: 3)")
     p.add_argument("--temperature", default="0", help="temperatures, comma-separated; 0 = greedy (default: 0)")
@@ -234,6 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=DEFAULT_MODEL, help=f"model name, folder or .gguf (default: {DEFAULT_MODEL})")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps (default: auto)")
     p.add_argument("--dtype", default="auto", help="auto (float32), float32, bfloat16 or float16 (default: auto)")
+    p.add_argument("--backend", choices=list(BACKENDS), help="how every method's passes are computed (AR too): "
+                   + "; ".join(f"{b.name}: {b.description}" for b in BACKENDS.values()) + " (sets --dtype)")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--seed", type=int, default=0, help="seed of repeat 0; repeat r uses seed + r (default: 0)")
     p.add_argument("--fused", action="store_true", help="PaSS methods use the fused step (an extension)")
@@ -253,9 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         methods = list(dict.fromkeys([BASELINE] + [m.strip() for m in args.methods.split(",") if m.strip()]))
-        unknown = [m for m in methods if m not in METHODS]
-        if unknown:
-            raise ValueError(f"Unknown method(s) {', '.join(unknown)}: choose from {', '.join(METHODS)}.")
+        for m in methods:
+            split_variant(m)  # raises for an unknown method or variant
         lookaheads = _csv(args.num_lookahead, int, "--num-lookahead")
         temperatures = _csv(args.temperature, float, "--temperature")
         if min(args.repeats, args.limit or 1, args.threads or 1) < 1:
@@ -276,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     start = time.perf_counter()
     try:
-        loaded = load_model(args.model, device=args.device, dtype=args.dtype,
+        dtype = check_backend(args.backend, pick_device(args.device)).dtype if args.backend else args.dtype
+        loaded = load_model(args.model, device=args.device, dtype=dtype,
                             progress=lambda msg: print(msg, file=sys.stderr))
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -299,7 +330,9 @@ def main(argv: list[str] | None = None) -> int:
                      "suite": args.suite, "num_prompts": len(prompts), "methods": methods,
                      "num_lookahead": lookaheads, "temperatures": temperatures, "repeats": args.repeats,
                      "model": loaded.name, "model_description": loaded.describe(), "limit": args.limit,
-                     "threads": torch.get_num_threads(), "warmup_tokens": WARMUP_TOKENS},
+                     "threads": torch.get_num_threads(), "warmup_tokens": WARMUP_TOKENS,
+                     "backend": args.backend or {"float32": "fp32", "bfloat16": "bf16"}.get(
+                         str(loaded.dtype).replace("torch.", ""), str(loaded.dtype))},
         "method_notes": notes,
         **({"pass_cost": curve} if curve else {}),
         "summary": aggregate(runs, lookaheads, temperatures, str(loaded.dtype).replace("torch.", "")),

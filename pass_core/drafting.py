@@ -124,6 +124,13 @@ class Drafter:
             num_new: positions the target cache gained for good (uncached tokens + m drafts).
         """
 
+    def step_cost(self) -> dict:
+        """How a step with k drafts is paid for, for ``draft_length.CostAwareDraftLength`` (keyword arguments:
+        ``width`` k -> tokens of the verification pass, ``drafter_cost`` k -> the drafter's cost in AR steps,
+        ``extra_tokens`` / ``extra_width``: tokens and the width of a drafting pass of the target). Default: a
+        verification pass over the pending token and k drafts, nothing else."""
+        return {}
+
     @property
     def caches(self) -> dict:
         """The drafter's own KV caches by name (for tests and inspection); {} when it has none."""

@@ -95,6 +95,8 @@ class StepEvent:
         num_verified_drafts: k, drafts that went into this step's verification pass (0: the step
             verified nothing: AR, a prefill, a gated step, or a drafting pass that ended the run).
         inspection: the token inspector's data (``DecodeSettings.inspect``), else ().
+        draft_choice: with cost-aware draft lengths (``DecodeSettings.auto_drafts``), which k this step
+            chose and why (``draft_length.DraftLengthChoice.note``); "" otherwise.
     """
 
     method: str
@@ -109,6 +111,7 @@ class StepEvent:
     drafter_passes: int = 0
     num_verified_drafts: int = 0
     inspection: tuple[PositionInspection, ...] = ()
+    draft_choice: str = ""
 
     @property
     def verified_drafts(self) -> bool:

@@ -11,7 +11,8 @@ import sys
 import time
 
 from .events import ended_at_once, output_text, output_token_ids, summarize
-from .models import DEFAULT_MODEL, load_model
+from .backends import BACKENDS, check_backend
+from .models import DEFAULT_MODEL, load_model, pick_device
 from .registry import METHODS
 from .trace import make_trace, save_trace
 from .settings import SETTING_RANGES, DecodeSettings
@@ -45,7 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fused", action="store_true", help="PaSS with the fused step (extension, 1 pass per step)")
     p.add_argument("--show-rejected", action="store_true", help="print rejected drafts (struck through)")
     p.add_argument("--device", default="auto")
-    p.add_argument("--dtype", default="auto")
+    p.add_argument("--dtype", default="auto", help="auto (float32), float32, bfloat16 or float16")
+    p.add_argument("--backend", choices=list(BACKENDS), help="how passes are computed: "
+                   + "; ".join(f"{b.name}: {b.description}" for b in BACKENDS.values()) + " (sets the dtype)")
+    p.add_argument("--auto-drafts", action="store_true",
+                   help="cost-aware draft lengths (extension): each step verifies 0..L drafts, chosen from this "
+                        "machine's pass-cost curve and the acceptance so far")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--trace", metavar="FILE", help="also write the run as a JSON trace (events with the token "
                                                    "inspector's data), replayable in the app without a model")
@@ -65,8 +71,9 @@ def main(argv: list[str] | None = None) -> int:
         settings = DecodeSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                                   top_k=args.top_k, top_p=args.top_p, seed=args.seed,
                                   num_lookahead=args.num_lookahead, chat_template=not args.raw, fused=args.fused,
-                                  inspect=bool(args.trace))
-        loaded = load_model(args.model, device=args.device, dtype=args.dtype, progress=log)
+                                  inspect=bool(args.trace), auto_drafts=args.auto_drafts)
+        dtype = check_backend(args.backend, pick_device(args.device)).dtype if args.backend else args.dtype
+        loaded = load_model(args.model, device=args.device, dtype=dtype, progress=log)
         log(f"model: {loaded.describe()}")
         path = getattr(args, method.file_option) if method.file_option else None
         state, which = method.find_files(loaded, settings.num_lookahead, path)

@@ -102,6 +102,13 @@ class LookaheadDrafter(Drafter):
         top = top_n(p_exact[0]) if self.run.settings.inspect else None
         return Proposal(drafts, q, exact=exact, target_passes=1, exact_margin=margin, exact_top=top)
 
+    def step_cost(self) -> dict:
+        if self.fused:  # 1 pending + k drafts, then one look-ahead block per acceptance length 0..k
+            return dict(width=lambda k: 1 + k + (k + 1) * self.block)
+        # the paper's step: a drafting pass over the pending token and the block (the exact token), then
+        # verification of k drafts (the drafting pass is paid whatever k is)
+        return dict(extra_tokens=1.0, extra_width=1 + self.block)
+
     def extension(self, n_cached: int, num_real: int, k: int) -> Extension | None:
         if not self.fused:
             return None

@@ -8,6 +8,7 @@ import threading
 import time
 
 from .models import DEFAULT_MODEL, LoadedModel, load_model
+from .pass_cost import cached_pass_cost
 from .registry import METHODS
 from .settings import DecodeSettings
 from .text import Detokenizer
@@ -30,8 +31,9 @@ class ModelHolder:
     session state). The page appears at once and shows ``status()`` while this loads.
     """
 
-    def __init__(self, name: str = DEFAULT_MODEL, device: str = "auto", loaded: LoadedModel | None = None):
-        self.name, self.device, self.loaded = name, device, loaded
+    def __init__(self, name: str = DEFAULT_MODEL, device: str = "auto", loaded: LoadedModel | None = None,
+                 dtype: str = "auto"):
+        self.name, self.device, self.loaded, self.dtype = name, device, loaded, dtype
         self.error: str | None = None
         self.progress = "ready" if loaded else "Loading model…"
         self.warmup_s: float | None = None  # seconds the warm-up took (None: not warmed up here)
@@ -63,9 +65,11 @@ class ModelHolder:
 
     def _load(self) -> None:
         try:
-            loaded = load_model(self.name, device=self.device, progress=self._set_progress)
+            loaded = load_model(self.name, device=self.device, dtype=self.dtype, progress=self._set_progress)
             self._set_progress("warming up each method…")
             self.warm_up(loaded)
+            self._set_progress("measuring this machine's pass cost c(w)…")
+            cached_pass_cost(loaded)  # once; the page's cost chart and cost-aware draft lengths read it
             self.loaded = loaded
         except Exception as err:  # noqa: BLE001 - shown in the status line; the app keeps serving
             self.error = f"{type(err).__name__}: {err}"

@@ -63,6 +63,9 @@ class ParallelSpecDrafter(Drafter):
     def caches(self) -> dict:
         return {"drafter_cache": self.cache}
 
+    def step_cost(self) -> dict:
+        return dict(drafter_pass=True)  # one drafter pass when the step drafts; a plain target step otherwise
+
     def propose(self, uncached: list[int], committed: list[int], max_drafts: int) -> Proposal:
         loaded = self.run.loaded
         k = min(self.k_max, max_drafts)

@@ -67,6 +67,22 @@ def measure_pass_cost(loaded, widths=DEFAULT_WIDTHS, cache_len: int = 200, repea
             "device": str(dev), "dtype": str(loaded.dtype).replace("torch.", ""), "threads": torch.get_num_threads()}
 
 
+#: Cached curves by model object: (loaded model's id, device, dtype, threads) -> curve.
+_CURVES: dict[tuple, dict] = {}
+
+
+def cached_pass_cost(loaded, widths=DEFAULT_WIDTHS, repeats: int = 3) -> dict:
+    """``measure_pass_cost`` once per loaded model, device, dtype and thread count (a few seconds for
+    SmolLM2-135M on a CPU), then from memory. The cache is the shorter of 200 tokens and half the
+    model's context. Returns the curve dict of ``measure_pass_cost``."""
+    key = (id(loaded.model), str(loaded.device), str(loaded.dtype), torch.get_num_threads())
+    if key not in _CURVES:
+        cache_len = 200 if loaded.max_positions is None else max(1, min(200, loaded.max_positions // 2))
+        widths = [w for w in widths if loaded.max_positions is None or cache_len + w <= loaded.max_positions]
+        _CURVES[key] = measure_pass_cost(loaded, widths, cache_len=cache_len, repeats=repeats)
+    return _CURVES[key]
+
+
 def pass_cost_markdown(curve: dict) -> str:
     """The curve as a markdown table (w, ms, c(w))."""
     head = (f"Pass cost on {curve['device']} ({curve['dtype']}, {curve['threads']} threads), cache of "

@@ -48,6 +48,10 @@ class DecodeSettings:
             step costs one forward pass instead of two.
         inspect: events carry the token inspector's data (``StepEvent.inspection``: top-n of p, q
             and the residual per verified position); a few ``topk`` calls per step.
+        auto_drafts: cost-aware draft lengths, an *extension* (algorithms.md section 4,
+            ``draft_length.CostAwareDraftLength``): each step verifies k <= ``num_lookahead`` drafts
+            (0 = a plain target step), chosen from the measured pass-cost curve and this run's acceptance
+            so far; the output stays exactly the target's.
 
     Raises (from ``validate``):
         ValueError: a setting outside its range, with the allowed range in the message.
@@ -62,6 +66,7 @@ class DecodeSettings:
     chat_template: bool = True
     fused: bool = False
     inspect: bool = False
+    auto_drafts: bool = False
 
     def __post_init__(self) -> None:
         self.validate()

@@ -26,9 +26,11 @@ import torch
 
 from .bookkeeping import draft_records, start_run, step_proposal, token_records
 from .cache import StepClock, cache_len, check_invariant, crop_to, new_cache
+from .draft_length import CostAwareDraftLength
 from .drafting import Drafter, Extension, TargetRun
 from .events import StepEvent
 from .inspection import PositionInspection, inspect_verification
+from .pass_cost import cached_pass_cost
 from .sampling import logit_margins, logits_to_probs
 from .settings import DecodeSettings
 from .target import TargetOutput, plain_head, target_forward
@@ -64,6 +66,14 @@ def verification_pass(run: TargetRun, real: list[int], k: int, extension: Extens
     return TargetOutput(out.logits[: k + 1], out.hidden_states), out.logits[k + 1:]
 
 
+def cost_aware_lengths(loaded, settings: DecodeSettings, drafter: Drafter) -> CostAwareDraftLength:
+    """The run's ``CostAwareDraftLength``: this machine's pass-cost curve (``pass_cost.cached_pass_cost``,
+    measured once per loaded model) and the drafter's ``step_cost``, up to ``settings.num_lookahead`` drafts."""
+    curve = cached_pass_cost(loaded)
+    return CostAwareDraftLength(curve["c"], settings.num_lookahead, one_pass_s=curve["ms"][0] / 1000,
+                                **drafter.step_cost())
+
+
 def _inspect(inspect_fn: InspectFn | None, cache, drafter: Drafter, state) -> None:
     if inspect_fn is not None:
         inspect_fn({"target_cache": cache, "drafter": drafter, "committed": state.committed})
@@ -96,14 +106,19 @@ def generate_speculative(loaded, prompt: str, settings: DecodeSettings, drafter:
     clock, cache = StepClock(loaded.device), new_cache(loaded.model)
     run = TargetRun(loaded, cache, settings, gen, plain_head(loaded.model))
     drafter.start(run)
+    lengths = cost_aware_lengths(loaded, settings, drafter) if settings.auto_drafts else None
     uncached = list(state.prompt_ids)
     for step in count(1):
+        # 0. cost-aware draft length (extension): from the events already emitted only
+        choice = lengths.choose() if lengths is not None else None
+        budget = max(state.remaining - 1, 0) if choice is None else min(max(state.remaining - 1, 0), choice.k)
         t0 = clock.now()
         # 1. draft
-        proposal = drafter.propose(uncached, state.committed, max(state.remaining - 1, 0))
+        proposal = drafter.propose(uncached, state.committed, budget)
         t1 = clock.now()
         exact, passes = proposal.exact, proposal.target_passes + 1
-        counts = dict(method=method, step=step, drafter_passes=proposal.drafter_passes)
+        counts = dict(method=method, step=step, drafter_passes=proposal.drafter_passes,
+                      draft_choice=choice.note if choice else "")
         if exact is not None:
             uncached = [exact]  # the drafting pass cached every earlier token
             if exact in state.eos or state.remaining <= 1:  # the exact token ends the run
@@ -114,7 +129,7 @@ def generate_speculative(loaded, prompt: str, settings: DecodeSettings, drafter:
                                 forward_passes=passes - 1, drafting_s=t1 - t0, step_s=t1 - t0, finish_reason=reason,
                                 inspection=top)
                 return
-        k = min(len(proposal.drafts), state.remaining - (exact is not None) - 1)  # drafts that fit the budget
+        k = min(len(proposal.drafts), state.remaining - (exact is not None) - 1, budget)  # drafts that fit
         drafts, q = proposal.drafts[:k], proposal.q[:k]
         # 2. verify
         n_cached = cache_len(cache)
@@ -144,9 +159,12 @@ def generate_speculative(loaded, prompt: str, settings: DecodeSettings, drafter:
         inspection = inspect_verification(p, q, m, exact=proposal.exact_top) if settings.inspect else ()
         rejected = int(drafts[m]) if m < k else None
         q_draft = q[torch.arange(k), drafts].tolist()
-        yield StepEvent(**counts, tokens=token_records(records, rejected, state.detok, (exact is not None) + m, margins),
-                        drafts=draft_records(state.detok, drafts.tolist(), q_draft, result if k else None, records),
-                        num_verified_drafts=k, forward_passes=passes, drafting_s=(t1 - t0) + (t3 - t2),
-                        verification_s=t2 - t1, step_s=t3 - t0, finish_reason=reason, inspection=inspection)
+        event = StepEvent(**counts, tokens=token_records(records, rejected, state.detok, (exact is not None) + m, margins),
+                          drafts=draft_records(state.detok, drafts.tolist(), q_draft, result if k else None, records),
+                          num_verified_drafts=k, forward_passes=passes, drafting_s=(t1 - t0) + (t3 - t2),
+                          verification_s=t2 - t1, step_s=t3 - t0, finish_reason=reason, inspection=inspection)
+        if lengths is not None:
+            lengths.observe(event)
+        yield event
         if reason:
             return

@@ -66,6 +66,9 @@ class Oracle(Drafter):
     def caches(self):
         return self.inner.caches
 
+    def step_cost(self):
+        return self.inner.step_cost()
+
     def start(self, run):
         super().start(run)
         self.inner.start(run)

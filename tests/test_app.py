@@ -31,7 +31,7 @@ from tiny import tiny_loaded  # noqa: E402
 
 PANES = [f"{key}_tokens" for key in METHODS]
 OUTPUT_NAMES = [*PANES, *app.METRIC_LABELS, "greedy_check", "latency", "cumulative", "histogram", "positions",
-                "theory", "theory_text", "trace", "run_info", "lookahead", "state"]
+                "theory", "theory_text", "cost", "cost_text", "trace", "run_info", "lookahead", "state"]
 DRAFTING = [key for key in app.DEFAULT_RACE if key != "ar"]
 
 
@@ -171,9 +171,10 @@ def test_bad_input_raises_gr_error(tiny, kwargs, message):
 
 def test_validator_marks_each_bad_input():
     ok = app.validate_inputs("Hi", 3, 0.0, 0, 1.0, 96, 0, True, False, ["ar", "pass"], True)
-    assert len(ok) == 11 and all(v["is_valid"] for v in ok)
+    assert len(ok) == 12 and all(v["is_valid"] for v in ok)  # one per input, auto_drafts last
     bad = app.validate_inputs("  ", 30, -1.0, 0, 1.0, 96, -5, True, False, ["ar"], False)
-    assert [v["is_valid"] for v in bad] == [False, False, False, True, True, True, False, True, True, False, True]
+    assert [v["is_valid"] for v in bad] == [False, False, False, True, True, True, False, True, True, False, True,
+                                            True]
     assert "empty" in bad[0]["message"] and "seed" in bad[6]["message"] and "two methods" in bad[9]["message"]
     unknown = app.validate_inputs("Hi", 3, 0.0, 0, 1.0, 96, 0, True, False, ["ar", "medusa"])[9]
     assert not unknown["is_valid"] and "'medusa'" in unknown["message"]
@@ -193,7 +194,7 @@ BAD_VALUES = [
     ("methods", ["bogus"], "Unknown method(s) 'bogus'"),
 ]
 GOOD = dict(prompt="Hello there", num_lookahead=2, temperature=0.0, top_k=0, top_p=1.0, max_new_tokens=6, seed=0,
-            show_rejected=True, fused=False, methods=["ar", "pass"], chat_template=True)
+            show_rejected=True, fused=False, methods=["ar", "pass"], chat_template=True, auto_drafts=False)
 
 
 @pytest.mark.parametrize("name, value, message", BAD_VALUES)
@@ -305,7 +306,7 @@ def test_model_holder_warms_each_method_up_before_it_says_ready(tiny, monkeypatc
     def counted(self, *args, **kwargs):
         seen.append((self.key, holder.ready))
         return decode(self, *args, **kwargs)
-    monkeypatch.setattr(model_holder, "load_model", lambda name, device, progress: tiny)
+    monkeypatch.setattr(model_holder, "load_model", lambda name, device, progress, dtype="auto": tiny)
     monkeypatch.setattr(Method, "decode", counted)
     holder.start().wait(timeout_s=60)
     assert seen == [(key, False) for key in METHODS]  # every method, all before "ready"

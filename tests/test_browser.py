@@ -324,16 +324,18 @@ def step_chars(event) -> str:
 
 
 @pytest.mark.browser
-def test_step_through_and_token_inspector(monkeypatch, tmp_path):
+@pytest.mark.parametrize("width", [1400, 400])
+def test_step_through_and_token_inspector(monkeypatch, tmp_path, width):
     """Pause a race, press Next step twice: the panes grew by exactly those two steps' tokens (checked against the
     race's trace, whose order ``race_order`` reproduces); Previous step takes one back. Then click a rejected draft:
-    the inspector's q, p, min(1, p/q), u and decision equal the event's. Saves browser-step-through.png."""
+    the inspector's q, p, min(1, p/q), u and decision equal the event's. At a desktop's and a phone's width;
+    saves browser-step-through-WIDTH.png, browser-inspector-WIDTH.png and browser-inspector-page-WIDTH.png."""
     import re
 
     from pass_core.race import race_order
     from pass_core.trace import load_trace
 
-    with in_process_page(monkeypatch, 1400, step_delay_s=0.03) as page:
+    with in_process_page(monkeypatch, width, step_delay_s=0.03) as page:
         race_on(page, max_new_tokens=60)
         page.locator("#pane-pass .token.highlighted").first.wait_for(timeout=30_000)
         page.locator("#pause-button").click()
@@ -350,7 +352,8 @@ def test_step_through_and_token_inspector(monkeypatch, tmp_path):
             page.wait_for_function(f"() => !document.querySelector('#run-line').innerText.includes("
                                    f"'after step {before} of')", timeout=30_000)
             seen.append((position(), {key: pane_chars(page, key) for key in ("ar", "pass", "parallelspec")}))
-        page.screenshot(path=str(ARTIFACTS / "browser-step-through.png"), full_page=True)
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"browser-step-through-{width}.png"), full_page=True)
         page.locator("#previous-button").click()
         page.get_by_text(f"after step {seen[1][0]} of").first.wait_for(timeout=30_000)
         assert {key: pane_chars(page, key) for key in seen[1][1]} == seen[1][1]
@@ -381,5 +384,5 @@ def test_step_through_and_token_inspector(monkeypatch, tmp_path):
                                                                abs=5e-4), row
         assert cells[6].strip() == "rejected"
         page.locator("#inspector-plot .js-plotly-plot").wait_for(timeout=30_000)
-        page.locator("#inspector").screenshot(path=str(ARTIFACTS / "browser-inspector-1400.png"))
-        page.screenshot(path=str(ARTIFACTS / "browser-inspector-page-1400.png"), full_page=True)
+        page.locator("#inspector").screenshot(path=str(ARTIFACTS / f"browser-inspector-{width}.png"))
+        page.screenshot(path=str(ARTIFACTS / f"browser-inspector-page-{width}.png"), full_page=True)

@@ -33,3 +33,50 @@ def test_bench_pass_cost_only(tiny_folder, tmp_path, capsys):
     assert "| w (tokens per pass) | ms | c(w) |" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         bench.main(["--suite", "none", "--model", str(tiny_folder)])  # runs nothing: refused
+
+
+def test_bench_html_shows_the_pass_cost_curve(tiny_folder, tmp_path):
+    html_out, json_out = tmp_path / "pc.html", tmp_path / "pc.json"
+    assert bench.main(["--suite", "none", "--pass-cost", "--model", str(tiny_folder), "--json", str(json_out),
+                       "--html", str(html_out), "--threads", "1"]) == 0
+    page = html_out.read_text()
+    assert "Pass cost c(w) on cpu" in page and "cache of 200 tokens" in page
+    assert "c(w): cost of a pass over w tokens" in page
+
+
+def test_bench_method_variants(tiny_folder, tmp_path):
+    """``--methods parallelspec+auto,pass+fused`` runs each variant under its own name, beside its plain method."""
+    out = tmp_path / "v.json"
+    assert bench.main(["--suite", "quick", "--limit", "1", "--max-new-tokens", "8", "--model", str(tiny_folder),
+                       "--methods", "pass,pass+fused,parallelspec+auto", "--json", str(out), "--threads", "1",
+                       "--no-progress"]) == 0
+    report = json.loads(out.read_text())
+    assert set(report["summary"]) == {"ar", "pass", "pass+fused", "parallelspec+auto"}
+    for bad in ("ar+auto", "parallelspec+fused", "pass+turbo"):
+        with pytest.raises(SystemExit):
+            bench.main(["--suite", "quick", "--limit", "1", "--model", str(tiny_folder), "--methods", bad])
+
+
+def test_step_points_and_cost_chart():
+    from pass_core.events import StepEvent, TokenRecord
+    from pass_core.viz.cost_charts import pass_cost_figure, pass_cost_markdown, step_points
+
+    def ev(method, step, n_tokens, k, step_s):
+        return StepEvent(method=method, step=step, tokens=tuple(TokenRecord(1, "a", "exact") for _ in range(n_tokens)),
+                         num_verified_drafts=k, step_s=step_s)
+    events = {"ar": [ev("ar", s, 1, 0, 0.9 if s == 1 else 0.040) for s in (1, 2, 3)],
+              "parallelspec": [ev("parallelspec", 1, 1, 0, 0.5), ev("parallelspec", 2, 3, 3, 0.060),
+                               ev("parallelspec", 3, 1, 3, 0.060)]}
+    points = step_points(events)  # the prefill steps left out; AR's mean step is the unit
+    assert points["parallelspec"] == pytest.approx((4.0, 2.0, 1.5))
+    assert points["ar"] == pytest.approx((1.0, 1.0, 1.0))
+    assert step_points({"pass": events["parallelspec"]}) == {}  # no AR and no curve: no unit
+    assert step_points({"pass": events["parallelspec"]}, one_pass_s=0.03)["pass"][2] == pytest.approx(2.0)
+    curve = {"widths": [1, 2, 4, 8], "c": [1.0, 1.1, 1.2, 1.5], "ms": [30.0, 33.0, 36.0, 45.0], "device": "cpu",
+             "dtype": "bfloat16", "threads": 1}
+    fig = pass_cost_figure(curve, points)
+    assert [t.name for t in fig.data] == ["c(w): cost of a pass over w tokens (bfloat16, 1 threads)",
+                                         "ParallelSpec: tokens per step (2.00)",
+                                         "ParallelSpec: cost per step (1.50 AR steps)"]
+    text = pass_cost_markdown(curve, points)
+    assert "c(2) = 1.10, c(4) = 1.20, c(8) = 1.50" in text and "1.33x, faster than AR" in text

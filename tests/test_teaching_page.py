@@ -160,3 +160,23 @@ def test_trace_files_are_pruned_on_a_long_running_server(tmp_path, monkeypatch):
         made.append(folder)
     left = sorted((tmp_path / "pass-playground-traces").iterdir())
     assert len(left) == 3 and made[-1] in left and made[0] not in left  # 2 kept + the new one
+
+
+def test_cost_view_after_a_race_and_auto_draft_lengths(tiny):
+    """The race's last update draws this machine's pass-cost curve beside each drafting method's tokens and cost
+    per step; with cost-aware draft lengths every step of a drafting method says which k it chose, and the
+    inspector shows it. A replay has no curve and says so."""
+    final = run(tiny, max_new_tokens=16, update_interval_s=0.0, auto_drafts=True)[-1]
+    names = [trace.name for trace in final["cost"].data]
+    assert names[0].startswith("c(w): cost of a pass over w tokens")
+    for key in DRAFTING:
+        assert f"{METHODS[key].short_name}: tokens per step" in " ".join(names), key
+        assert f"**{METHODS[key].short_name}**:" in final["cost_text"], key
+    assert "a one-token pass takes" in final["cost_text"]
+    events = final["state"]["events"]
+    for key in DRAFTING:
+        assert all(e.draft_choice.startswith("auto: k = ") for e in events[key]), key
+    from pass_core.viz.teaching import inspector_markdown
+    assert "Draft length: auto: k = " in inspector_markdown(events["pass"][1], "PaSS", lookahead=True)
+    replay = dict(zip(OUTPUT_NAMES, app.replay_handler(final["trace"], True), strict=True))
+    assert replay["cost"] is None and "does not carry the cost" in replay["cost_text"]

@@ -18,6 +18,7 @@ from plotly.subplots import make_subplots
 
 from pass_core.registry import BASELINE
 
+from .cost_charts import pass_cost_figure
 from .race_charts import colour, short_name
 
 #: Line dashes that tell apart the settings of one method (its colour stays the same).
@@ -122,11 +123,19 @@ def per_position(report: dict) -> go.Figure:
 FIGURES = (speedup_vs_lookahead, speedup_vs_temperature, trained_vs_fixed, per_position)
 
 
+def pass_cost_title(curve: dict) -> str:
+    """The pass-cost figure's title: cache length and repeats of the measurement."""
+    return (f"Pass cost c(w) on {curve['device']} ({curve['dtype']}, {curve['threads']} threads): median of "
+            f"{curve['repeats']} interleaved rounds, cache of {curve['cache_len']} tokens")
+
+
 def render_html(report: dict) -> str:
     """A self-contained HTML page (plotly.js inlined once, works offline)."""
-    parts = []
-    for i, make in enumerate(FIGURES):
-        parts.append(make(report).to_html(full_html=False, include_plotlyjs=(i == 0)))
+    figures = [make(report) for make in FIGURES]
+    if report.get("pass_cost"):  # bench --pass-cost: this machine's curve first
+        figures.insert(0, pass_cost_figure(report["pass_cost"]).update_layout(
+            title=pass_cost_title(report["pass_cost"])))
+    parts = [fig.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, fig in enumerate(figures)]
     machine = ", ".join(f"{k}: {v}" for k, v in report.get("machine", {}).items() if v is not None)
     notes = "".join(f"<li>{html.escape(k)}: {html.escape(v)}</li>" for k, v in report.get("method_notes", {}).items())
     return (

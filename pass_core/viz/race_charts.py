@@ -58,14 +58,17 @@ FIRST_PER_STEP = 2
 
 
 def short_name(key: str) -> str:
-    """The registered method's short name (legends, metric lines); the key itself if unregistered."""
-    method = METHODS.get(key)
-    return method.short_name if method else key
+    """The registered method's short name (legends, metric lines), with a benchmark variant's suffixes
+    ("parallelspec+auto" -> "ParallelSpec +auto"); the key itself if unregistered."""
+    base, *variants = key.split("+")
+    method = METHODS.get(base)
+    return " +".join([method.short_name, *variants]) if method else key
 
 
 def colour(key: str) -> str | None:
-    """The registered method's line / bar colour; None (Plotly's default) if unregistered."""
-    method = METHODS.get(key)
+    """The registered method's line / bar colour (a benchmark variant "key+..." takes its method's);
+    None (Plotly's default) if unregistered."""
+    method = METHODS.get(key.split("+")[0])
     return method.colour if method else None
 
 

@@ -59,7 +59,8 @@ def inspector_markdown(event: StepEvent, method_label: str, lookahead: bool) -> 
     else:
         lines.append("This step verified no draft (prefill, a gated step, or AR): its token comes from p directly.")
     tokens = ", ".join(f"{_code(t.text)} ({t.label})" for t in event.tokens)
-    return "\n".join(lines + ["", f"Tokens: {tokens}"])
+    choice = ["", f"Draft length: {event.draft_choice}."] if event.draft_choice else []
+    return "\n".join(lines + ["", f"Tokens: {tokens}"] + choice)
 
 
 def inspector_figure(event: StepEvent, token_index: int, decode=str) -> go.Figure | None:
@@ -166,9 +167,11 @@ def _prob(top: TopN, token_id: int) -> float:
     return dict(zip(top.ids, top.probs)).get(token_id, 0.0)
 
 
-def theory_figure(checks: dict[str, TheoryCheck], names: dict[str, str], colours: dict[str, str]) -> go.Figure:
+def theory_figure(checks: dict[str, TheoryCheck], names: dict[str, str], colours: dict[str, str],
+                  revision: str = "race") -> go.Figure:
     """Accepted drafts per verification step: measured bars (solid) beside the truncated-geometric
-    prediction from the measured alpha (outlined), one pair per drafting method."""
+    prediction from the measured alpha (outlined), one pair per drafting method. ``revision``: the Plotly
+    ``uirevision`` (keeps the user's zoom across redraws)."""
     traces = []
     for key, check in checks.items():
         x = list(range(check.k + 1))
@@ -176,13 +179,14 @@ def theory_figure(checks: dict[str, TheoryCheck], names: dict[str, str], colours
                              marker=dict(color=colours[key])))
         traces.append(go.Bar(x=x, y=check.predicted_histogram, name=f"{names[key]}: theory (α = {check.alpha:.2f})",
                              marker=dict(color="white", line=dict(color=colours[key], width=2))))
-    fig = go.Figure(traces)
-    fig.update_layout(barmode="group", height=360, xaxis=dict(title="accepted drafts in the step", dtick=1),
-                      yaxis=dict(title="share of verification steps", range=[0, 1.05], tickformat=".0%",
-                                 gridcolor="#e5e7eb"),
-                      margin=dict(l=55, r=10, t=35, b=10), legend=_BOTTOM_LEGEND,
-                      paper_bgcolor="white", plot_bgcolor="white")
-    return fig
+    # the layout goes to the constructor in one piece (as race_charts does): update_layout validates it
+    # property by property, several times slower, and this figure redraws during the race
+    layout = dict(barmode="group", height=360, xaxis=dict(title=dict(text="accepted drafts in the step"), dtick=1),
+                  yaxis=dict(title=dict(text="share of verification steps"), range=[0, 1.05], tickformat=".0%",
+                             gridcolor="#e5e7eb"),
+                  margin=dict(l=55, r=10, t=35, b=10), legend=_BOTTOM_LEGEND, uirevision=revision,
+                  paper_bgcolor="white", plot_bgcolor="white")
+    return go.Figure(traces, layout)
 
 
 def theory_markdown(checks: dict[str, TheoryCheck]) -> str:
@@ -255,8 +259,8 @@ def theory_view(events: dict[str, list[StepEvent]], revision: str = "race") -> t
                 checks[key] = check
     if not checks:
         return None, THEORY_WAITING
-    fig = theory_figure(checks, {k: METHODS[k].short_name for k in checks}, {k: METHODS[k].colour for k in checks})
-    fig.update_layout(uirevision=revision)
+    fig = theory_figure(checks, {k: METHODS[k].short_name for k in checks}, {k: METHODS[k].colour for k in checks},
+                        revision)
     return fig, theory_markdown(checks)
 
 

@@ -1,0 +1,101 @@
+"""This machine's pass-cost curve beside what each method yields per step (issue 14 item 1).
+
+A step that yields E tokens and costs C AR steps (one-token target passes) runs at E / C times AR's speed,
+so the chart puts the measured curve c(w) (the cost of one pass over w tokens, ``pass_cost``) beside each
+method's measured tokens per step and cost per step. Pure: curve dicts and events in, a Plotly figure and
+markdown out; no Gradio, no model.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import plotly.graph_objects as go
+
+from pass_core.events import StepEvent
+
+from .race_charts import FIRST_PER_STEP, colour, short_name
+
+_AXIS = dict(gridcolor="#e5e7eb", zerolinecolor="#d1d5db", linecolor="#9ca3af", showline=True)
+
+
+def step_points(events: dict[str, list[StepEvent]], one_pass_s: float | None = None
+                ) -> dict[str, tuple[float, float, float]]:
+    """Per method: (mean verification width k + 1, mean tokens per step, mean cost per step in AR steps).
+
+    Steps from ``FIRST_PER_STEP`` on (the first holds the prompt prefill). The unit of cost is AR's mean
+    step time when AR is in ``events``, else ``one_pass_s`` (the curve's one-token pass, seconds).
+
+    Returns:
+        {method key: (width, tokens per step, AR steps per step)} for the methods with steps past the first;
+        {} when there is no unit of cost.
+    """
+    later = {key: [e for e in evs if e.step >= FIRST_PER_STEP] for key, evs in events.items()}
+    unit = statistics.fmean(e.step_s for e in later["ar"]) if later.get("ar") else one_pass_s
+    if not unit:
+        return {}
+    return {key: (statistics.fmean(e.num_verified_drafts + 1 for e in evs),
+                  statistics.fmean(len(e.new_token_ids) for e in evs),
+                  statistics.fmean(e.step_s for e in evs) / unit)
+            for key, evs in later.items() if evs}
+
+
+def pass_cost_figure(curve: dict, points: dict[str, tuple[float, float, float]] | None = None,
+                     revision: str = "race") -> go.Figure:
+    """c(w) for w = 1..16 (black line), and per method its tokens per step (filled marker) and its cost per
+    step in AR steps (open marker) at its mean verification width: a method is faster than AR where its
+    filled marker is above its open one.
+
+    Args:
+        curve: ``pass_cost.measure_pass_cost``'s dict ("widths", "c", "ms", "device", "dtype", "threads").
+        points: ``step_points`` of a race or benchmark (None: the curve alone).
+        revision: Plotly ``uirevision`` (keeps the user's zoom across redraws).
+    """
+    traces = [go.Scatter(x=curve["widths"], y=curve["c"], mode="lines+markers", line=dict(color="black"),
+                         name=f"c(w): cost of a pass over w tokens ({curve['dtype']}, {curve['threads']} threads)")]
+    for key, (width, tokens, cost) in (points or {}).items():
+        if key == "ar":
+            continue
+        traces.append(go.Scatter(x=[width], y=[tokens], mode="markers", marker=dict(color=colour(key), size=12),
+                                 name=f"{short_name(key)}: tokens per step ({tokens:.2f})", legendgroup=key))
+        traces.append(go.Scatter(x=[width], y=[cost], mode="markers", legendgroup=key,
+                                 marker=dict(color="white", size=12, line=dict(color=colour(key), width=2)),
+                                 name=f"{short_name(key)}: cost per step ({cost:.2f} AR steps)"))
+    layout = dict(height=360, margin=dict(l=55, r=15, t=35, b=10), uirevision=revision, paper_bgcolor="white",
+                  plot_bgcolor="white", font=dict(size=12),
+                  legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0),
+                  xaxis=dict(title=dict(text="tokens per pass w (a method: its mean k + 1)"), dtick=1, **_AXIS),
+                  yaxis=dict(title=dict(text="AR steps (cost) or tokens (yield)"), rangemode="tozero", **_AXIS))
+    return go.Figure(traces, layout)
+
+
+def pass_cost_markdown(curve: dict, points: dict[str, tuple[float, float, float]] | None = None) -> str:
+    """One line on the curve (c(2), c(4), c(8) and the one-token pass time) and one per method: tokens per step
+    against cost per step, and the speed-up over AR that follows."""
+    c = dict(zip(curve["widths"], curve["c"]))
+    widths = ", ".join(f"c({w}) = {c[w]:.2f}" for w in (2, 4, 8) if w in c)
+    lines = [f"This machine ({curve['device']}, {curve['dtype']}, {curve['threads']} threads): a one-token pass takes "
+             f"{curve['ms'][0]:.1f} ms; {widths}. A step wins over AR when it yields more tokens than it costs in AR "
+             "steps."]
+    for key, (width, tokens, cost) in (points or {}).items():
+        if key != "ar":
+            verdict = "faster than AR" if tokens > cost else "slower than AR"
+            lines.append(f"**{short_name(key)}**: {tokens:.2f} tokens per step for {cost:.2f} AR steps "
+                         f"(mean k + 1 = {width:.1f}): {tokens / cost:.2f}x, {verdict}.")
+    return "  \n".join(lines)
+
+
+#: The cost chart's text before a race, and for a replay (the curve belongs to the machine that raced).
+COST_WAITING = "*The pass cost of this machine and each method's tokens and cost per step appear after a race.*"
+COST_NO_CURVE = ("*No pass-cost curve: a replayed trace does not carry the cost of the machine that ran it; run a "
+                 "race here to see this machine's.*")
+
+
+def cost_view(events: dict[str, list[StepEvent]], curve: dict | None, revision: str = "race"
+              ) -> tuple[go.Figure | None, str]:
+    """The page's cost view of a race: ``pass_cost_figure`` with the race's ``step_points`` and
+    ``pass_cost_markdown``; (None, ``COST_NO_CURVE``) without a curve."""
+    if not curve:
+        return None, COST_NO_CURVE
+    points = step_points(events, curve["ms"][0] / 1000)
+    return pass_cost_figure(curve, points, revision), pass_cost_markdown(curve, points)

@@ -1,0 +1,98 @@
+"""Cost-aware draft lengths (issue 14 item 3, an extension): the choice rule against hand-computed values,
+and losslessness with ``auto_drafts`` for every registered drafting method (greedy equality with AR while
+the chosen k varies, and the sampled distribution against the exact law)."""
+
+from __future__ import annotations
+
+import pytest
+
+import pass_core.speculative as speculative
+from lossless_helpers import CASE_IDS, CASES, NoisyTarget, ar_output, exact_law, make_drafter, oracle_run, partly, run
+from pass_core.draft_length import CostAwareDraftLength
+from pass_core.events import DraftRecord, StepEvent, output_token_ids
+from pass_core.settings import DecodeSettings
+
+#: A cost curve under which drafting pays while drafts are accepted: c(w) = 1 + 0.05 (w - 1).
+FLAT = [1 + 0.05 * (w - 1) for w in range(1, 17)]
+
+
+def step(decisions: list[str], drafting_s: float = 0.0, drafter_passes: int = 0) -> StepEvent:
+    drafts = tuple(DraftRecord(i + 1, 7, "x", 0.5, 0.5, 0.1, d) for i, d in enumerate(decisions))
+    return StepEvent(method="pass", step=2, tokens=(), drafts=drafts, drafting_s=drafting_s,
+                     drafter_passes=drafter_passes)
+
+
+def test_choice_against_hand_computed_values():
+    policy = CostAwareDraftLength([40.0, 44.0, 48.0, 56.0], max_drafts=3)  # ms: c = 1, 1.1, 1.2, 1.4
+    assert [policy.pass_cost(w) for w in (1, 2, 3, 4, 6)] == pytest.approx([1, 1.1, 1.2, 1.4, 1.8])
+    assert policy.rate(1) == 0.5  # Laplace prior before any step
+    # prior a = 0.5: E_k = 1, 1.5, 1.75, 1.875 for costs 1, 1.1, 1.2, 1.4 -> ratios 1, 1.364, 1.458, 1.339
+    choice = policy.choose()
+    assert (choice.k, choice.expected_tokens, choice.cost) == (2, pytest.approx(1.75), pytest.approx(1.2))
+    assert choice.note.startswith("auto: k = 2 (most tokens per cost: 1.75 tokens for 1.20 AR steps; k = 1:")
+    for _ in range(6):  # d_1 accepted 6 times, d_2 rejected 6 times: a_1 = 7/8, a_2 = 1/8
+        policy.observe(step(["accepted", "rejected", "not_verified"]))
+    assert (policy.rate(1), policy.rate(2), policy.rate(3)) == (7 / 8, 1 / 8, 1 / 2)
+    # E_1 = 1.875 / 1.1 = 1.705; E_2 = 1.875 + 7/64 = 1.984 / 1.2 = 1.654: k = 1
+    assert policy.choose().k == 1
+
+
+def test_drafter_cost_is_learned_and_paper_step_pays_its_drafting_pass():
+    policy = CostAwareDraftLength([1.0, 1.0], max_drafts=1, drafter_pass=True, one_pass_s=0.04)
+    assert policy.drafter_cost() == CostAwareDraftLength.DRAFTER_PRIOR
+    policy.observe(step(["rejected"], drafting_s=0.02, drafter_passes=1))
+    assert policy.drafter_cost() == pytest.approx(0.5)  # 20 ms per drafter pass / 40 ms per target pass
+    # a_1 = 1/3 after one rejection: E_1 = 1.333 for 1 + 0.5 -> 0.89 < 1: a plain step
+    assert policy.choose().k == 0
+    paper = CostAwareDraftLength([1.0, 1.2, 1.5], max_drafts=2, extra_tokens=1.0, extra_width=3)
+    assert paper.evaluate(0) == (2.0, pytest.approx(2.5))  # exact token + 1 for c(3) + c(1)
+
+
+def test_exploration_drafts_every_nth_step():
+    policy = CostAwareDraftLength([1.0, 3.0, 3.0], max_drafts=2, explore_every=4)
+    ks = [policy.choose().k for _ in range(8)]
+    assert ks == [0, 0, 0, 1, 0, 0, 0, 1] or ks == [0, 0, 0, 2, 0, 0, 0, 2]
+    assert "exploring" in CostAwareDraftLength([1.0, 3.0], 1, explore_every=1).choose().note
+    with pytest.raises(ValueError, match="pass-cost curve"):
+        CostAwareDraftLength([], 2)
+
+
+@pytest.fixture
+def flat_curve(monkeypatch):
+    """Every run sees the ``FLAT`` cost curve (1-token pass 40 ms), so that the choices do not depend on
+    this machine's timings."""
+    monkeypatch.setattr(speculative, "cached_pass_cost", lambda loaded: {"c": FLAT, "ms": [40.0 * c for c in FLAT]})
+
+
+@pytest.mark.parametrize("key, fused", CASES, ids=CASE_IDS)
+def test_auto_greedy_equals_ar_while_k_varies(tiny, key, fused, flat_curve):
+    settings = DecodeSettings(max_new_tokens=40, num_lookahead=3, fused=fused, auto_drafts=True)
+    ks = set()
+    for seed, prompt in enumerate(["hello world", "def f(x):\n    return"]):
+        for events in (run(tiny, key, prompt, settings), oracle_run(tiny, key, prompt, settings, partly(seed))):
+            assert output_token_ids(events) == ar_output(tiny, prompt, settings)
+            ks |= {e.num_verified_drafts for e in events if e.step > 1 and not e.finished}
+            assert all(e.draft_choice.startswith("auto: k = ") for e in events)
+    assert len(ks) >= 2, f"the chosen k never varied: {ks}"
+
+
+@pytest.mark.parametrize("key, fused", [c for c in CASES if c[0] in ("pass", "parallelspec")],
+                         ids=[i for c, i in zip(CASES, CASE_IDS) if c[0] in ("pass", "parallelspec")])
+def test_auto_sampling_matches_exact_law(tiny, key, fused, flat_curve):
+    """As ``test_lossless``'s distribution test (first 4 tokens, temperature 1, top-k 2, noisy drafts, 3000
+    seeded runs, TV < 0.07), with the draft length chosen per step."""
+    settings = DecodeSettings(max_new_tokens=8, num_lookahead=2, temperature=1.0, top_k=2, fused=fused,
+                              auto_drafts=True)  # runs go past the window, so that later steps choose too
+    law = exact_law(tiny, "ab", settings.with_(max_new_tokens=4), 4)
+    counts, ks = {}, set()
+    runs = 3000
+    for seed in range(runs):
+        drafter = NoisyTarget(make_drafter(tiny, key, settings), tiny)
+        events = run(tiny, key, "ab", settings.with_(seed=seed), drafter)
+        out = tuple(output_token_ids(events)[:4])
+        counts[out] = counts.get(out, 0) + 1
+        ks |= {e.num_verified_drafts for e in events if not e.finished}
+    tv = 0.5 * sum(abs(counts.get(x, 0) / runs - law.get(x, 0.0)) for x in set(counts) | set(law))
+    print(f"\nTV auto {key} fused={fused}: {tv:.4f}, k chosen {sorted(ks)}")
+    assert len(ks) >= 2, ks
+    assert tv < 0.07, f"auto draft lengths change the law: TV {tv:.3f}"
