@@ -141,18 +141,19 @@ def in_process_page(monkeypatch, width: int, step_delay_s: float = 0.0):
     ``step_delay_s`` slows the race by that much per step event, so that a test can act while it runs."""
     sync_api = require_browser()
     import app
+    import race_handlers
     from pass_core.viz.race_view import PAGE_CSS
     from test_app import free_port
     from tiny import tiny_loaded
 
     if step_delay_s:
-        fast = app.race
+        fast = race_handlers.race
 
         def slow_race(decoders):
             for item in fast(decoders):
                 time.sleep(step_delay_s)
                 yield item
-        monkeypatch.setattr(app, "race", slow_race)
+        monkeypatch.setattr(race_handlers, "race", slow_race)
     demo, port = app.build_demo(tiny_loaded(seed=0)), free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, css=PAGE_CSS, quiet=True)
     try:

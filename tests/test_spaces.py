@@ -60,7 +60,7 @@ def test_folder_holds_the_repo_sources_only(space):
     for name in ("app.py", "pass_core/__init__.py", "pass_core/registry.py", "pass_core/viz/race_charts.py",
                  "pass_core/viz/bench_html.py", "assets/help/how-to-read.md", "assets/drafter"):
         assert (space / name).exists(), name
-    assert sorted(p.name for p in space.iterdir()) == ["README.md", "app.py", "assets", "pass_core", "requirements.txt"]
+    assert sorted(p.name for p in space.iterdir()) == ["README.md", "app.py", "assets", "pass_core", "race_handlers.py", "requirements.txt"]
     assert (space / "app.py").read_bytes() == (REPO / "app.py").read_bytes()
     assert not list(space.rglob("__pycache__"))
     assert not (space / "tests").exists() and not (space / "spaces").exists()

@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import app  # noqa: E402
+import race_handlers  # noqa: E402
 from pass_core.registry import METHODS  # noqa: E402
 from pass_core.trace import load_trace  # noqa: E402
 from pass_core.viz.teaching import THEORY_NEEDS_AR  # noqa: E402
@@ -152,10 +153,10 @@ def test_trace_files_are_pruned_on_a_long_running_server(tmp_path, monkeypatch):
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr(app, "TRACES_KEPT", 2)
+    monkeypatch.setattr(race_handlers, "TRACES_KEPT", 2)
     made = []
     for _ in range(4):
-        folder = app._trace_folder()
+        folder = race_handlers._trace_folder()
         (folder / "pass-playground-trace.json").write_text("{}")
         made.append(folder)
     left = sorted((tmp_path / "pass-playground-traces").iterdir())

@@ -1,0 +1,285 @@
+"""The race page's handlers: the race, the step-through's paused updates, the replay and the lab, and the
+outputs they render. Gradio values (``gr.Error``, ``gr.skip``) but no layout: ``app.py`` builds the page and
+wires these functions to it (and re-exports them). No tensors here: decoding, metrics and figures come from
+``pass_core`` and ``pass_core.viz``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import gradio as gr
+
+from pass_core.lab import run_lab
+from pass_core.models import LoadedModel
+from pass_core.pass_cost import cached_pass_cost
+from pass_core.race import events_upto, race, race_order
+from pass_core.registry import METHODS
+from pass_core.settings import DecodeSettings
+from pass_core.trace import load_trace, make_trace, save_trace
+from pass_core.viz.cost_charts import cost_view
+from pass_core.viz.race_charts import highlighted_tokens
+from pass_core.viz.race_inputs import chosen_methods, hide_paths, input_problems, methods_problem, prompt_problem, whole, \
+    zerogpu_duration
+from pass_core.viz.race_view import METRIC_LABELS, race_view
+from pass_core.viz.stepping import NEXT, PREVIOUS, RESUME, StepControl, step_line, step_position
+from pass_core.viz.teaching import lab_figure, lab_markdown, replay_note, theory_view
+
+DEFAULT_RACE = ("ar", "pass", "parallelspec")
+UPDATE_INTERVAL_S = 0.25  # at most 4 page updates per second of wall time at the start of a race
+CHART_EVERY = 4  # charts redraw on every 4th page update (figures are the browser's heaviest work)
+THEORY_EVERY = 4  # during a race the theory view redraws with every 4th chart redraw (and at the end, when paused)
+TOKENS_PER_EXTRA_S = 400  # each 400 tokens on the page add 1 s between updates, so long races stay responsive
+
+
+def user_error(message: str) -> gr.Error:
+    """A ``gr.Error`` for a mistake in the request: shown to the visitor (server paths shortened to file names),
+    never logged with a traceback (the server log is for server faults)."""
+    return gr.Error(hide_paths(message), print_exception=False)
+
+
+def make_settings(num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, fused,
+                  chat_template=True, inspect=False, auto_drafts=False) -> DecodeSettings:
+    """Validated ``DecodeSettings`` from UI values. Raises gr.Error naming the setting, its range and the value."""
+    try:
+        return DecodeSettings(num_lookahead=whole(num_lookahead), temperature=temperature, top_k=whole(top_k),
+                              top_p=top_p, max_new_tokens=whole(max_new_tokens), seed=whole(seed),
+                              fused=bool(fused), chat_template=bool(chat_template),
+                              inspect=bool(inspect), auto_drafts=bool(auto_drafts))
+    except (TypeError, ValueError) as err:
+        raise user_error(str(err)) from err
+
+
+def race_keys(methods) -> tuple[str, ...]:
+    """The chosen methods in pane (registry) order. Raises gr.Error unless two or more registered ones are chosen."""
+    problem = methods_problem(methods)
+    if problem:
+        raise user_error(problem)
+    return tuple(key for key in METHODS if key in set(chosen_methods(methods)))
+
+
+def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finished: bool, drafter_note: str,
+           charts_now: bool = True, *, chat_template: bool = True, run_note: str = "", dtype: str = "float32",
+           revision: str = "race", trace_path: str | None = None, position: int | None = None, live: bool = False,
+           own_model: bool = True, theory_now: bool = True, curve: dict | None = None) -> tuple:
+    """Every output of the race (``race_view`` of the events so far), in ``build_demo``'s output order: one pane
+    per registered method (empty when not racing; the page hides it), 5 metrics, greedy check, 4 figures (or
+    ``gr.skip()`` unless ``charts_now``: Plotly redraws are the browser's heaviest work), the theory figure and
+    its sentences (``teaching.theory_view``; skipped like the figures), the trace download (``trace_path``;
+    skipped when None), run line, drafter line, ``gr.State`` dict. ``revision``: the figures' ``uirevision``,
+    one per race (keeps the user's zoom). ``position``: step-through, show the state after the race's first
+    ``position`` steps (``race.events_upto``; None = all of ``events``), ``live``: the race still runs (paused).
+    ``own_model``: the events come from the page's model (the inspector may decode token ids with it).
+    ``theory_now``: redraw the theory view too (with the charts; a live race does it on every
+    ``THEORY_EVERY``-th chart redraw). ``curve``: this machine's pass-cost curve (``pass_cost``): the cost chart
+    and its lines are drawn with the theory (None: the chart says why it is missing)."""
+    shown, headline = events, None
+    if position is not None:
+        order = race_order(events)
+        shown, headline = events_upto(events, position, order), step_line(events, order, position, live)
+    view = race_view(shown, show_rejected, greedy, fused, finished and position is None, with_figures=charts_now,
+                     chat_template=chat_template, note=run_note, dtype=dtype, revision=revision, headline=headline)
+    theory = theory_view(shown, revision) if theory_now and charts_now else (gr.skip(), gr.skip())
+    cost = cost_view(shown, curve, revision) if theory_now and charts_now else (gr.skip(), gr.skip())
+    return (
+        *(view.panes.get(key, []) for key in METHODS),
+        *(view.metrics[key] for key in METRIC_LABELS),
+        view.greedy_check,
+        *(view.figures or (gr.skip(),) * 4),
+        *theory,
+        *cost,
+        gr.skip() if trace_path is None else str(trace_path),
+        view.run_line,
+        drafter_note,
+        {"events": events, "greedy": greedy, "fused": fused, "finished": finished, "note": drafter_note,
+         "position": position, "own_model": own_model,
+         "show": dict(chat_template=chat_template, run_note=run_note, dtype=dtype, revision=revision, curve=curve)},
+    )
+
+
+def render_state(state: dict, show_rejected: bool, position: int | None, live: bool = False) -> tuple:
+    """``render`` again for a race or replay held in the page's state (``render``'s last output), at ``position``
+    (step-through) with every chart."""
+    return render(state["events"], show_rejected, state["greedy"], state["fused"], state["finished"], state["note"],
+                  position=position, live=live, own_model=state.get("own_model", True), **state["show"])
+
+
+def drafters_for(loaded: LoadedModel, keys, settings: DecodeSettings) -> tuple[dict, str]:
+    """Each racing method's files (``Method.find_files``) and a markdown line per method that uses any.
+
+    Returns:
+        ({method key: what find_files returned} for the racing methods, note naming files without folders).
+
+    Raises:
+        ValueError: a shipped file that is corrupt or for another model (shown as gr.Error).
+    """
+    found, lines = {}, []
+    for key in keys:
+        found[key], note = METHODS[key].find_files(loaded, settings.num_lookahead)
+        if note:
+            lines.append(f"**{METHODS[key].label}:** {note}")
+    return found, hide_paths("  \n".join(lines)) or "No racing method drafts: no files needed."
+
+
+def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
+                 show_rejected=True, fused=False, methods=DEFAULT_RACE, chat_template=True, auto_drafts=False, *,
+                 update_interval_s: float = UPDATE_INTERVAL_S, run_note: str = "", inspect: bool = False,
+                 control: StepControl | None = None):
+    """Race the chosen methods (pass_core.race: fair interleaving by compute time) and stream the page.
+
+    ``methods`` holds two or more keys of ``METHODS``. Yields the outputs of ``render`` at most
+    every ``update_interval_s`` seconds of wall time (one more second per ``TOKENS_PER_EXTRA_S``
+    tokens already shown, so that the browser keeps up and Stop stays responsive in long races),
+    and once more at the end; ``run_note`` goes into the run line. ``inspect``: events carry the token
+    inspector's data (``DecodeSettings.inspect``). The last yield offers the race as a JSON trace
+    (``pass_core.trace``) to download. ``control``: the step-through buttons (``viz.stepping``): while paused the
+    race computes nothing and yields each Next / Previous position; in slow motion it yields every step and waits
+    ``control.delay_s`` after it (wall time only: compute times are unchanged). Raises gr.Error for bad settings,
+    fewer than two methods or a bad prompt.
+    """
+    keys = race_keys(methods)
+    settings = make_settings(num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, fused, chat_template,
+                             inspect, auto_drafts)
+    problem = prompt_problem(prompt)
+    if problem:
+        raise user_error(problem)
+    events = {key: [] for key in keys}
+    show = dict(chat_template=settings.chat_template, run_note=run_note, dtype=str(loaded.dtype),
+                revision=f"race-{time.time_ns()}", curve=cached_pass_cost(loaded))
+    try:
+        found, note = drafters_for(loaded, keys, settings)
+        decoders = {key: METHODS[key].decode(loaded, prompt, settings, found[key]) for key in keys}
+        last, updates, tokens = float("-inf"), 0, 0
+        for name, event in race(decoders):
+            events[name].append(event)
+            tokens += len(event.tokens)
+            if control is not None and control.paused:
+                yield from paused_updates(control, events, lambda position: render(
+                    events, show_rejected, settings.greedy, settings.fused, False, note, position=position, live=True,
+                    **show))
+                continue
+            if control is not None and control.delay_s:  # slow motion: every step on the page, then a wait
+                yield render(events, show_rejected, settings.greedy, settings.fused, False, note, **show)
+                control.sleep(control.delay_s)
+                continue
+            now = time.monotonic()
+            if now - last >= update_interval_s * (1 + tokens / TOKENS_PER_EXTRA_S):
+                last = now
+                charts_now = updates % CHART_EVERY == 0
+                theory_now = updates % (CHART_EVERY * THEORY_EVERY) == 0
+                updates += 1
+                yield render(events, show_rejected, settings.greedy, settings.fused, False, note, charts_now,
+                             theory_now=theory_now, **show)
+    except ValueError as err:  # empty prompt, prompt too long, a drafter file for another model
+        raise user_error(str(err)) from err
+    path = save_trace(make_trace(loaded, prompt, settings, events), _trace_folder() / "pass-playground-trace.json")
+    yield render(events, show_rejected, settings.greedy, settings.fused, True, note, trace_path=str(path), **show)
+
+
+def paused_updates(control: StepControl, events: dict, frame):
+    """The page updates of a paused live race: ``frame(position)`` (``render`` at that position) now, then one
+    per Next / Previous press while recorded steps remain. Returns (the race computes its next step) on Resume,
+    or on Next at the newest step (the race then stops again after it, still paused)."""
+    total = position = sum(map(len, events.values()))
+    yield frame(position)
+    while True:
+        move = control.wait_move(timeout_s=0.1)
+        if move == RESUME and not control.paused:
+            return
+        if move == NEXT and position == total:
+            return
+        if move in (NEXT, PREVIOUS):
+            position = step_position(position, total, move)
+            yield frame(position)
+
+
+TRACES_KEPT = 64  # a long-running server keeps the newest race traces only
+
+
+def _trace_folder() -> Path:
+    """A new folder for one race's trace under one per-server folder; the oldest beyond ``TRACES_KEPT`` go."""
+    root = Path(tempfile.gettempdir()) / "pass-playground-traces"
+    root.mkdir(exist_ok=True)
+    for old in sorted(root.iterdir(), key=lambda p: p.stat().st_mtime)[:-TRACES_KEPT]:
+        shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(dir=root))
+
+
+def replay_handler(trace_file, show_rejected=True, model_name: str | None = None) -> tuple:
+    """Render a recorded race (a JSON trace from the download button or ``generate --trace``) into the race's
+    panes, metrics and charts, with no model: the outputs of ``render`` for the trace's events.
+
+    ``model_name``: the page's model; a trace of another model never has its token ids decoded with it.
+    Raises gr.Error naming the file and what is wrong (no file, not JSON, another schema, a missing field).
+    """
+    if not trace_file:
+        raise user_error("Choose a trace file (.json) to replay first.")
+    path = trace_file if isinstance(trace_file, (str, Path)) else getattr(trace_file, "name", trace_file)
+    try:
+        trace = load_trace(path)
+    except ValueError as err:
+        raise user_error(str(err)) from err
+    s = trace.settings
+    return render(trace.events, show_rejected, s.greedy, s.fused, True, "Replayed from a trace: no files needed.",
+                  chat_template=s.chat_template, run_note=replay_note(trace), revision=f"replay-{time.time_ns()}",
+                  own_model=trace.model_name == model_name)
+
+
+def lab_handler(loaded: LoadedModel, prompt, runs, progress=None, decode=str) -> tuple:
+    """The losslessness lab (``pass_core.lab.run_lab``): ``runs`` seeded continuations with every method and the
+    broken rule. ``progress``: a ``gr.Progress`` (or None), fed (runs done, runs in all); ``decode``: token id ->
+    text for the chart. Returns (``lab_figure``, ``lab_markdown``). Raises gr.Error for a bad prompt or N."""
+    problem = prompt_problem(prompt)
+    if problem:
+        raise user_error(problem)
+    feed = (lambda done, total: progress((done, total), desc="lab runs", unit="runs")) if progress else None
+    try:
+        result = run_lab(loaded, prompt, whole(runs), progress=feed)
+    except (TypeError, ValueError) as err:
+        raise user_error(str(err)) from err
+    names = {key: m.label for key, m in METHODS.items()}
+    return lab_figure(result, names, decode), lab_markdown(result, names)
+
+
+def validate_inputs(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected=True,
+                    fused=False, methods=DEFAULT_RACE, chat_template=True, auto_drafts=False) -> list:
+    """One ``gr.validate`` per input, run by gradio before the race, for the page and the API alike: the page marks
+    each faulty input with its message (the setting, its range and the value given), ``gradio_client`` raises
+    ``ValidationError`` listing them, and nothing races. ``race_handler`` checks the same again."""
+    *fields, methods_issue = input_problems(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
+                                            methods)
+    return [gr.validate(problem is None, problem or "")
+            for problem in (*fields, None, None, methods_issue, None, None)]
+
+
+def gpu_duration(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed=0, show_rejected=True,
+                 fused=False, methods=DEFAULT_RACE, chat_template=True, auto_drafts=False, run_note="",
+                 control=None) -> int:
+    """Seconds of GPU to ask ZeroGPU for: ``race_inputs.zerogpu_duration``, at most ``ZEROGPU_MAX_S``."""
+    return zerogpu_duration(max_new_tokens, methods)
+
+
+def rerender_panes(state, show_rejected):
+    """Re-colour the panes from the last run (the toggle needs no new run)."""
+    if not state:
+        return (gr.skip(),) * len(METHODS)
+    events = events_upto(state["events"], state.get("position"))
+    return tuple(highlighted_tokens(events[key], show_rejected) if key in events else gr.skip()
+                 for key in METHODS)
+
+
+def with_panes_for(outputs: tuple, show_rejected: bool) -> tuple:
+    """A race update (``render``'s outputs) with its panes re-rendered for ``show_rejected``: the value the
+    toggle has *now*, which the visitor may have changed since the race started (the state holds the events)."""
+    if not isinstance(outputs[-1], dict):  # "waiting for the model": no panes in this update
+        return outputs
+    return (*rerender_panes(outputs[-1], show_rejected), *outputs[len(METHODS):])
+
+
+def pane_visibility(methods):
+    """Show the panes of the chosen methods only (Run asks for two or more)."""
+    chosen = set(methods or ())
+    return tuple(gr.update(visible=key in chosen) for key in METHODS)
