@@ -29,7 +29,7 @@ from pass_core.viz.stepping import NEXT, PREVIOUS, RESUME, StepControl, step_lin
 from pass_core.viz.teaching import lab_figure, lab_markdown, replay_note, theory_view
 
 DEFAULT_RACE = ("ar", "pass", "parallelspec")
-UPDATE_INTERVAL_S = 0.25  # at most 4 page updates per second of wall time at the start of a race
+UPDATE_INTERVAL_S = 0.5  # at most 2 page updates per second of wall time at the start of a race (UI cost <= 5 %)
 CHART_EVERY = 4  # charts redraw on every 4th page update (figures are the browser's heaviest work)
 THEORY_EVERY = 4  # during a race the theory view redraws with every 4th chart redraw (and at the end, when paused)
 TOKENS_PER_EXTRA_S = 400  # each 400 tokens on the page add 1 s between updates, so long races stay responsive

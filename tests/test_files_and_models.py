@@ -130,7 +130,7 @@ EMBEDDED_PROMPTS = [
 @pytest.mark.slow
 def test_embedded_greedy_every_method_equals_ar(smollm):
     """Every registered method, with its shipped files, reproduces AR's greedy output on the
-    embedded model (the fused step too, for the methods it applies to)."""
+    embedded model (the fused step too, for the methods it applies to, and cost-aware draft lengths)."""
     from pass_core.events import compare_outputs
     from pass_core.registry import METHODS
     from pass_core.settings import DecodeSettings
@@ -140,6 +140,8 @@ def test_embedded_greedy_every_method_equals_ar(smollm):
     for key, method in METHODS.items():
         state, _ = method.find_files(smollm, 3)
         variants = [settings, settings.with_(fused=True)] if method.fusable else [settings]
+        if method.drafter is not None:  # cost-aware draft lengths (extension), on this machine's pass cost
+            variants.append(settings.with_(auto_drafts=True, fused=method.fusable))
         for s in variants:
             prompts = EMBEDDED_PROMPTS if s is settings else EMBEDDED_PROMPTS[:3]
             for prompt in prompts:

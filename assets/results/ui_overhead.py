@@ -52,7 +52,7 @@ _, url, _ = demo.launch(server_name="127.0.0.1", server_port=7871, prevent_threa
 CLIENT = f"""
 import sys, time, json
 from gradio_client import Client
-client = Client({url!r}, verbose=False)
+client = Client({url!r}, verbose=False, download_files=False)  # a browser downloads the trace only when asked
 for line in sys.stdin:
     start = time.perf_counter()
     job = client.submit(json.loads(line), {K}, 0.0, 0, 1.0, {TOKENS}, 0, True, False, {list(app.DEFAULT_RACE)!r},
@@ -68,8 +68,8 @@ client = subprocess.Popen([sys.executable, "-c", CLIENT], stdin=subprocess.PIPE,
 def page(prompt: str) -> tuple[float, int]:
     client.stdin.write(json.dumps(prompt) + "\n")
     client.stdin.flush()
-    elapsed, trace_path = json.loads(client.stdout.readline())
-    trace = load_trace(trace_path)  # the trace download's file: the race's steps
+    elapsed, trace_file = json.loads(client.stdout.readline())
+    trace = load_trace(trace_file["path"])  # the trace download's file on the server: the race's steps
     return elapsed, sum(map(len, trace.events.values()))
 
 

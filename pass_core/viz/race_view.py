@@ -36,7 +36,8 @@ METRIC_LABELS = {
     "acceptance_rate": "draft acceptance rate",
 }
 
-#: Page CSS: tight token boxes; rejected drafts struck through (a mark that does not rely on colour alone); a
+#: Page CSS: tight token boxes; the token inspector's table scrolls sideways on a phone instead of wrapping each
+#: letter; rejected drafts struck through (a mark that does not rely on colour alone); a
 #: blank line between paragraphs kept (gradio draws each newline as an empty ``.line-break`` of no height, so
 #: two in a row collapse into one); a thin bar between steps (``race_charts.STEP_MARK``); the range sliders
 #: beside the number boxes without their own number box (it clamps typed values silently); on a narrow screen
@@ -51,6 +52,8 @@ PAGE_CSS = f"""
 {charts.STEP_MARK_CSS_SELECTOR} {{border-left: 2px solid #6b7280; width: 0; margin: 2px 2px 4px 1px;
     overflow: hidden; padding: 0 !important}}
 {charts.rejected_css_selector()} {{text-decoration: line-through}}
+#inspector-text table {{display: block; overflow-x: auto; max-width: 100%}}
+#inspector-text th, #inspector-text td {{white-space: nowrap; padding: 2px 8px}}
 @media (max-width: 640px) {{
   #page-title h1 {{font-size: 1.4em; margin: 0}}
 }}

@@ -110,7 +110,7 @@ def inspector_figure(event: StepEvent, token_index: int, decode=str) -> go.Figur
                            text=mark, showarrow=True, arrowcolor=_DRAWN, font=dict(color=_DRAWN))
     # as the race's charts: no template, the legend under the axis (never over the bars or the plot's label)
     fig.update_layout(barmode="group", height=320, margin=dict(l=55, r=10, t=35, b=10), legend=_BOTTOM_LEGEND,
-                      yaxis=dict(range=[0, 1.05], title="probability", gridcolor="#e5e7eb"),
+                      yaxis=dict(range=[0, 1.25], title="probability", gridcolor="#e5e7eb"),  # room for the mark
                       xaxis=dict(title="token (top-n of each distribution)"), paper_bgcolor="white",
                       plot_bgcolor="white")
     return fig
