@@ -36,7 +36,8 @@ from pass_core.settings import SETTING_RANGES, DecodeSettings
 from pass_core.viz.cost_charts import COST_WAITING
 from pass_core.viz.race_charts import pane_colours
 from pass_core.viz.race_inputs import EXAMPLES, NUMERIC_INPUTS, cap_for_zerogpu, hide_paths, whole
-from pass_core.viz.race_view import INTRO, METRIC_LABELS, PAGE_CSS, TITLE, help_text, setting_range
+from pass_core.viz.race_view import (HIDE_REJECTED_JS, INTRO, METRIC_LABELS, PAGE_CSS, TITLE, help_text,
+                                     setting_range)
 from pass_core.viz.stepping import MAX_STEP_DELAY_S, NEXT, PREVIOUS, RESUME, StepControl, step_position
 from pass_core.viz.teaching import (INSPECTOR_HINT, LAB_DEFAULT_RUNS, LAB_INTRO, LAB_PROMPT, THEORY_NEEDS_AR,
                                     inspect_selection, token_namer)
@@ -299,7 +300,8 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
         demo.unload(on_unload)
         lab_btn.click(on_lab, [lab_prompt, lab_runs], [lab_plot, lab_md], api_name="lab", concurrency_limit=1)
         stop_btn.click(lambda: STOPPED_NOTE, None, run_md, cancels=[run_event], api_visibility="private", queue=False)
-        show_rejected.change(on_toggle, [state, show_rejected], panes, api_visibility="private", queue=False)
+        show_rejected.change(on_toggle, [state, show_rejected], panes, api_visibility="private", queue=False,
+                             js=HIDE_REJECTED_JS)
         num_lookahead.change(lookahead_line, [num_lookahead, methods], lookahead_md, api_visibility="private",
                              trigger_mode="always_last", show_progress="hidden")
         methods.change(pane_visibility, methods, panes, api_visibility="private", queue=False)

@@ -36,7 +36,9 @@ METRIC_LABELS = {
     "acceptance_rate": "draft acceptance rate",
 }
 
-#: Page CSS: tight token boxes; the token inspector's table scrolls sideways on a phone instead of wrapping each
+#: Page CSS: tight token boxes; rejected drafts hidden at once in the browser while "show rejected drafts" is off
+#: (``HIDE_REJECTED_JS`` sets the class; the server re-renders the panes without them too, but an update already
+#: on its way when the box was unticked would otherwise show them again for a moment); the token inspector's table scrolls sideways on a phone instead of wrapping each
 #: letter; rejected drafts struck through (a mark that does not rely on colour alone); a
 #: blank line between paragraphs kept (gradio draws each newline as an empty ``.line-break`` of no height, so
 #: two in a row collapse into one); a thin bar between steps (``race_charts.STEP_MARK``); the range sliders
@@ -52,12 +54,19 @@ PAGE_CSS = f"""
 {charts.STEP_MARK_CSS_SELECTOR} {{border-left: 2px solid #6b7280; width: 0; margin: 2px 2px 4px 1px;
     overflow: hidden; padding: 0 !important}}
 {charts.rejected_css_selector()} {{text-decoration: line-through}}
+body.hide-rejected {charts.rejected_css_selector().removesuffix(" .text")} {{display: none}}
 #inspector-text table {{display: block; overflow-x: auto; max-width: 100%}}
 #inspector-text th, #inspector-text td {{white-space: nowrap; padding: 2px 8px}}
 @media (max-width: 640px) {{
   #page-title h1 {{font-size: 1.4em; margin: 0}}
 }}
 """
+
+
+#: Browser-side half of the "show rejected drafts" toggle: a class on the page's body (see ``PAGE_CSS``).
+#: It runs before the toggle's handler, whose inputs are (the page state, the checkbox): it passes both on.
+HIDE_REJECTED_JS = ("(state, show) => { document.body.classList.toggle('hide-rejected', !show); "
+                    "return [state, show]; }")
 
 
 @dataclass(frozen=True)
