@@ -33,6 +33,7 @@ UPDATE_INTERVAL_S = 0.5  # at most 2 page updates per second of wall time at the
 CHART_EVERY = 4  # charts redraw on every 4th page update (figures are the browser's heaviest work)
 THEORY_EVERY = 4  # during a race the theory view redraws with every 4th chart redraw (and at the end, when paused)
 TOKENS_PER_EXTRA_S = 400  # each 400 tokens on the page add 1 s between updates, so long races stay responsive
+MAX_UPDATE_GAP_S = 2.5  # ...but never more: Stop (a cancel) takes effect at the next update
 
 
 def user_error(message: str) -> gr.Error:
@@ -131,8 +132,9 @@ def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k,
     """Race the chosen methods (pass_core.race: fair interleaving by compute time) and stream the page.
 
     ``methods`` holds two or more keys of ``METHODS``. Yields the outputs of ``render`` at most
-    every ``update_interval_s`` seconds of wall time (one more second per ``TOKENS_PER_EXTRA_S``
-    tokens already shown, so that the browser keeps up and Stop stays responsive in long races),
+    every ``update_interval_s`` seconds of wall time (the gap grows by ``update_interval_s`` per
+    ``TOKENS_PER_EXTRA_S`` tokens already shown, to at most ``MAX_UPDATE_GAP_S``, so that the browser keeps up;
+    Stop takes effect at the next update),
     and once more at the end; ``run_note`` goes into the run line. ``inspect``: events carry the token
     inspector's data (``DecodeSettings.inspect``). The last yield offers the race as a JSON trace
     (``pass_core.trace``) to download. ``control``: the step-through buttons (``viz.stepping``): while paused the
@@ -166,7 +168,7 @@ def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k,
                 control.sleep(control.delay_s)
                 continue
             now = time.monotonic()
-            if now - last >= update_interval_s * (1 + tokens / TOKENS_PER_EXTRA_S):
+            if now - last >= min(update_interval_s * (1 + tokens / TOKENS_PER_EXTRA_S), MAX_UPDATE_GAP_S):
                 last = now
                 charts_now = updates % CHART_EVERY == 0
                 theory_now = updates % (CHART_EVERY * THEORY_EVERY) == 0

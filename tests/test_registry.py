@@ -79,7 +79,7 @@ def test_app_races_a_registered_method(tiny, echo):
 
 
 def test_app_names_no_method_beyond_its_default_selection():
-    source = (REPO / "app.py").read_text(encoding="utf-8")
+    source = "\n".join((REPO / name).read_text(encoding="utf-8") for name in ("app.py", "race_handlers.py"))
     lines = [ln for ln in source.splitlines() if re.search(r"""["'](pass|fixed-token|parallelspec)["']""", ln)]
     assert lines == ['DEFAULT_RACE = ("ar", "pass", "parallelspec")'], lines
 
