@@ -204,11 +204,11 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
                         run_btn = gr.Button("Run", variant="primary")
                         stop_btn = gr.Button("Stop", variant="stop")
                     with gr.Row(elem_id="step-through"):  # step-through: the state after each step of the race
-                        pause_btn = gr.Button("⏸ Pause", size="sm", elem_id="pause-button", min_width=90)
-                        previous_btn = gr.Button("⏮ Previous step", size="sm", elem_id="previous-button",
+                        pause_btn = gr.Button("Pause", size="sm", elem_id="pause-button", min_width=90)
+                        previous_btn = gr.Button("◀ Previous step", size="sm", elem_id="previous-button",
                                                  min_width=90)
-                        next_btn = gr.Button("⏭ Next step", size="sm", elem_id="next-button", min_width=90)
-                        resume_btn = gr.Button("▶ Resume", size="sm", elem_id="resume-button", min_width=90)
+                        next_btn = gr.Button("Next step ▶", size="sm", elem_id="next-button", min_width=90)
+                        resume_btn = gr.Button("Resume ▶▶", size="sm", elem_id="resume-button", min_width=90)
                     slow_motion = gr.Slider(0, MAX_STEP_DELAY_S, value=0, step=0.05, elem_id="slow-motion",
                                             label="slow motion: delay per step (s)",
                                             info="0 = full speed; the wait is wall time, never counted as compute")
