@@ -39,7 +39,7 @@ from pass_core.viz.race_inputs import EXAMPLES, NUMERIC_INPUTS, cap_for_zerogpu,
 from pass_core.viz.race_view import (HIDE_REJECTED_JS, INTRO, METRIC_LABELS, PAGE_CSS, TITLE, help_text,
                                      setting_range)
 from pass_core.viz.stepping import MAX_STEP_DELAY_S, NEXT, PREVIOUS, RESUME, StepControl, step_position
-from pass_core.viz.teaching import (INSPECTOR_HINT, LAB_DEFAULT_RUNS, LAB_INTRO, LAB_PROMPT, THEORY_NEEDS_AR,
+from pass_core.viz.teaching import (INSPECTOR_HINT, LAB_DEFAULT_RUNS, LAB_INTRO, LAB_PROMPT, THEORY_BEFORE_RACE,
                                     inspect_selection, token_namer)
 # the handlers, re-exported: tests and API users reach them as app.<name>
 from race_handlers import (CHART_EVERY, DEFAULT_RACE, TRACES_KEPT, UPDATE_INTERVAL_S, drafters_for,  # noqa: F401
@@ -48,6 +48,7 @@ from race_handlers import (CHART_EVERY, DEFAULT_RACE, TRACES_KEPT, UPDATE_INTERV
 
 QUEUE_MAX_SIZE = 16
 STOPPED_NOTE = "**Stopped.** The panes show what each method had produced when you pressed Stop."
+NOTHING_TO_STEP = "*Run a race or replay a trace first: the step-through moves through its steps.*"
 LOAD_TIMEOUT_S = 600  # a Run pressed while the model loads waits this long at most
 #: The "How to read this" help; ``help_text`` fills in the registered methods and the setting ranges.
 HELP_TEMPLATE = (Path(__file__).resolve().parent / "assets" / "help" / "how-to-read.md").read_text(encoding="utf-8")
@@ -120,8 +121,8 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
             if control is not None:  # a live race: it computes, renders and yields the positions itself
                 control.pause() if direction == "pause" else control.move(direction)
                 return (gr.skip(),) * len(outputs)
-            if not state:
-                raise user_error("Run a race or replay a trace first: the step-through moves through its steps.")
+            if not state:  # nothing to step through: say so in the run line, leave everything else as it is
+                return (gr.skip(),) * (len(outputs) - 3) + (NOTHING_TO_STEP, gr.skip(), gr.skip())
             total = sum(map(len, state["events"].values()))
             if direction == RESUME:
                 position = None
@@ -254,7 +255,7 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
                 position_plot = gr.Plot(label="acceptance by position", min_width=420)
             with gr.Accordion("Theory beside measurement", open=True):
                 theory_plot = gr.Plot(label="accepted drafts per verification step: measured vs theory")
-                theory_md = gr.Markdown(THEORY_NEEDS_AR, elem_id="theory-sentences")
+                theory_md = gr.Markdown(THEORY_BEFORE_RACE, elem_id="theory-sentences")
             with gr.Accordion("Pass cost on this machine", open=True):
                 cost_plot = gr.Plot(label="cost of a pass over w tokens, and what each method yields per step")
                 cost_md = gr.Markdown(COST_WAITING, elem_id="cost-sentences")

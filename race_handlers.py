@@ -33,6 +33,7 @@ UPDATE_INTERVAL_S = 0.5  # at most 2 page updates per second of wall time at the
 CHART_EVERY = 4  # charts redraw on every 4th page update (figures are the browser's heaviest work)
 THEORY_EVERY = 4  # during a race the theory view redraws with every 4th chart redraw (and at the end, when paused)
 TOKENS_PER_EXTRA_S = 400  # each 400 tokens on the page add 1 s between updates, so long races stay responsive
+PAUSE_IDLE_S = 300.0  # a paused race resumes by itself after 5 minutes without a step-through press
 MAX_UPDATE_GAP_S = 2.5  # ...but never more: Stop (a cancel) takes effect at the next update
 
 
@@ -184,11 +185,19 @@ def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k,
 def paused_updates(control: StepControl, events: dict, frame):
     """The page updates of a paused live race: ``frame(position)`` (``render`` at that position) now, then one
     per Next / Previous press while recorded steps remain. Returns (the race computes its next step) on Resume,
-    or on Next at the newest step (the race then stops again after it, still paused)."""
+    or on Next at the newest step (the race then stops again after it, still paused). After ``PAUSE_IDLE_S``
+    seconds without a button press the race resumes by itself: the page runs one race at a time, and a paused
+    race left in a closed tab would otherwise hold that slot for ever."""
     total = position = sum(map(len, events.values()))
     yield frame(position)
+    idle_since = time.monotonic()
     while True:
         move = control.wait_move(timeout_s=0.1)
+        if move is None and time.monotonic() - idle_since > PAUSE_IDLE_S:
+            control.move(RESUME)  # nobody pressed anything for a while (a closed tab?): free the race's slot
+            continue
+        if move is not None:
+            idle_since = time.monotonic()
         if move == RESUME and not control.paused:
             return
         if move == NEXT and position == total:

@@ -191,3 +191,27 @@ def test_inspector_names_tokens_of_a_trace_without_the_model(tiny):
     assert decode(some.token_id) == some.text
     assert re.fullmatch(r"#\d+", decode(10**7))
     assert token_namer(events, lambda i: "model")(10**7) == "model"
+
+
+def test_a_paused_race_left_alone_resumes_by_itself(tiny, monkeypatch):
+    """The page runs one race at a time: a race paused in a tab that was closed must not hold that slot for ever."""
+    import race_handlers
+
+    monkeypatch.setattr(race_handlers, "PAUSE_IDLE_S", 0.3)
+    control = StepControl()
+    control.pause()
+    start = time.monotonic()
+    outs = [dict(zip(OUTPUT_NAMES, o, strict=True)) for o in app.race_handler(
+        tiny, "Hello there", 2, 0.0, 0, 1.0, 8, 0, update_interval_s=0.0, control=control)]
+    assert "Finished" in outs[-1]["run_info"] and not control.paused
+    assert time.monotonic() - start >= 0.3
+
+
+def test_step_buttons_before_any_race_say_what_to_do(tiny):
+    demo = app.build_demo(tiny)
+    steppers = [fn.fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "handler"
+                and len(fn.outputs) == len(OUTPUT_NAMES)]
+    assert len(steppers) == 4  # Pause, Previous, Next, Resume
+    for fn in steppers:
+        out = dict(zip(OUTPUT_NAMES, fn(None, True), strict=True))
+        assert out["run_info"] == app.NOTHING_TO_STEP and "Run a race" in out["run_info"]

@@ -53,3 +53,17 @@ def test_theory_and_lab_views(tiny):
     assert any(t.name.startswith("✗ broken rule: always accept: TV") for t in lab.data)
     assert any(t.name.startswith("✓ AR: TV") for t in lab.data)
     assert sum(lab.data[0].y) == pytest.approx(1.0)
+
+
+def test_inspector_chart_shows_an_unlikely_draft_too():
+    from pass_core.events import DraftRecord, StepEvent, TokenRecord
+    from pass_core.inspection import PositionInspection, TopN
+
+    top = TopN(tuple(range(10)), tuple([0.1] * 10))
+    event = StepEvent(method="pass", step=2, tokens=(TokenRecord(1, "a", "exact"), TokenRecord(99, "z", "rejected"),
+                                                     TokenRecord(3, "c", "resampled")),
+                      drafts=(DraftRecord(1, 99, "z", 0.002, 0.0001, 0.5, "rejected"),),
+                      num_verified_drafts=1, inspection=(PositionInspection(1, top, top, top),))
+    fig = inspector_figure(event, 1)
+    assert fig.data[0].x[-1] == "99" and fig.data[0].y[-1] == 0.0001 and fig.data[1].y[-1] == 0.002
+    assert fig.layout.annotations[0].text == "d_1"

@@ -76,7 +76,8 @@ def pass_cost_markdown(curve: dict, points: dict[str, tuple[float, float, float]
     widths = ", ".join(f"c({w}) = {c[w]:.2f}" for w in (2, 4, 8) if w in c)
     lines = [f"This machine ({curve['device']}, {curve['dtype']}, {curve['threads']} threads): a one-token pass takes "
              f"{curve['ms'][0]:.1f} ms; {widths}. A step wins over AR when it yields more tokens than it costs in AR "
-             "steps."]
+             "steps. These lines average every step after the first (prefill), gated and plain steps included; "
+             "*Theory beside measurement* counts verification steps only, so its numbers differ."]
     for key, (width, tokens, cost) in (points or {}).items():
         if key != "ar":
             verdict = "faster than AR" if tokens > cost else "slower than AR"

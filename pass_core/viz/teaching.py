@@ -99,6 +99,12 @@ def inspector_figure(event: StepEvent, token_index: int, decode=str) -> go.Figur
     if not series:
         return None
     ids = list(dict.fromkeys(i for _, top, _ in series for i in top.ids))
+    if label in ("accepted", "rejected") and token_id not in ids:  # an unlikely draft: add its own bar, p and q
+        draft = next((d for d in event.drafts if d.position == position), None)  # from its DraftRecord
+        if draft is not None:
+            ids.append(token_id)
+            series = [(name, TopN(top.ids + (token_id,), top.probs + (value,)), colour)
+                      for (name, top, colour), value in zip(series, (draft.p, draft.q))]
     names = []
     for i in ids:  # two ids may decode to the same text (e.g. partial UTF-8 bytes): keep their bars apart
         name = repr(decode(i))[1:-1] or f"#{i}"
@@ -235,6 +241,8 @@ LAB_INTRO = ("Each method continues the prompt by 3 tokens, N times with seeds 0
 #: Shown in place of the theory chart when it cannot be drawn.
 THEORY_NEEDS_AR = "*Theory beside measurement needs AR in the race: its steps are the unit of cost.*"
 THEORY_WAITING = "*Theory beside measurement appears once a drafting method has verified drafts.*"
+#: Shown before the first race.
+THEORY_BEFORE_RACE = "*Theory beside measurement appears after a race with AR and a drafting method.*"
 
 
 def theory_view(events: dict[str, list[StepEvent]], revision: str = "race") -> tuple[go.Figure | None, str]:
