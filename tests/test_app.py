@@ -442,14 +442,15 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_server(model: str, timeout_s: float = 120.0):
-    """``python app.py --model MODEL`` on a free localhost port; yields (URL, process, path of its log)."""
+def running_server(model: str, timeout_s: float = 120.0, *extra_args: str):
+    """``python app.py --model MODEL [EXTRA_ARGS]`` on a free localhost port; yields (URL, process, path of its
+    log)."""
     port = free_port()
     env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1", HF_HUB_OFFLINE="1",
                GRADIO_ANALYTICS_ENABLED="False", OMP_NUM_THREADS="1")
     log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"pass-app-{port}.log"
     log = open(log_path, "w+")
-    proc = subprocess.Popen([sys.executable, str(REPO / "app.py"), "--model", model], cwd=REPO, env=env,
+    proc = subprocess.Popen([sys.executable, str(REPO / "app.py"), "--model", model, *extra_args], cwd=REPO, env=env,
                             stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
     try:

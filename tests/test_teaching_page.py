@@ -4,13 +4,9 @@ functions on the tiny model and once through gradio_client against ``python app.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import gradio as gr
@@ -24,7 +20,7 @@ import race_handlers  # noqa: E402
 from pass_core.registry import METHODS  # noqa: E402
 from pass_core.trace import load_trace  # noqa: E402
 from pass_core.viz.teaching import THEORY_NEEDS_AR  # noqa: E402
-from test_app import DRAFTING, OUTPUT_NAMES, free_port, pane_text, run, running_app  # noqa: E402
+from test_app import DRAFTING, OUTPUT_NAMES, pane_text, run, running_app, running_server  # noqa: E402
 
 
 def test_theory_sentence_for_each_drafting_method(tiny):
@@ -99,44 +95,15 @@ def test_race_then_replay_through_gradio_client(tiny_folder, tmp_path):
             client.predict(handle_file(str(bad)), True, api_name="/replay")
 
 
-@contextlib.contextmanager
-def replay_only_app(timeout_s: float):
-    """``python app.py --replay-only`` on a free port; yields (URL, seconds until it served)."""
-    port = free_port()
-    env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1", HF_HUB_OFFLINE="1",
-               GRADIO_ANALYTICS_ENABLED="False", OMP_NUM_THREADS="1")
-    start = time.monotonic()
-    proc = subprocess.Popen([sys.executable, str(REPO / "app.py"), "--replay-only", "--model", "no-such-model"],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"app.py --replay-only exited: {proc.stdout.read().decode()[-3000:]}")
-            try:
-                urllib.request.urlopen(url, timeout=2).close()
-                break
-            except OSError:
-                if time.monotonic() - start > timeout_s:
-                    raise TimeoutError(f"app.py --replay-only did not serve within {timeout_s} s") from None
-                time.sleep(0.2)
-        yield url, time.monotonic() - start
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
 def test_replay_only_serves_a_trace_without_a_model(tiny, tmp_path):
     """``--replay-only`` with a model name that does not exist: nothing loads, the page serves in seconds,
     Run and the lab say a model is needed, and a trace recorded on the tiny model replays."""
     from gradio_client import Client, handle_file
 
     final = run(tiny, max_new_tokens=8, update_interval_s=0.0, inspect=True)[-1]
-    with replay_only_app(timeout_s=30) as (url, startup_s):
-        assert startup_s < 30
+    start = time.monotonic()
+    with running_server("no-such-model", 30, "--replay-only") as (url, _, _):
+        assert time.monotonic() - start < 30
         client = Client(url, verbose=False, download_files=str(tmp_path))
         replayed = dict(zip(OUTPUT_NAMES, client.predict(handle_file(final["trace"]), True,
                                                          api_name="/replay")))
