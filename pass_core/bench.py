@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from .backends import BACKENDS, check_backend
-from .bench_report import load_html_report, machine_info, markdown_report
+from .bench_report import load_html_report, machine_info, markdown_report, training_records
 from .events import StepEvent, compare_outputs, output_token_ids, speedup, summarize
 from .models import DEFAULT_MODEL, load_model, pick_device
 from .pass_cost import measure_pass_cost, pass_cost_markdown
@@ -335,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
                          str(loaded.dtype).replace("torch.", ""), str(loaded.dtype))},
         "method_notes": notes,
         **({"pass_cost": curve} if curve else {}),
+        "training": training_records(loaded, methods, lookaheads[-1]),
         "summary": aggregate(runs, lookaheads, temperatures, str(loaded.dtype).replace("torch.", "")),
         "runs": [{"method": r.key.method, "num_lookahead": r.key.num_lookahead, "temperature": r.key.temperature,
                   "repeat": r.key.repeat, "prompt_index": r.key.prompt_index, "category": r.category,

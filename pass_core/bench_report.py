@@ -34,6 +34,41 @@ def machine_info(loaded) -> dict:
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
 
+def training_records(loaded, methods: list[str], num_lookahead: int) -> dict[str, dict]:
+    """What the trained files used by ``methods`` say about their training, for the report's training figure.
+
+    Args:
+        loaded: the ``LoadedModel``.
+        methods: method keys (variants like ``pass+fused`` count once, under their method).
+        num_lookahead: L / k asked of the files.
+
+    Returns:
+        method key -> {"note": which file, "curve": [{"step", "positions", "top1_agreement": [per draft position]}]
+        (held-out agreement against training positions, empty when the file's run did not record one),
+        "top1_agreement": the file's final held-out agreement or None, "positions": training positions seen or
+        None}; only methods whose file records its training.
+    """
+    from .registry import METHODS
+
+    out = {}
+    for key in dict.fromkeys(m.split("+")[0] for m in methods):
+        method = METHODS.get(key)
+        if method is None or method.file_option is None:
+            continue
+        try:
+            state, note = method.find_files(loaded, num_lookahead)
+        except ValueError:
+            continue
+        info = getattr(state, "info", {}) or {}
+        final = (info.get("eval") or {}).get("top1_agreement")
+        if info.get("curve") or final:
+            positions = info.get("positions_seen") or (info["steps"] * info["batch_positions"]
+                                                       if "steps" in info and "batch_positions" in info else None)
+            out[key] = {"note": note, "curve": info.get("curve") or [], "top1_agreement": final,
+                        "positions": positions}
+    return out
+
+
 def _fmt(x, spec: str = ".2f") -> str:
     return "-" if x is None else format(x, spec)
 

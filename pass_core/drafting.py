@@ -10,6 +10,7 @@ is the one loop that drives every drafter.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, ContextManager
 
 import torch
 
@@ -78,11 +79,14 @@ class Extension:
         attention_mask: (1, 1, R + E, cached + R + E) additive float mask over the whole query
             (R real tokens), 0 = attend.
         position_ids: (1, R + E) int64.
+        gate: ``rows -> context manager`` under which the pass runs, given the (E,) query indices of the
+            extra rows (look-ahead adapters act there only, an extension), or None.
     """
 
     embeds: torch.Tensor
     attention_mask: torch.Tensor
     position_ids: torch.Tensor
+    gate: Callable[[torch.Tensor], ContextManager] | None = None
 
 
 class Drafter:

@@ -34,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompt", required=True, help="the user's text")
     p.add_argument("--model", default=DEFAULT_MODEL, help="model name, hub id, folder or .gguf file")
     p.add_argument("--lookahead", default=None, help="look-ahead safetensors file, or 'fixed-token' (PaSS)")
+    p.add_argument("--adapters", default=None, help="look-ahead adapter file (PaSS + look-ahead adapters, method "
+                   "pass-lora; default: the shipped one)")
     p.add_argument("--drafter", default=None, help="ParallelSpec drafter file (default: the shipped one)")
     lo, hi, _ = SETTING_RANGES["num_lookahead"]
     p.add_argument("--num-lookahead", type=int, default=d.num_lookahead, help=f"L, {lo}-{hi}")
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     log = (lambda msg: print(msg, file=sys.stderr)) if not args.json else (lambda msg: None)
     method = METHODS[args.method]
-    for option in ("lookahead", "drafter"):
+    for option in ("lookahead", "adapters", "drafter"):
         if getattr(args, option) and method.file_option != option:
             print(f"note: --{option} is not used by --method {args.method}", file=sys.stderr)
     colours = ANSI if sys.stdout.isatty() else dict.fromkeys(ANSI, "")  # no escape codes in files and pipes

@@ -13,10 +13,15 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from .lookahead_adapters import GatedLoRA
 from .model_files import (check_trained_for, embedding_signature, read_model_file, signature_fingerprint,
                           tensors_checksum)
 
 FORMAT = "pass-lookahead/1"
+#: Files with look-ahead embeddings and look-ahead adapters (method ``pass-lora``, an extension).
+ADAPTER_FORMAT = "pass-lora/1"
+
+
 @dataclass
 class LookaheadEmbeddings:
     """The L look-ahead vectors [LA]_1..[LA]_L for one model.
@@ -32,6 +37,8 @@ class LookaheadEmbeddings:
             the "registers" extension of algorithms.md section 4). The draft for
             position i is read at block index i*R - 1.
         info: free-form training record (steps, data, loss, agreement ...).
+        adapters: look-ahead adapters (``GatedLoRA``: low-rank adapters active at look-ahead positions
+            only, an extension beyond the paper, method ``pass-lora``), or None (the paper's PaSS).
     """
 
     weight: torch.Tensor
@@ -41,6 +48,7 @@ class LookaheadEmbeddings:
     kind: str = "trained"
     tokens_per_draft: int = 1
     info: dict = field(default_factory=dict)
+    adapters: GatedLoRA | None = None
 
     @property
     def num_lookahead(self) -> int:
@@ -65,6 +73,9 @@ class LookaheadEmbeddings:
     def describe(self) -> str:
         """One line for the UI / CLI."""
         extra = f", {self.tokens_per_draft} tokens per draft (extension)" if self.tokens_per_draft > 1 else ""
+        if self.adapters is not None:
+            extra += (f", with rank-{self.adapters.rank} look-ahead adapters ({self.adapters.num_parameters / 1e6:.2f} M "
+                      "numbers, extension)")
         return f"{self.kind} look-ahead embeddings, L={self.num_lookahead}{extra}"
 
     def truncate(self, num_lookahead: int) -> "LookaheadEmbeddings":
@@ -83,7 +94,7 @@ class LookaheadEmbeddings:
         return LookaheadEmbeddings(weight=self.weight[: num_lookahead * self.tokens_per_draft].clone(),
                                    model_name=self.model_name, signature=self.signature, vocab_size=self.vocab_size,
                                    kind=self.kind, tokens_per_draft=self.tokens_per_draft,
-                                   info={**self.info, "truncated_from": self.num_lookahead})
+                                   info={**self.info, "truncated_from": self.num_lookahead}, adapters=self.adapters)
 
     def for_model(self, loaded) -> torch.Tensor:
         """The weight on the model's device and dtype, (L*R, D)."""
@@ -134,11 +145,11 @@ class LookaheadEmbeddings:
 
     # ---------------------------------------------------------------- files
     def save(self, path: str | Path) -> Path:
-        """Write a safetensors file with metadata; returns the path."""
+        """Write a safetensors file with metadata (format ``ADAPTER_FORMAT`` when it has adapters); returns the path."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         meta = {
-            "format": FORMAT,
+            "format": ADAPTER_FORMAT if self.adapters is not None else FORMAT,
             "model_name": self.model_name,
             "d_emb": str(self.d_emb),
             "vocab_size": str(self.vocab_size),
@@ -150,18 +161,34 @@ class LookaheadEmbeddings:
             "info": json.dumps(self.info),
         }
         tensors = {"lookahead": self.weight.detach().float().cpu().contiguous()}
+        if self.adapters is not None:
+            tensors.update(self.adapters.tensors())
+            meta.update(adapter_rank=str(self.adapters.rank), adapter_alpha=str(self.adapters.alpha))
         save_file(tensors, str(path), metadata={**meta, "sha256": tensors_checksum(tensors)})
         return path
 
     @classmethod
-    def load(cls, path: str | Path, loaded=None) -> "LookaheadEmbeddings":
+    def load(cls, path: str | Path, loaded=None, adapters: bool = False) -> "LookaheadEmbeddings":
         """Read a file written by ``save``; check it against ``loaded`` when given.
 
+        Args:
+            adapters: expect a file with look-ahead adapters (format ``ADAPTER_FORMAT``, method
+                ``pass-lora``) instead of embeddings only (``FORMAT``, method ``pass``).
+
         Raises:
-            ValueError: missing file, a corrupt or foreign file, or one trained for
-                another model (the message names both models).
+            ValueError: missing file, a corrupt or foreign file, a file of the other kind (embeddings
+                only vs with adapters), or one trained for another model (the message names both models).
         """
-        meta, tensors = read_model_file(path, "PaSS look-ahead file", FORMAT)
+        what, fmt, other = (("PaSS look-ahead adapter file", ADAPTER_FORMAT, FORMAT) if adapters
+                            else ("PaSS look-ahead file", FORMAT, ADAPTER_FORMAT))
+        try:
+            meta, tensors = read_model_file(path, what, fmt)
+        except ValueError as err:
+            if f"(format {other!r})" in str(err):
+                hint = ("it holds embeddings only: use it with method 'pass'" if adapters
+                        else "it holds look-ahead adapters too: use it with method 'pass-lora'")
+                raise ValueError(f"{err} Note: {hint}.") from err
+            raise
         if "lookahead" not in tensors:
             raise ValueError(f"{str(path)!r} holds no 'lookahead' tensor: not a PaSS look-ahead file.")
         try:
@@ -169,6 +196,8 @@ class LookaheadEmbeddings:
                       signature=json.loads(meta["signature"]), vocab_size=int(meta["vocab_size"]),
                       kind=meta.get("kind", "trained"), tokens_per_draft=int(meta.get("tokens_per_draft", "1")),
                       info=json.loads(meta.get("info", "{}")))
+            if adapters:
+                emb.adapters = GatedLoRA.from_tensors(tensors, int(meta["adapter_rank"]), float(meta["adapter_alpha"]))
         except (KeyError, ValueError) as err:
             raise ValueError(f"{str(path)!r} has damaged metadata ({err}).") from err
         if emb.weight.ndim != 2 or emb.weight.shape[0] % emb.tokens_per_draft:
@@ -183,5 +212,12 @@ class LookaheadEmbeddings:
         Raises:
             ValueError: naming the file's model and the loaded model.
         """
+        how = f"Train embeddings for this model with python -m pass_core.train --model {loaded.name}"
         check_trained_for(loaded, path, self.model_name, self.d_emb, self.vocab_size, self.signature,
-                          f"Train embeddings for this model with python -m pass_core.train --model {loaded.name}")
+                          how + (" --adapter-rank 8" if self.adapters is not None else ""))
+        if self.adapters is not None:
+            try:
+                self.adapters.check_fits(loaded.model.get_decoder())
+            except ValueError as err:
+                raise ValueError(f"{str(path)} does not fit the loaded model {loaded.name!r}: {err}. {how} "
+                                 "--adapter-rank 8.") from err

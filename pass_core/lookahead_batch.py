@@ -9,6 +9,8 @@ scores P drafting passes and the gradient graph covers only the look-ahead token
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import torch
 
 
@@ -40,7 +42,7 @@ def block_mask(prefix_len: int, starts: torch.Tensor, block: int, dtype: torch.d
 
 
 def lookahead_logits(model, cache, prefix_len: int, starts: torch.Tensor, weight: torch.Tensor,
-                     draft_indices: list[int]) -> torch.Tensor:
+                     draft_indices: list[int], adapters=None) -> torch.Tensor:
     """Draft logits of P look-ahead blocks in one pass; the cache is cropped back afterwards.
 
     Args:
@@ -50,6 +52,8 @@ def lookahead_logits(model, cache, prefix_len: int, starts: torch.Tensor, weight
         starts: (P,) int64 prefix positions.
         weight: (L*R, D) look-ahead embeddings (may require grad), model dtype.
         draft_indices: block indices read as drafts d_1..d_L.
+        adapters: a ``GatedLoRA`` (look-ahead adapters, extension) applied to every query row (the
+            pass holds look-ahead tokens only), or None.
 
     Returns:
         (P, L, V) float logits; q_i for block p predicts x_{t_p + i + 1}.
@@ -58,7 +62,9 @@ def lookahead_logits(model, cache, prefix_len: int, starts: torch.Tensor, weight
     num = starts.shape[0]
     mask, positions = block_mask(prefix_len, starts, block, weight.dtype)
     embeds = weight[None].expand(num, -1, -1).reshape(1, num * block, -1)  # (1, P*L*R, D)
-    hidden = model.get_decoder()(inputs_embeds=embeds, cache=cache, use_cache=True, attention_mask=mask,
+    decoder = model.get_decoder()
+    with adapters.gated(decoder, None) if adapters is not None else nullcontext():
+        hidden = decoder(inputs_embeds=embeds, cache=cache, use_cache=True, attention_mask=mask,
                          position_ids=positions).last_hidden_state  # (1, P*L*R, D)
     cache.crop(-num * block)
     rows = hidden[0].view(num, block, -1)[:, draft_indices]  # (P, L, D)

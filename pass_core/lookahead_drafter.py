@@ -13,6 +13,8 @@ drafts. The block of the actual m becomes the next step's drafts: one forward pa
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import torch
 
 from .cache import cache_len, crop_to
@@ -55,7 +57,9 @@ def fused_mask(n_cached: int, num_real: int, block: int, num_blocks: int, dtype:
 
 
 class LookaheadDrafter(Drafter):
-    """PaSS's drafter: the target itself with L look-ahead embeddings appended.
+    """PaSS's drafter: the target itself with L look-ahead embeddings appended. With look-ahead
+    adapters in ``lookahead.adapters`` (method ``pass-lora``, an extension), low-rank adapters act at
+    the look-ahead tokens' rows of each pass that carries them, and nowhere else.
 
     Args:
         lookahead: the look-ahead embeddings ((L*R, D); trained, or the fixed-token baseline).
@@ -75,6 +79,14 @@ class LookaheadDrafter(Drafter):
         self.block = self.lookahead.block_len  # learned tokens per block, L*R
         self.draft_rows = torch.tensor(self.lookahead.draft_indices(), device=run.loaded.device)  # (L,) in a block
         self.next: tuple[torch.Tensor, torch.Tensor] | None = None  # fused: drafts and q for the next step
+        self.adapters = self.lookahead.adapters  # look-ahead adapters (pass-lora, extension) or None
+
+    def _gate(self, rows: torch.Tensor):
+        """Context for a pass whose look-ahead tokens sit at query ``rows`` (G,): the look-ahead adapters
+        act there (``pass-lora``); a no-op without adapters (the paper's PaSS)."""
+        if self.adapters is None:
+            return nullcontext()
+        return self.adapters.gated(self.run.loaded.model.get_decoder(), rows)
 
     def _sample_drafts(self, la_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(L, V) look-ahead logits -> drafts (L,) and their processed q (L, V)."""
@@ -92,8 +104,9 @@ class LookaheadDrafter(Drafter):
         model, t = loaded.model, len(uncached)
         x = model.get_input_embeddings()(torch.tensor([uncached], device=loaded.device))  # (1, T, D)
         rows = torch.arange(t - 1, t + self.block, device=loaded.device)  # last real token, then the block
-        logits = target_forward(model, self.run.cache, rows, inputs_embeds=torch.cat([x, self.la[None]], 1),
-                                plain=self.run.plain_head).logits  # (1 + L*R, V)
+        with self._gate(torch.arange(t, t + self.block, device=loaded.device)):  # adapters at the block only
+            logits = target_forward(model, self.run.cache, rows, inputs_embeds=torch.cat([x, self.la[None]], 1),
+                                    plain=self.run.plain_head).logits  # (1 + L*R, V)
         p_exact = logits_to_probs(logits[:1], self.run.settings)  # (1, V)
         exact = int(sample(p_exact, self.run.generator)[0])
         drafts, q = self._sample_drafts(logits[1 + self.draft_rows])
@@ -114,7 +127,8 @@ class LookaheadDrafter(Drafter):
             return None
         num_blocks = k + 1  # one block per possible acceptance length m = 0..k
         mask, positions = fused_mask(n_cached, num_real, self.block, num_blocks, self.la.dtype, self.la.device)
-        return Extension(self.la.repeat(num_blocks, 1)[None], mask, positions)
+        return Extension(self.la.repeat(num_blocks, 1)[None], mask, positions,
+                         gate=self._gate if self.adapters is not None else None)
 
     def accepted(self, m: int, out: TargetOutput, extra_rows: torch.Tensor, num_new: int) -> None:
         if self.fused:  # block m followed the last accepted token: its drafts are the next step's

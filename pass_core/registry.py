@@ -14,12 +14,12 @@ from .events import StepEvent
 from .lookahead_drafter import LookaheadDrafter
 from .parallelspec_drafter import ParallelSpecDrafter
 from .settings import DecodeSettings
-from .shipped import resolve_drafter, resolve_lookahead
+from .shipped import resolve_adapters, resolve_drafter, resolve_lookahead
 from .speculative import generate_speculative
 from .verification import verify_drafts
 
 #: Okabe-Ito colour-blind-safe palette (Okabe & Ito 2008), for method lines and bars.
-_BLUE, _GREEN, _ORANGE, _PURPLE = "#0072B2", "#009E73", "#E69F00", "#CC79A7"
+_BLUE, _GREEN, _ORANGE, _PURPLE, _SKY = "#0072B2", "#009E73", "#E69F00", "#CC79A7", "#56B4E9"
 
 #: The speed-up baseline: every speed-up is measured against it in the same run.
 BASELINE = "ar"
@@ -35,7 +35,7 @@ class Method:
         short_name: the name in chart legends and metric lines.
         colour: hex colour of its lines and bars.
         description: one sentence for help texts.
-        file_option: the CLI option naming its trained file ("lookahead", "drafter") or None.
+        file_option: the CLI option naming its trained file ("lookahead", "adapters", "drafter") or None.
         fusable: the fused step (``DecodeSettings.fused``, an extension) applies to it.
         resolve: ``(loaded, num_drafts, path or None) -> (state, note)``: finds its files (an
             explicit path, the shipped file, or an untrained fallback) and says which in ``note``.
@@ -97,6 +97,11 @@ METHODS: dict[str, Method] = {m.key: m for m in (
     Method("fixed-token", "PaSS, fixed-token baseline", "fixed-token", _PURPLE,
            "PaSS with an existing, untrained token in every look-ahead slot (the paper's baseline)",
            fusable=True, resolve=_fixed_token, drafter=lambda la, s: LookaheadDrafter(la, fused=s.fused)),
+    Method("pass-lora", "PaSS + look-ahead adapters", "PaSS+adapters", _SKY,
+           "extension: PaSS with low-rank adapters that act only at the look-ahead positions, so every real "
+           "position still computes exactly the frozen model's p (one model, lossless)",
+           file_option="adapters", fusable=True, resolve=resolve_adapters,
+           drafter=lambda la, s: LookaheadDrafter(la, fused=s.fused)),
     Method("parallelspec", "ParallelSpec (parallel drafter)", "ParallelSpec", _ORANGE,
            "a one-layer parallel drafter proposes k drafts in one pass from k [MASK] tokens (Xiao et al. 2024)",
            file_option="drafter", resolve=resolve_drafter, drafter=lambda d, s: ParallelSpecDrafter(d)),

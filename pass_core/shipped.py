@@ -6,10 +6,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
 from .lookahead import LookaheadEmbeddings
+from .lookahead_adapters import GatedLoRA
 from .parallelspec import ParallelDrafter
 
 
@@ -61,6 +63,40 @@ def resolve_lookahead(loaded, num_lookahead: int, path: str | None = None,
     la = LookaheadEmbeddings.initialise(loaded, num_lookahead, init="fixed-token")
     return la, (f"no trained look-ahead file for {loaded.name} with L={num_lookahead}: using the untrained "
                 "fixed-token initialisation (expect few accepted drafts)")
+
+
+def shipped_adapters_path(model_name: str, num_lookahead: int) -> Path:
+    """Where the shipped look-ahead adapter file (method ``pass-lora``) for (model, L) lives (it may not exist)."""
+    safe = model_name.replace("/", "--")
+    return assets_dir() / "lookahead" / f"{safe}-L{num_lookahead}-lora.safetensors"
+
+
+def resolve_adapters(loaded, num_lookahead: int, path: str | None = None) -> tuple[LookaheadEmbeddings, str]:
+    """Pick look-ahead embeddings with look-ahead adapters (method ``pass-lora``, an extension): an explicit
+    file, the shipped one (smallest L' >= L, truncated: exact), or a fallback without trained adapters.
+
+    The fallback is ``resolve_lookahead``'s embeddings with adapters whose B = 0 (an exact no-op), so it
+    drafts exactly what PaSS drafts, and the note says so.
+
+    Returns:
+        (embeddings with ``adapters`` set, a sentence saying which were used).
+
+    Raises:
+        ValueError: a missing / corrupt file, an embeddings-only file, or one trained for another model.
+    """
+    if path:
+        la = LookaheadEmbeddings.load(path, loaded, adapters=True)
+        return la, f"{la.describe()} from {path}"
+    for n in range(num_lookahead, SHIPPED_MAX_LOOKAHEAD + 1):
+        shipped = shipped_adapters_path(loaded.name, n)
+        if shipped.is_file():
+            la = LookaheadEmbeddings.load(shipped, loaded, adapters=True).truncate(num_lookahead)
+            origin = shipped.name if n == num_lookahead else f"first {num_lookahead} of {shipped.name}"
+            return la, f"shipped {la.describe()} ({origin})"
+    la, note = resolve_lookahead(loaded, num_lookahead)
+    la = dataclasses.replace(la, adapters=GatedLoRA.initialise(loaded.model.get_decoder(), rank=1))
+    return la, (f"no trained look-ahead adapters for {loaded.name} with L={num_lookahead}: untrained adapters "
+                f"(B = 0, no effect) on the PaSS embeddings, so it drafts exactly like PaSS ({note})")
 
 
 #: Largest k among shipped ParallelSpec drafters searched by ``resolve_drafter``.

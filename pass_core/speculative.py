@@ -19,6 +19,7 @@ the same processed p and q (``sampling.logits_to_probs``).
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from itertools import count
 from typing import Callable, Iterator
 
@@ -58,11 +59,13 @@ def verification_pass(run: TargetRun, real: list[int], k: int, extension: Extens
         out = target_forward(model, run.cache, last, input_ids=ids, hidden_states=hidden_states,
                              plain=run.plain_head)
         return out, out.logits[:0]
-    rows = torch.cat([last, torch.arange(len(real), len(real) + extension.embeds.shape[1], device=dev)])
+    extra = torch.arange(len(real), len(real) + extension.embeds.shape[1], device=dev)  # (E,) query rows
+    rows = torch.cat([last, extra])
     embeds = torch.cat([model.get_input_embeddings()(ids), extension.embeds], 1)  # (1, R + E, D)
-    out = target_forward(model, run.cache, rows, inputs_embeds=embeds, attention_mask=extension.attention_mask,
-                         position_ids=extension.position_ids, hidden_states=hidden_states,
-                         plain=run.plain_head)
+    with extension.gate(extra) if extension.gate is not None else nullcontext():
+        out = target_forward(model, run.cache, rows, inputs_embeds=embeds, attention_mask=extension.attention_mask,
+                             position_ids=extension.position_ids, hidden_states=hidden_states,
+                             plain=run.plain_head)
     return TargetOutput(out.logits[: k + 1], out.hidden_states), out.logits[k + 1:]
 
 

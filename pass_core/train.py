@@ -27,9 +27,10 @@ from tqdm.auto import tqdm
 from .cache import new_cache
 from .data import default_prompt_file, generate_self_data, prompt_lengths, read_prompts
 from .lookahead import LookaheadEmbeddings
+from .lookahead_adapters import GatedLoRA
 from .lookahead_batch import lookahead_logits
 from .models import DEFAULT_MODEL, load_model
-from .train_eval import evaluate
+from .train_eval import agreement, evaluate
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,6 +63,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stop-at", type=int, default=None, help="stop after this step (checkpoint kept for --resume)")
     p.add_argument("--report", default=None, help="write a JSON report here")
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--adapter-rank", type=int, default=0,
+                   help="> 0: also train look-ahead adapters of this rank (extension, method pass-lora): LoRA on every "
+                        "linear layer, active at look-ahead positions only; the file then serves --method pass-lora")
+    p.add_argument("--adapter-alpha", type=float, default=None, help="LoRA alpha (default 2 x rank)")
+    p.add_argument("--adapter-lr", type=float, default=1e-3, help="learning rate of the adapters")
+    p.add_argument("--curve-every", type=int, default=0,
+                   help="every N steps, measure held-out top-1 agreement (the agreement-vs-data curve; 0 = off)")
+    p.add_argument("--curve-sequences", type=int, default=12, help="held-out sequences per curve point")
     return p
 
 
@@ -80,29 +89,48 @@ def _checkpoint_path(out: Path) -> Path:
     return out.with_name(out.stem + ".ckpt.safetensors")
 
 
-def save_checkpoint(path: Path, param: torch.Tensor, opt: torch.optim.Adam, step: int, args) -> None:
-    """Weight + Adam moments as safetensors (no pickle); the step and arguments in metadata."""
-    state = opt.state.get(param, {})
-    tensors = {"param": param.detach().cpu().contiguous()}
-    if state:
-        tensors["exp_avg"] = state["exp_avg"].cpu().contiguous()
-        tensors["exp_avg_sq"] = state["exp_avg_sq"].cpu().contiguous()
-    save_file(tensors, str(path), metadata={"step": str(step), "args": json.dumps(vars(args))})
+def save_checkpoint(path: Path, params: dict[str, torch.Tensor], opt: torch.optim.Adam, step: int, args,
+                    progress: dict | None = None) -> None:
+    """Every trained tensor + its Adam moments as safetensors (no pickle); the step and arguments in metadata.
+
+    Args:
+        params: name -> trained tensor (``"param"``: the look-ahead embeddings; ``"adapter.<layer>.A"`` /
+            ``".B"``: look-ahead adapters).
+        progress: JSON-able training record carried across ``--resume`` (positions seen, the agreement curve).
+    """
+    tensors = {}
+    for name, param in params.items():
+        tensors[name] = param.detach().cpu().contiguous()
+        state = opt.state.get(param, {})
+        if state:
+            tensors[f"exp_avg/{name}"] = state["exp_avg"].cpu().contiguous()
+            tensors[f"exp_avg_sq/{name}"] = state["exp_avg_sq"].cpu().contiguous()
+    save_file(tensors, str(path), metadata={"step": str(step), "args": json.dumps(vars(args)),
+                                            "progress": json.dumps(progress or {})})
 
 
-def load_checkpoint(path: Path, param: torch.Tensor, opt: torch.optim.Adam) -> int:
-    """Restore weight and Adam moments; returns the step to continue from."""
+def load_checkpoint(path: Path, params: dict[str, torch.Tensor], opt: torch.optim.Adam) -> tuple[int, dict]:
+    """Restore the trained tensors and Adam moments; returns the step to continue from and the ``progress`` record.
+
+    Raises:
+        ValueError: the checkpoint was written for other trained tensors (e.g. another adapter rank).
+    """
     from safetensors import safe_open
 
     with safe_open(str(path), framework="pt") as handle:
-        step = int(handle.metadata()["step"])
+        meta = handle.metadata()
+    step, progress = int(meta["step"]), json.loads(meta.get("progress", "{}"))
     tensors = load_file(str(path))
-    with torch.no_grad():
-        param.copy_(tensors["param"])
-    if "exp_avg" in tensors:
-        opt.state[param] = {"step": torch.tensor(float(step)), "exp_avg": tensors["exp_avg"],
-                            "exp_avg_sq": tensors["exp_avg_sq"]}
-    return step
+    for name, param in params.items():
+        if name not in tensors or tensors[name].shape != param.shape:
+            raise ValueError(f"{path} does not match this run's trained tensors ({name}); start without --resume "
+                             "or use the same --num-lookahead and --adapter-rank.")
+        with torch.no_grad():
+            param.copy_(tensors[name])
+        if f"exp_avg/{name}" in tensors:
+            opt.state[param] = {"step": torch.tensor(float(step)), "exp_avg": tensors[f"exp_avg/{name}"],
+                                "exp_avg_sq": tensors[f"exp_avg_sq/{name}"]}
+    return step, progress
 
 
 def _seed_from_file(init: LookaheadEmbeddings, path: str, loaded) -> LookaheadEmbeddings:
@@ -115,13 +143,40 @@ def _seed_from_file(init: LookaheadEmbeddings, path: str, loaded) -> LookaheadEm
         ValueError: the file is missing / corrupt, trained for another model, or uses another
             number of tokens per draft position.
     """
-    src = LookaheadEmbeddings.load(path, loaded)
+    try:
+        src = LookaheadEmbeddings.load(path, loaded)
+    except ValueError as err:  # a pass-lora file: its embeddings seed the rows (its adapters do not)
+        if "pass-lora" not in str(err):
+            raise
+        src = LookaheadEmbeddings.load(path, loaded, adapters=True)
     if src.tokens_per_draft != init.tokens_per_draft:
         raise ValueError(f"{path} has {src.tokens_per_draft} tokens per draft position; --tokens-per-draft is "
                          f"{init.tokens_per_draft}.")
     n = min(src.block_len, init.block_len)
     init.weight[:n] = src.weight[:n].to(init.weight.dtype)
     return init
+
+
+def held_out_sequences(loaded, count: int) -> tuple[list[list[int]], list[int]]:
+    """The first ``count`` held-out sequences (prompt + the model's greedy answer, cached) and where each prompt ends,
+    for ``train_eval.agreement``."""
+    rows = read_prompts(default_prompt_file("heldout"))
+    seqs = generate_self_data(loaded, rows, max_new_tokens=160, desc="held-out data")
+    firsts = [max(p - 1, 0) for p in prompt_lengths(loaded, rows)]
+    return seqs[:count], firsts[:count]
+
+
+def _current(init: LookaheadEmbeddings, param: torch.Tensor, adapters: GatedLoRA | None, shared: bool,
+             loaded) -> LookaheadEmbeddings:
+    """A detached copy of what is being trained, as ``LookaheadEmbeddings`` (with adapters when trained)."""
+    final = param.detach().expand(init.block_len, -1) if shared else param.detach()
+    copy = None
+    if adapters is not None:
+        copy = GatedLoRA({n: (a.detach().float().cpu().clone(), b.detach().float().cpu().clone())
+                          for n, (a, b) in adapters.weights.items()}, adapters.rank, adapters.alpha)
+    return LookaheadEmbeddings(weight=final.float().cpu().clone(), model_name=loaded.name, signature=init.signature,
+                               vocab_size=loaded.vocab_size, kind="trained", tokens_per_draft=init.tokens_per_draft,
+                               adapters=copy)
 
 
 def train(args) -> dict:
@@ -132,6 +187,8 @@ def train(args) -> dict:
     """
     if args.num_lookahead < 1 or args.steps < 1 or args.batch_positions < 1 or args.tokens_per_draft < 1:
         raise ValueError("--num-lookahead, --steps, --batch-positions and --tokens-per-draft must be >= 1")
+    if args.adapter_rank < 0 or args.curve_every < 0 or args.curve_sequences < 1:
+        raise ValueError("--adapter-rank and --curve-every must be >= 0 and --curve-sequences >= 1")
     if args.threads:
         torch.set_num_threads(args.threads)
     started = time.perf_counter()
@@ -148,19 +205,34 @@ def train(args) -> dict:
         init = _seed_from_file(init, args.init_from, loaded)
     rows = 1 if args.shared else init.block_len
     param = torch.nn.Parameter(init.weight[:rows].clone().to(dev))  # (1 or L*R, D), float32
-    opt = torch.optim.Adam([param], lr=args.lr)
+    params, groups, adapters = {"param": param}, [{"params": [param], "lr": args.lr, "base_lr": args.lr}], None
+    if args.adapter_rank:  # look-ahead adapters (extension): LoRA weights gated to the look-ahead rows
+        fresh = GatedLoRA.initialise(model.get_decoder(), args.adapter_rank, args.adapter_alpha, generator=gen)
+        adapters = GatedLoRA({name: (torch.nn.Parameter(a.to(dev)), torch.nn.Parameter(b.to(dev)))
+                              for name, (a, b) in fresh.weights.items()}, fresh.rank, fresh.alpha)
+        lora = {f"adapter.{name}.{part}": t for name, ab in adapters.weights.items() for part, t in zip("AB", ab)}
+        params.update(lora)
+        groups.append({"params": list(lora.values()), "lr": args.adapter_lr, "base_lr": args.adapter_lr})
+    opt = torch.optim.Adam(groups)
     out = Path(args.out)
-    step0 = load_checkpoint(_checkpoint_path(out), param, opt) if args.resume and _checkpoint_path(out).is_file() else 0
+    step0, progress = (load_checkpoint(_checkpoint_path(out), params, opt)
+                       if args.resume and _checkpoint_path(out).is_file() else (0, {}))
+    curve = progress.get("curve", [])  # held-out agreement against training positions seen
+    curve_data = held_out_sequences(loaded, args.curve_sequences) if args.curve_every else None
+    if curve_data and not curve:  # the starting point: the initialisation (or --init-from file) before training
+        start_point = _current(init, param, adapters, args.shared, loaded)
+        curve.append({"step": 0, "positions": 0, "top1_agreement": agreement(loaded, start_point, *curve_data)})
     sched = lambda s: min(1.0, (s + 1) / 20) * 0.5 * (1 + math.cos(math.pi * s / args.steps))  # noqa: E731
     draft_idx = init.draft_indices()
     L = args.num_lookahead
     pos_weight = args.position_decay ** torch.arange(L, dtype=torch.float32, device=dev)  # (L,)
-    tokens_seen, losses, agree = 0, [], torch.zeros(L)
+    tokens_seen, losses, agree = int(progress.get("positions", 0)), [], torch.zeros(L)
+    tokens_before = tokens_seen
     bar = tqdm(range(step0, args.steps), desc=f"training L={L}", unit="step", initial=step0, total=args.steps)
     train_start = time.perf_counter()
     for step in bar:
         if args.stop_at is not None and step >= args.stop_at:
-            save_checkpoint(_checkpoint_path(out), param, opt, step, args)
+            save_checkpoint(_checkpoint_path(out), params, opt, step, args, {"positions": tokens_seen, "curve": curve})
             bar.close()
             return {"stopped_at": step, "checkpoint": str(_checkpoint_path(out))}
         # deterministic per step, so --resume continues the same schedule
@@ -178,8 +250,9 @@ def train(args) -> dict:
         starts = cand[torch.randperm(len(cand), generator=rng)[: args.batch_positions]].sort().values.to(dev)
         weight = param.expand(init.block_len, -1) if args.shared else param
         for g in opt.param_groups:
-            g["lr"] = args.lr * sched(step)
-        logits = lookahead_logits(model, cache, T, starts, weight.to(loaded.dtype), draft_idx).float()  # (P, L, V)
+            g["lr"] = g["base_lr"] * sched(step)
+        logits = lookahead_logits(model, cache, T, starts, weight.to(loaded.dtype), draft_idx,
+                                  adapters).float()  # (P, L, V)
         target_rows = starts[:, None] + torch.arange(1, L + 1, device=dev)[None]  # (P, L): t+i
         target = teacher[target_rows]  # (P, L, V)
         if args.loss == "kl":
@@ -196,21 +269,28 @@ def train(args) -> dict:
             hit = (logits.argmax(-1) == target.argmax(-1)).float().mean(0).cpu()  # (L,)
         agree = hit if step == step0 else 0.9 * agree + 0.1 * hit
         losses.append(float(loss.detach()))
-        rate = tokens_seen / (time.perf_counter() - train_start)
+        rate = (tokens_seen - tokens_before) / (time.perf_counter() - train_start)
         bar.set_postfix(loss=f"{losses[-1]:.3f}", agree="/".join(f"{a:.2f}" for a in agree.tolist()),
                         pos_s=f"{rate:.0f}")
+        if curve_data and ((step + 1) % args.curve_every == 0 or step + 1 == args.steps):
+            now = _current(init, param, adapters, args.shared, loaded)
+            curve.append({"step": step + 1, "positions": tokens_seen,
+                          "top1_agreement": agreement(loaded, now, *curve_data)})
+            bar.write(f"step {step + 1}: {tokens_seen} positions, held-out agreement {curve[-1]['top1_agreement']}")
         if (step + 1) % args.checkpoint_every == 0 or step + 1 == args.steps:
-            save_checkpoint(_checkpoint_path(out), param, opt, step + 1, args)
+            save_checkpoint(_checkpoint_path(out), params, opt, step + 1, args, {"positions": tokens_seen, "curve": curve})
     train_s = time.perf_counter() - train_start
-    final = param.detach().expand(init.block_len, -1) if args.shared else param.detach()
-    la = LookaheadEmbeddings(weight=final.float().cpu().clone(), model_name=loaded.name, signature=init.signature,
-                             vocab_size=loaded.vocab_size, kind="trained", tokens_per_draft=args.tokens_per_draft)
+    la = _current(init, param, adapters, args.shared, loaded)
     report = {
         "model": loaded.name, "num_lookahead": L, "tokens_per_draft": args.tokens_per_draft,
         "shared": args.shared, "loss_kind": args.loss, "init": args.init, "init_from": args.init_from, "lr": args.lr, "steps": args.steps,
         "batch_positions": args.batch_positions, "position_decay": args.position_decay, "seed": args.seed, "data": args.data,
         "train_sequences": len(seqs), "train_time_s": round(train_s, 1),
-        "positions_per_s": round(tokens_seen / max(train_s, 1e-9), 1),
+        "positions_per_s": round((tokens_seen - tokens_before) / max(train_s, 1e-9), 1),
+        "positions_seen": tokens_seen,
+        "adapter_rank": args.adapter_rank, "adapter_alpha": adapters.alpha if adapters else None,
+        "adapter_lr": args.adapter_lr if adapters else None,
+        "adapter_parameters": adapters.num_parameters if adapters else 0, "curve": curve,
         "initial_loss": round(sum(losses[:5]) / max(len(losses[:5]), 1), 4) if losses else None,
         "final_loss": round(sum(losses[-20:]) / max(len(losses[-20:]), 1), 4) if losses else None,
     }
@@ -247,13 +327,23 @@ def report_markdown(report: dict, command: str) -> str:
         f"tokens per draft {report['tokens_per_draft']}",
         f"- training time: {report['train_time_s']} s ({report['positions_per_s']} positions/s); "
         f"total with data and evaluation: {report['total_time_s']} s",
-        f"- loss: {report['initial_loss']} (first 5 steps) -> {report['final_loss']} (last 20 steps)", "",
+        f"- loss: {report['initial_loss']} (first 5 steps) -> {report['final_loss']} (last 20 steps)",
+        *([f"- look-ahead adapters (extension, method pass-lora): rank {report['adapter_rank']}, alpha "
+           f"{report['adapter_alpha']}, lr {report['adapter_lr']}, {report['adapter_parameters']:,} numbers on every "
+           "linear layer, active at look-ahead positions only"] if report.get("adapter_rank") else []),
+        *([f"- training positions seen: {report['positions_seen']:,}"] if report.get("positions_seen") else []),
+        "",
         "| embeddings | top-1 agreement LA_1 / LA_2 / ... (held-out) | accepted drafts per step (greedy PaSS) | "
         "mean accepted tokens | draft acceptance rate |", "|---|---|---|---|---|",
         row("trained", report.get("eval", {})),
     ]
     if "baseline_fixed_token" in report:
         lines.append(row("fixed-token baseline (untrained)", report["baseline_fixed_token"]))
+    if report.get("curve"):
+        lines += ["", "Held-out top-1 agreement against training positions seen (the agreement-vs-data curve, "
+                  f"{len(report['curve'])} points):", "", "| step | positions | LA_1 / LA_2 / ... |", "|---|---|---|"]
+        lines += [f"| {c['step']} | {c['positions']:,} | " + " / ".join(f"{a:.1%}" for a in c["top1_agreement"]) + " |"
+                  for c in report["curve"]]
     return "\n".join(lines) + "\n"
 
 

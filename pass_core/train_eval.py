@@ -39,7 +39,7 @@ def agreement(loaded, la: LookaheadEmbeddings, seqs: list[list[int]], firsts: li
         cache = new_cache(model)
         teacher = model(input_ids=torch.tensor([seq], device=dev), cache=cache, use_cache=True).logits[0]
         starts = torch.arange(first, last + 1, device=dev)[:max_positions]
-        logits = lookahead_logits(model, cache, T, starts, weight, la.draft_indices())  # (P, L, V)
+        logits = lookahead_logits(model, cache, T, starts, weight, la.draft_indices(), la.adapters)  # (P, L, V)
         rows = starts[:, None] + torch.arange(1, L + 1, device=dev)[None]
         hits += (logits.argmax(-1) == teacher[rows].argmax(-1)).float().sum(0).cpu()
         total += len(starts)
@@ -51,7 +51,8 @@ def decode_eval(loaded, la: LookaheadEmbeddings, prompts: list[str], max_new_tok
     events = []
     settings = DecodeSettings(max_new_tokens=max_new_tokens, num_lookahead=la.num_lookahead)
     for prompt in tqdm(prompts, desc="greedy PaSS eval", unit="prompt", leave=False):
-        events += list(generate_speculative(loaded, prompt, settings, LookaheadDrafter(la), method="pass"))
+        events += list(generate_speculative(loaded, prompt, settings, LookaheadDrafter(la),
+                                           method="pass" if la.adapters is None else "pass-lora"))
     s = summarize(events)
     return {"prompts": len(prompts), "max_new_tokens": max_new_tokens,
             "accepted_drafts_per_step": round(s.accepted_drafts_per_step, 4),

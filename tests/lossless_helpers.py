@@ -11,6 +11,7 @@ import torch
 from pass_core.cache import new_cache
 from pass_core.drafting import Drafter, Proposal
 from pass_core.events import output_token_ids
+from pass_core.lookahead_adapters import GatedLoRA
 from pass_core.parallelspec import ParallelDrafter, causal_mask
 from pass_core.registry import METHODS
 from pass_core.sampling import logits_to_probs
@@ -25,6 +26,13 @@ CASES = [(key, fused) for key, m in METHODS.items() if m.drafter is not None
 CASE_IDS = [f"{key}{'-fused' if fused else ''}" for key, fused in CASES]
 
 
+def active_adapters(loaded, seed: int = 0) -> GatedLoRA:
+    """Look-ahead adapters with random B (``b_std`` chosen so that they change the tiny model's look-ahead logits
+    visibly), seeded."""
+    return GatedLoRA.initialise(loaded.model.get_decoder(), rank=4, generator=torch.Generator().manual_seed(seed),
+                                b_std=0.05)
+
+
 def make_drafter(loaded, key: str, settings, gate: float | None = None) -> Drafter:
     """The method's own drafter on ``loaded`` (its untrained fallback on a tiny model). ``gate``
     switches ParallelSpec's confidence gate on at that threshold."""
@@ -32,6 +40,8 @@ def make_drafter(loaded, key: str, settings, gate: float | None = None) -> Draft
     state, _ = method.find_files(loaded, settings.num_lookahead)
     if gate is not None and isinstance(state, ParallelDrafter):
         state.info["min_confidence"] = gate
+    if getattr(state, "adapters", None) is not None:  # pass-lora: adapters that act (the fallback's B = 0 would not)
+        state = dataclasses.replace(state, adapters=active_adapters(loaded))
     return method.drafter(state, settings)
 
 

@@ -264,7 +264,7 @@ def test_help_says_what_the_metrics_count():
     assert "no bar" in text  # an unreached draft position
     for method in METHODS.values():  # every registered method is described
         assert f"**{method.label}**: {method.description}" in text
-    assert "applies to PaSS and fixed-token only" in text
+    assert "applies to PaSS, fixed-token and PaSS+adapters only" in text
     assert "kept as typed and marked at its box" in text and "at most 60 s of GPU" in text  # ZEROGPU_MAX_S
     assert "*chat template*" in text and "ends at once" in text
     assert app.METRIC_LABELS["mean_accepted_tokens"] == "mean accepted tokens per verification step"

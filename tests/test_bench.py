@@ -263,3 +263,29 @@ def test_greedy_differences_at_near_ties_are_counted_apart():
     assert fp32["near_tie_differences"] == 1  # margin 0.0 on PaSS's side: a tie in any dtype
     runs[2] = BenchRun(RunKey("pass", 3, 0.0, 0, 0), "chat", run("pass", [1, 9, 3], [3.0, 0.01, 3.0]))
     assert aggregate(runs, [3], [0.0], dtype="float32")["pass"]["L=3,T=0"]["near_tie_differences"] == 0
+
+
+def test_training_curves_of_the_files_used_reach_the_report(tiny, tmp_path, monkeypatch):
+    """A shipped file that records its agreement-vs-data curve (here a pass-lora file) appears in the report's
+    ``training`` record and as lines in the HTML report; a method whose file records nothing is left out."""
+    from lossless_helpers import active_adapters
+    from pass_core.bench_report import training_records
+    from pass_core.lookahead import LookaheadEmbeddings
+    from pass_core.shipped import shipped_adapters_path
+    from pass_core.viz.bench_html import render_html, training_curves
+
+    monkeypatch.setenv("PASS_PLAYGROUND_ASSETS", str(tmp_path))
+    curve = [{"step": 0, "positions": 0, "top1_agreement": [0.2, 0.1]},
+             {"step": 10, "positions": 640, "top1_agreement": [0.4, 0.15]}]
+    la = LookaheadEmbeddings.initialise(tiny, 2)
+    la.adapters, la.info = active_adapters(tiny), {"curve": curve, "positions_seen": 640,
+                                                   "eval": {"top1_agreement": [0.41, 0.16]}}
+    la.save(shipped_adapters_path(tiny.name, 2))
+    records = training_records(tiny, ["ar", "pass", "pass-lora+fused"], 2)
+    assert set(records) == {"pass-lora"}  # pass falls back to the untrained baseline: no training record
+    assert records["pass-lora"]["curve"] == curve and records["pass-lora"]["positions"] == 640
+    fig = training_curves({"training": records})
+    assert [t.name for t in fig.data] == ["PaSS+adapters d_1", "PaSS+adapters d_2"]
+    assert list(fig.data[0].x) == [0, 640] and list(fig.data[1].y) == [0.1, 0.15]
+    page = render_html({"summary": {}, "training": records})
+    assert "Held-out top-1 agreement of the drafts against training positions seen" in page

@@ -8,6 +8,8 @@ Cases come from the registry (``lossless_helpers.CASES``): a new method runs all
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import pytest
 import torch
 
@@ -209,7 +211,9 @@ def test_lookahead_drafts_equal_a_plain_drafting_pass(tiny, key, fused):
         # paper: the block follows the pending token; fused: the last accepted token (the pending
         # token is the resampled / bonus one that block m's exact position produced)
         context = committed if prop.exact is not None else committed[:-1]
-        with torch.no_grad():
+        adapters = drafter.lookahead.adapters  # pass-lora: the adapters act at the block's rows only
+        block = torch.arange(len(context), len(context) + L)
+        with torch.no_grad(), adapters.gated(tiny.model.get_decoder(), block) if adapters else nullcontext():
             x = torch.cat([embed(torch.tensor([context])), la[None]], 1)
             logits = tiny.model(inputs_embeds=x).logits[0, -L:]  # (L, V): LA_1..LA_L
         torch.testing.assert_close(prop.q, logits_to_probs(logits, settings), atol=1e-5, rtol=1e-4)

@@ -120,6 +120,27 @@ def per_position(report: dict) -> go.Figure:
     return fig
 
 
+def training_curves(report: dict) -> go.Figure:
+    """Held-out top-1 agreement of each trained file against the training positions it saw (the paper's "trained
+    vs untrained look-ahead" analysis, extended to a curve): one line per draft position (LA_1 solid, LA_2 dashed,
+    ...) for a file whose training recorded a curve, a marker for a file that records only its final agreement.
+    Reads ``report["training"]`` (``bench_report.training_records``)."""
+    fig = go.Figure()
+    for key, rec in report.get("training", {}).items():
+        if rec["curve"]:
+            x = [c["positions"] for c in rec["curve"]]
+            for i in range(len(rec["curve"][0]["top1_agreement"])):
+                fig.add_scatter(x=x, y=[c["top1_agreement"][i] for c in rec["curve"]], mode="lines+markers",
+                                name=f"{short_name(key)} d_{i + 1}", line=dict(color=colour(key), dash=_DASHES[i % 6]))
+        elif rec["top1_agreement"] and rec["positions"]:
+            fig.add_scatter(x=[rec["positions"]] * len(rec["top1_agreement"]), y=rec["top1_agreement"],
+                            mode="markers", name=f"{short_name(key)} (final, d_1..d_{len(rec['top1_agreement'])})",
+                            marker=dict(color=colour(key), size=9))
+    return fig.update_layout(title="Held-out top-1 agreement of the drafts against training positions seen",
+                             xaxis_title="training positions (prefix positions that got a look-ahead block)",
+                             yaxis_title="top-1 agreement with the model", yaxis_tickformat=".0%")
+
+
 FIGURES = (speedup_vs_lookahead, speedup_vs_temperature, trained_vs_fixed, per_position)
 
 
@@ -132,6 +153,8 @@ def pass_cost_title(curve: dict) -> str:
 def render_html(report: dict) -> str:
     """A self-contained HTML page (plotly.js inlined once, works offline)."""
     figures = [make(report) for make in FIGURES]
+    if any(rec["curve"] or rec["top1_agreement"] for rec in report.get("training", {}).values()):
+        figures.append(training_curves(report))
     if report.get("pass_cost"):  # bench --pass-cost: this machine's curve first
         figures.insert(0, pass_cost_figure(report["pass_cost"]).update_layout(
             title=pass_cost_title(report["pass_cost"])))

@@ -174,7 +174,8 @@ def help_text(template: str) -> str:
     Raises:
         KeyError: the template names an unknown placeholder.
     """
-    fusable = " and ".join(m.short_name for m in METHODS.values() if m.fusable) or "no method"
+    names = [m.short_name for m in METHODS.values() if m.fusable]
+    fusable = (", ".join(names[:-1]) + " and " + names[-1]) if len(names) > 1 else (names[0] if names else "no method")
     methods = "; ".join(f"**{m.label}**: {m.description}" for m in METHODS.values())
     ranges = {name: setting_range(name) for name in SETTING_RANGES}
     return Template(template).substitute(ranges, methods=methods, fusable=fusable, zerogpu_s=ZEROGPU_MAX_S)
