@@ -333,9 +333,10 @@ def report_markdown(report: dict, command: str) -> str:
            "linear layer, active at look-ahead positions only"] if report.get("adapter_rank") else []),
         *([f"- training positions seen: {report['positions_seen']:,}"] if report.get("positions_seen") else []),
         "",
-        "| embeddings | top-1 agreement LA_1 / LA_2 / ... (held-out) | accepted drafts per step (greedy PaSS) | "
+        "| embeddings | top-1 agreement LA_1 / LA_2 / ... (held-out) | accepted drafts per step (greedy "
+        + ("PaSS + look-ahead adapters" if report.get("adapter_rank") else "PaSS") + ") | "
         "mean accepted tokens | draft acceptance rate |", "|---|---|---|---|---|",
-        row("trained", report.get("eval", {})),
+        row("trained" + (" with look-ahead adapters" if report.get("adapter_rank") else ""), report.get("eval", {})),
     ]
     if "baseline_fixed_token" in report:
         lines.append(row("fixed-token baseline (untrained)", report["baseline_fixed_token"]))
