@@ -160,7 +160,10 @@ def test_embedded_model_has_trained_lookahead_for_every_offered_l(smollm):
         la, which = resolve_lookahead(smollm, n)
         assert la.num_lookahead == n and la.kind == "trained" and which.startswith("shipped"), (n, which)
     for path in (assets_dir() / "lookahead").glob("*.safetensors"):
-        assert path.stat().st_size < 64 * 1024  # L x d_emb float32 numbers: a few KB
+        if path.stem.endswith("-lora"):  # pass-lora: embeddings plus rank-8 adapters, at most 20 MB (issue 13)
+            assert path.stat().st_size <= 20 * 1024 * 1024, path
+        else:  # the paper's look-ahead embeddings: L x d_emb float32 numbers, a few KB
+            assert path.stat().st_size < 64 * 1024, path
     assert (assets_dir() / "lookahead" / "report.md").is_file() and (assets_dir() / "lookahead" / "report-L8.md").is_file()
 
 
