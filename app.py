@@ -4,10 +4,10 @@
 GRADIO_SERVER_PORT override). Importing this module loads nothing and launches nothing:
 ``build_demo`` builds the page, ``ModelHolder`` loads the model in a background thread.
 
-This file builds the page and wires it (the handlers it calls live in ``race_handlers.py``): the methods on
+This file builds the page and wires it (the handlers it calls live in ``playground/race_handlers.py``): the methods on
 offer come from ``pass_core.registry.METHODS``,
 decoding, timing and metrics from ``pass_core`` (step events, ``summarize``), figures, token
-colours, display strings and the page's CSS from ``pass_core.viz`` (``race_view``, ``race_charts``).
+colours, display strings and the page's CSS from ``playground`` (``race_view``, ``race_charts``).
 """
 
 from __future__ import annotations
@@ -33,16 +33,16 @@ from pass_core.models import DEFAULT_MODEL, LoadedModel, pick_device
 from pass_core.race import events_upto
 from pass_core.registry import METHODS
 from pass_core.settings import SETTING_RANGES, DecodeSettings
-from pass_core.viz.cost_charts import COST_WAITING
-from pass_core.viz.race_charts import pane_colours
-from pass_core.viz.race_inputs import EXAMPLES, NUMERIC_INPUTS, cap_for_zerogpu, hide_paths, whole
-from pass_core.viz.race_view import (HIDE_REJECTED_JS, INTRO, METRIC_LABELS, PAGE_CSS, TITLE, help_text,
+from playground.cost_charts import COST_WAITING
+from playground.race_charts import pane_colours
+from playground.race_inputs import EXAMPLES, NUMERIC_INPUTS, cap_for_zerogpu, hide_paths, whole
+from playground.race_view import (HIDE_REJECTED_JS, INTRO, METRIC_LABELS, PAGE_CSS, TITLE, help_text,
                                      setting_range)
-from pass_core.viz.stepping import MAX_STEP_DELAY_S, NEXT, PREVIOUS, RESUME, StepControl, step_position
-from pass_core.viz.teaching import (INSPECTOR_HINT, LAB_DEFAULT_RUNS, LAB_INTRO, LAB_PROMPT, THEORY_BEFORE_RACE,
+from playground.stepping import MAX_STEP_DELAY_S, NEXT, PREVIOUS, RESUME, StepControl, step_position
+from playground.teaching import (INSPECTOR_HINT, LAB_DEFAULT_RUNS, LAB_INTRO, LAB_PROMPT, THEORY_BEFORE_RACE,
                                     inspect_selection, token_namer)
 # the handlers, re-exported: tests and API users reach them as app.<name>
-from race_handlers import (CHART_EVERY, DEFAULT_RACE, TRACES_KEPT, UPDATE_INTERVAL_S, drafters_for,  # noqa: F401
+from playground.race_handlers import (CHART_EVERY, DEFAULT_RACE, TRACES_KEPT, UPDATE_INTERVAL_S, drafters_for,  # noqa: F401
                            gpu_duration, lab_handler, pane_visibility, race_handler, race_keys, render, render_state,
                            replay_handler, rerender_panes, user_error, validate_inputs, with_panes_for)
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from .backends import BACKENDS, check_backend
-from .bench_report import load_html_report, machine_info, markdown_report, training_records
+from .bench_report import HTML_MOVED, machine_info, markdown_report, training_records
 from .events import StepEvent, compare_outputs, output_token_ids, speedup, summarize
 from .models import DEFAULT_MODEL, load_model, pick_device
 from .pass_cost import measure_pass_cost, pass_cost_markdown
@@ -270,7 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fused", action="store_true", help="PaSS methods use the fused step (an extension)")
     p.add_argument("--limit", type=int, help="only the first N prompts (smoke runs)")
     p.add_argument("--json", metavar="OUT", help="write the full report as JSON")
-    p.add_argument("--html", metavar="OUT", help="write an HTML report with Plotly figures")
+    p.add_argument("--html", metavar="OUT", help=argparse.SUPPRESS)  # moved to the UI package: a clear error
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--pass-cost", action="store_true",
                    help="also measure the pass-cost curve c(w), w = 1..16 (time of a w-token pass / a 1-token "
@@ -299,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.suite == "none" and not args.pass_cost:
             raise ValueError("--suite none runs nothing: add --pass-cost (the curve alone) or name a suite.")
         prompts = [] if args.suite == "none" else load_suite(args.suite)[: args.limit]
-        html_report = load_html_report() if args.html else None  # fail before the run, not after
+        if args.html:  # pass_core never imports plotly: the figures live with the UI (playground/)
+            raise ValueError(HTML_MOVED)
     except ValueError as err:
         parser.error(str(err))
     if args.threads:
@@ -349,8 +350,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nwall time {report['wall_s']:.1f} s (model loaded, warm-up and {len(runs)} runs)", file=sys.stderr)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1), encoding="utf-8")
-    if args.html:
-        html_report.write_html(report, args.html)
     differ = [(f"{m} {k}", e) for m, d in report["summary"].items() for k, e in d.items()
               if e["exact_match_rate"] is not None and e["exact_match_rate"] < 1.0]
     ties = [name for name, e in differ if e["near_tie_differences"] == round((1 - e["exact_match_rate"]) * e["runs"])]

@@ -1,7 +1,7 @@
 """Text output of the benchmark: machine description and markdown tables.
 
 Reads the report dict built by ``pass_core.bench`` (the same as its JSON); computes no
-metric. The Plotly HTML report is ``pass_core.viz.bench_html``, imported only for ``--html``.
+metric. The Plotly HTML report is drawn from the JSON by ``playground.bench_html`` (the UI package).
 """
 
 from __future__ import annotations
@@ -116,19 +116,6 @@ def markdown_report(report: dict) -> str:
     return "\n".join(lines + ([""] + notes if notes else []))
 
 
-def load_html_report():
-    """``pass_core.viz.bench_html`` (Plotly figures), imported only when asked for.
-
-    Only ``pass_core.viz`` imports plotly, and only this function reaches it from the benchmark,
-    so ``pass_core.bench`` runs without plotly unless ``--html`` is given.
-
-    Raises:
-        ValueError: plotly is not installed.
-    """
-    try:
-        from .viz import bench_html
-    except ModuleNotFoundError as err:
-        if (err.name or "").split(".")[0] != "plotly":
-            raise
-        raise ValueError("--html needs plotly: pip install plotly") from err
-    return bench_html
+#: What ``--html`` says: the Plotly report is drawn by the UI package, from the benchmark's JSON.
+HTML_MOVED = ("--html is not part of pass_core (it never imports plotly): write --json BENCH.json, then draw the "
+              "figures with `python -m playground.bench_html BENCH.json OUT.html`.")

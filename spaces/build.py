@@ -1,7 +1,7 @@
 """Assemble a ready-to-push Hugging Face Space folder from the repository's own files.
 
 ``python spaces/build.py [--out DIR]`` (or ``make space``) writes ``spaces/build/``:
-app.py and race_handlers.py, pass_core/ (figures included, in pass_core/viz/), assets/ (shipped files and the page's help
+app.py, playground/ (the UI: handlers and figures), pass_core/, assets/ (shipped files and the page's help
 text), requirements.txt and README.md. The README's
 ``sdk_version`` and the requirements' gradio pin are set to the installed Gradio, and
 ``python_version`` to the running interpreter's, so that the Space runs what was tested.
@@ -19,7 +19,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 DEFAULT_OUT = HERE / "build"
 #: Repository paths copied into the Space (files or folders).
-SOURCES = ("app.py", "race_handlers.py", "pass_core", "assets")
+SOURCES = ("app.py", "playground", "pass_core", "assets")
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".DS_Store")
 
 

@@ -23,10 +23,10 @@ import app  # noqa: E402
 from pass_core.events import TOKEN_LABELS, output_text  # noqa: E402
 from pass_core.registry import METHODS  # noqa: E402
 from pass_core.settings import SETTING_RANGES  # noqa: E402
-from pass_core.viz import race_charts as charts  # noqa: E402
-from pass_core.viz import race_inputs  # noqa: E402
-from pass_core.viz.race_inputs import NUMERIC_INPUTS  # noqa: E402
-from pass_core.viz.race_view import help_text, setting_range  # noqa: E402
+from playground import race_charts as charts  # noqa: E402
+from playground import race_inputs  # noqa: E402
+from playground.race_inputs import NUMERIC_INPUTS  # noqa: E402
+from playground.race_view import help_text, setting_range  # noqa: E402
 from tiny import tiny_loaded  # noqa: E402
 
 PANES = [f"{key}_tokens" for key in METHODS]
@@ -428,7 +428,7 @@ def test_page_shows_no_server_paths(tiny_folder):
 
 
 def test_ui_files_never_import_torch():
-    for path in (REPO / "app.py", REPO / "race_handlers.py", *sorted((REPO / "pass_core" / "viz").glob("*.py"))):
+    for path in (REPO / "app.py", *sorted((REPO / "playground").glob("*.py"))):
         text = path.read_text()
         assert not re.search(r"(?m)^\s*(import torch|from torch)", text), path
 

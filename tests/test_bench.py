@@ -9,6 +9,7 @@ import pytest
 from pass_core import bench
 from pass_core.bench import BenchRun, RunKey, aggregate, load_suite, schedule, setting_key
 from pass_core.events import DraftRecord, StepEvent, TokenRecord, summarize
+from playground import bench_html
 
 
 def pass_event(accepted: int, L: int = 3, step_s: float = 0.1, ids: list[int] | None = None,
@@ -206,12 +207,13 @@ def test_main_json_schema_on_tiny_model(tmp_path, tiny_folder, capsys, keep_thre
     rc = bench.main(["--suite", str(suite), "--model", str(tiny_folder),
                      "--methods", "pass,fixed-token,parallelspec",
                      "--num-lookahead", "2,3", "--temperature", "0,0.8", "--max-new-tokens", "8",
-                     "--repeats", "2", "--json", str(out), "--html", str(tmp_path / "bench.html"), "--no-progress",
+                     "--repeats", "2", "--json", str(out), "--no-progress",
                      "--threads", "1"])  # tiny matmuls: 1 thread avoids OpenMP spinning on a busy CPU
     assert rc == 0
     stdout = capsys.readouterr().out
     assert "| method | L | T |" in stdout and "| pass | 2 | 0 |" in stdout
     assert stdout.count("| ar | - | 0 |") == 2  # once per table: its runs serve every L
+    assert bench_html.main([str(out), str(tmp_path / "bench.html")]) == 0
     assert "Speed-up vs temperature" in (tmp_path / "bench.html").read_text(encoding="utf-8")
     report = json.loads(out.read_text(encoding="utf-8"))
     assert {"machine", "command", "settings", "summary", "method_notes", "runs"} <= set(report)
@@ -272,7 +274,7 @@ def test_training_curves_of_the_files_used_reach_the_report(tiny, tmp_path, monk
     from pass_core.bench_report import training_records
     from pass_core.lookahead import LookaheadEmbeddings
     from pass_core.shipped import shipped_adapters_path
-    from pass_core.viz.bench_html import render_html, training_curves
+    from playground.bench_html import render_html, training_curves
 
     monkeypatch.setenv("PASS_PLAYGROUND_ASSETS", str(tmp_path))
     curve = [{"step": 0, "positions": 0, "top1_agreement": [0.2, 0.1]},

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from pass_core.registry import METHODS
-from pass_core.viz import race_charts as charts
-from pass_core.viz.race_inputs import NUMERIC_INPUTS
+from playground import race_charts as charts
+from playground.race_inputs import NUMERIC_INPUTS
 from test_app import running_app
 
 CHROMIUM = Path(shutil.which("chromium") or "/usr/bin/chromium")
@@ -141,8 +141,8 @@ def in_process_page(monkeypatch, width: int, step_delay_s: float = 0.0):
     ``step_delay_s`` slows the race by that much per step event, so that a test can act while it runs."""
     sync_api = require_browser()
     import app
-    import race_handlers
-    from pass_core.viz.race_view import PAGE_CSS
+    from playground import race_handlers
+    from playground.race_view import PAGE_CSS
     from test_app import free_port
     from tiny import tiny_loaded
 
@@ -207,7 +207,7 @@ def test_blank_lines_and_step_marks_are_visible():
     sync_api = require_browser()
     import gradio as gr
     from pass_core.events import StepEvent, TokenRecord
-    from pass_core.viz.race_view import PAGE_CSS
+    from playground.race_view import PAGE_CSS
     from test_app import free_port
 
     events = [StepEvent(method="pass", step=1, tokens=(TokenRecord(1, "First", "exact"),

@@ -36,9 +36,12 @@ def test_bench_pass_cost_only(tiny_folder, tmp_path, capsys):
 
 
 def test_bench_html_shows_the_pass_cost_curve(tiny_folder, tmp_path):
+    from playground import bench_html
+
     html_out, json_out = tmp_path / "pc.html", tmp_path / "pc.json"
     assert bench.main(["--suite", "none", "--pass-cost", "--model", str(tiny_folder), "--json", str(json_out),
-                       "--html", str(html_out), "--threads", "1"]) == 0
+                       "--threads", "1"]) == 0
+    assert bench_html.main([str(json_out), str(html_out)]) == 0
     page = html_out.read_text()
     assert "Pass cost c(w) on cpu" in page and "cache of 200 tokens" in page
     assert "c(w): cost of a pass over w tokens" in page
@@ -59,7 +62,7 @@ def test_bench_method_variants(tiny_folder, tmp_path):
 
 def test_step_points_and_cost_chart():
     from pass_core.events import StepEvent, TokenRecord
-    from pass_core.viz.cost_charts import pass_cost_figure, pass_cost_markdown, step_points
+    from playground.cost_charts import pass_cost_figure, pass_cost_markdown, step_points
 
     def ev(method, step, n_tokens, k, step_s):
         return StepEvent(method=method, step=step, tokens=tuple(TokenRecord(1, "a", "exact") for _ in range(n_tokens)),

@@ -17,8 +17,8 @@ import pytest
 
 from pass_core import bench, generate, registry
 from pass_core.registry import BASELINE, METHODS
-from pass_core.viz import race_charts as charts
-from pass_core.viz import race_text
+from playground import race_charts as charts
+from playground import race_text
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -79,7 +79,7 @@ def test_app_races_a_registered_method(tiny, echo):
 
 
 def test_app_names_no_method_beyond_its_default_selection():
-    source = "\n".join((REPO / name).read_text(encoding="utf-8") for name in ("app.py", "race_handlers.py"))
+    source = "\n".join((REPO / name).read_text(encoding="utf-8") for name in ("app.py", "playground/race_handlers.py"))
     lines = [ln for ln in source.splitlines() if re.search(r"""["'](pass|fixed-token|parallelspec)["']""", ln)]
     assert lines == ['DEFAULT_RACE = ("ar", "pass", "parallelspec")'], lines
 

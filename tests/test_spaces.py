@@ -57,10 +57,10 @@ def test_requirements_pin_everything_and_match_gradio(space):
 
 
 def test_folder_holds_the_repo_sources_only(space):
-    for name in ("app.py", "pass_core/__init__.py", "pass_core/registry.py", "pass_core/viz/race_charts.py",
-                 "pass_core/viz/bench_html.py", "assets/help/how-to-read.md", "assets/drafter"):
+    for name in ("app.py", "pass_core/__init__.py", "pass_core/registry.py", "playground/race_charts.py",
+                 "playground/bench_html.py", "playground/race_handlers.py", "assets/help/how-to-read.md", "assets/drafter"):
         assert (space / name).exists(), name
-    assert sorted(p.name for p in space.iterdir()) == ["README.md", "app.py", "assets", "pass_core", "race_handlers.py", "requirements.txt"]
+    assert sorted(p.name for p in space.iterdir()) == ["README.md", "app.py", "assets", "pass_core", "playground", "requirements.txt"]
     assert (space / "app.py").read_bytes() == (REPO / "app.py").read_bytes()
     assert not list(space.rglob("__pycache__"))
     assert not (space / "tests").exists() and not (space / "spaces").exists()
@@ -106,7 +106,7 @@ print("BUILT")
 
 def test_readme_states_the_zerogpu_figure_and_its_source():
     """The Space README gives the GPU time a race asks for, as the code has it, and where the figure comes from."""
-    from pass_core.viz import race_inputs
+    from playground import race_inputs
 
     text = " ".join((REPO / "spaces" / "README.md").read_text(encoding="utf-8").split())
     assert f"{race_inputs.ZEROGPU_MAX_S} s at most" in text

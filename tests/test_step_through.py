@@ -15,9 +15,9 @@ import app
 from pass_core.events import TOKEN_LABELS
 from pass_core.race import events_upto, race, race_order
 from pass_core.registry import METHODS
-from pass_core.viz import race_charts as charts
-from pass_core.viz.stepping import MAX_STEP_DELAY_S, NEXT, PREVIOUS, RESUME, StepControl, step_position
-from pass_core.viz.teaching import INSPECTOR_HINT, inspect_selection, token_namer
+from playground import race_charts as charts
+from playground.stepping import MAX_STEP_DELAY_S, NEXT, PREVIOUS, RESUME, StepControl, step_position
+from playground.teaching import INSPECTOR_HINT, inspect_selection, token_namer
 from test_app import OUTPUT_NAMES, run
 
 
@@ -195,7 +195,7 @@ def test_inspector_names_tokens_of_a_trace_without_the_model(tiny):
 
 def test_a_paused_race_left_alone_resumes_by_itself(tiny, monkeypatch):
     """The page runs one race at a time: a race paused in a tab that was closed must not hold that slot for ever."""
-    import race_handlers
+    from playground import race_handlers
 
     monkeypatch.setattr(race_handlers, "PAUSE_IDLE_S", 0.3)
     control = StepControl()

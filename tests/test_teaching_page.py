@@ -16,10 +16,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import app  # noqa: E402
-import race_handlers  # noqa: E402
+from playground import race_handlers  # noqa: E402
 from pass_core.registry import METHODS  # noqa: E402
 from pass_core.trace import load_trace  # noqa: E402
-from pass_core.viz.teaching import THEORY_NEEDS_AR  # noqa: E402
+from playground.teaching import THEORY_NEEDS_AR  # noqa: E402
 from test_app import DRAFTING, OUTPUT_NAMES, pane_text, run, running_app, running_server  # noqa: E402
 
 
@@ -144,7 +144,7 @@ def test_cost_view_after_a_race_and_auto_draft_lengths(tiny):
     events = final["state"]["events"]
     for key in DRAFTING:
         assert all(e.draft_choice.startswith("auto: k = ") for e in events[key]), key
-    from pass_core.viz.teaching import inspector_markdown
+    from playground.teaching import inspector_markdown
     assert "Draft length: auto: k = " in inspector_markdown(events["pass"][1], "PaSS", lookahead=True)
     replay = dict(zip(OUTPUT_NAMES, app.replay_handler(final["trace"], True), strict=True))
     assert replay["cost"] is None and "does not carry the cost" in replay["cost_text"]

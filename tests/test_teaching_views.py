@@ -8,7 +8,7 @@ from pass_core.lab import BROKEN, run_lab
 from pass_core.registry import METHODS
 from pass_core.settings import DecodeSettings
 from pass_core.theory import check_theory
-from pass_core.viz.teaching import inspector_figure, inspector_markdown, lab_figure, theory_figure, theory_markdown
+from playground.teaching import inspector_figure, inspector_markdown, lab_figure, theory_figure, theory_markdown
 
 
 def _events(tiny):

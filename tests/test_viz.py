@@ -1,5 +1,5 @@
-"""``pass_core.viz``: the race's display helpers on hand-made events, the benchmark's HTML report, and
-the rooms (only ``pass_core.viz`` imports plotly; nothing in ``pass_core`` imports gradio)."""
+"""``playground`` (the UI package): the race's display helpers on hand-made events, the benchmark's HTML
+report, and the rooms (``pass_core`` imports neither plotly nor gradio)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ import pytest
 from pass_core import bench
 from pass_core.events import RunSummary, StepEvent, TokenRecord, summarize
 from pass_core.registry import METHODS
-from pass_core.viz import bench_html
-from pass_core.viz import race_charts as charts
-from pass_core.viz import race_text
-from pass_core.viz import race_inputs
-from pass_core.viz.race_view import PAGE_CSS, empty_output_notes, race_view
+from playground import bench_html
+from playground import race_charts as charts
+from playground import race_text
+from playground import race_inputs
+from playground.race_view import PAGE_CSS, empty_output_notes, race_view
 
 PACKAGE = Path(bench.__file__).resolve().parent
 
@@ -195,7 +195,6 @@ def fake_report() -> dict:
 
 
 def test_html_report_has_the_figures(tmp_path):
-    assert bench.load_html_report() is bench_html  # the benchmark's --html goes through the package
     report = fake_report()
     figures = [make(report) for make in bench_html.FIGURES]
     assert [len(f.data) for f in figures] == [2, 2, 4, 2]
@@ -216,39 +215,46 @@ def _outside_env() -> dict:
 
 
 def test_bench_writes_html_from_outside_the_repository(tmp_path, tiny_folder):
-    """``python -m pass_core.bench ... --html`` in a folder outside the repository: the HTML report comes
-    from the installed package (``pass_core.viz``), not from a file at the repository root."""
+    """``python -m pass_core.bench ... --json`` then ``python -m playground.bench_html`` in a folder outside the
+    repository: both come from the installed project, not from files at the repository root."""
     assert PACKAGE.parent not in tmp_path.resolve().parents
     (tmp_path / "suite.jsonl").write_text('{"category": "chat", "prompt": "Hello there"}\n', encoding="utf-8")
     proc = subprocess.run([sys.executable, "-m", "pass_core.bench", "--suite", "suite.jsonl", "--model",
                            str(tiny_folder), "--methods", "ar,pass", "--num-lookahead", "2", "--max-new-tokens", "4",
-                           "--json", "out.json", "--html", "out.html", "--no-progress", "--threads", "1"],
+                           "--json", "out.json", "--no-progress", "--threads", "1"],
                           cwd=tmp_path, env=_outside_env(), capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = subprocess.run([sys.executable, "-m", "playground.bench_html", "out.json", "out.html"],
+                          cwd=tmp_path, env=_outside_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     html = (tmp_path / "out.html").read_text(encoding="utf-8")
     assert "Speed-up vs temperature" in html and "PaSS, " in html
-    # the saved JSON renders again through the module's own command line
-    proc = subprocess.run([sys.executable, "-m", "pass_core.viz.bench_html", "out.json", "again.html"],
-                          cwd=tmp_path, env=_outside_env(), capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "Speed-up vs temperature" in (tmp_path / "again.html").read_text(encoding="utf-8")
 
 
 def test_bench_html_command_line(tmp_path, capsys):
     assert bench_html.main(["only-one-argument"]) == 2
-    assert "usage: python -m pass_core.viz.bench_html" in capsys.readouterr().err
+    assert "usage: python -m playground.bench_html" in capsys.readouterr().err
     (tmp_path / "b.json").write_text(json.dumps(fake_report()), encoding="utf-8")
     assert bench_html.main([str(tmp_path / "b.json"), str(tmp_path / "b.html")]) == 0
     assert "Per-position acceptance" in (tmp_path / "b.html").read_text(encoding="utf-8")
 
 
-def test_load_html_report_says_when_plotly_is_missing(monkeypatch):
-    monkeypatch.setitem(sys.modules, "plotly", None)  # import plotly now raises ModuleNotFoundError
-    monkeypatch.delitem(sys.modules, "pass_core.viz.bench_html")
-    monkeypatch.delitem(sys.modules, "pass_core.viz.race_charts")
-    monkeypatch.delattr("pass_core.viz.bench_html", raising=False)
-    with pytest.raises(ValueError, match="--html needs plotly"):
-        bench.load_html_report()
+def test_bench_html_command_line_refuses_what_is_not_a_report(tmp_path, capsys):
+    assert bench_html.main([str(tmp_path / "missing.json"), str(tmp_path / "x.html")]) == 1
+    assert "missing.json" in capsys.readouterr().err
+    (tmp_path / "bad.json").write_text("{not json", encoding="utf-8")
+    assert bench_html.main([str(tmp_path / "bad.json"), str(tmp_path / "x.html")]) == 1
+    (tmp_path / "other.json").write_text('{"a": 1}', encoding="utf-8")
+    assert bench_html.main([str(tmp_path / "other.json"), str(tmp_path / "x.html")]) == 1
+    assert "not a benchmark report" in capsys.readouterr().err
+    assert not (tmp_path / "x.html").exists()
+
+
+def test_bench_html_option_points_to_the_ui_package(capsys):
+    """pass_core never imports plotly, so the benchmark's old ``--html`` is refused with the two-step command."""
+    with pytest.raises(SystemExit):
+        bench.main(["--suite", "quick", "--html", "out.html"])
+    assert "python -m playground.bench_html BENCH.json OUT.html" in capsys.readouterr().err
 
 
 # --- race_view: a run that shows nothing is explained ---------------------------------------
@@ -332,18 +338,17 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_plotly_and_gradio_stay_in_their_rooms():
-    """Only ``pass_core.viz`` imports plotly, nothing in ``pass_core`` imports gradio, the figure builders
-    import no torch, and the old top-level chart modules are gone (one place for figures)."""
-    files = sorted(PACKAGE.rglob("*.py"))
-    viz = {f for f in files if f.parent.name == "viz"}
-    assert {f.name for f in viz} >= {"race_charts.py", "race_view.py", "race_inputs.py", "bench_html.py"}
-    for path in files:
-        names = _imports(path)
-        assert "gradio" not in names, path
-        if path in viz:
-            assert not names & {"torch", "transformers"}, path
-        else:
-            assert "plotly" not in names, path
+    """``pass_core`` imports neither plotly nor gradio (nor the UI package); the UI package ``playground``
+    imports no torch or transformers; the old chart modules are gone (one place for figures)."""
+    core = sorted(PACKAGE.rglob("*.py"))
+    ui = sorted((PACKAGE.parent / "playground").glob("*.py"))
+    assert {f.name for f in ui} >= {"race_charts.py", "race_view.py", "race_inputs.py", "bench_html.py",
+                                    "race_handlers.py"}
+    for path in core:
+        assert not _imports(path) & {"gradio", "plotly", "playground"}, path
+    for path in ui:
+        assert not _imports(path) & {"torch", "transformers"}, path
+    assert not (PACKAGE / "viz").exists() and not (PACKAGE.parent / "race_handlers.py").exists()
     assert not (PACKAGE.parent / "charts.py").exists() and not (PACKAGE.parent / "bench_report.py").exists()
 
 
@@ -367,7 +372,7 @@ def test_theory_view_notes_and_lab_table():
     """theory_view says why it draws nothing (no AR; no verified drafts yet); lab_markdown marks each row
     against the bound; the lab and theory legends sit in the bottom margin (as the race's charts)."""
     from pass_core.lab import BROKEN, LabResult
-    from pass_core.viz import teaching
+    from playground import teaching
 
     assert teaching.theory_view({"pass": [], "parallelspec": []}) == (None, teaching.THEORY_NEEDS_AR)
     assert teaching.theory_view({"ar": [], "pass": []}) == (None, teaching.THEORY_WAITING)

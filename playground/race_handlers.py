@@ -1,7 +1,7 @@
 """The race page's handlers: the race, the step-through's paused updates, the replay and the lab, and the
 outputs they render. Gradio values (``gr.Error``, ``gr.skip``) but no layout: ``app.py`` builds the page and
 wires these functions to it (and re-exports them). No tensors here: decoding, metrics and figures come from
-``pass_core`` and ``pass_core.viz``.
+``pass_core`` and the figure helpers next to this file (``playground``).
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from pass_core.race import events_upto, race, race_order
 from pass_core.registry import METHODS
 from pass_core.settings import DecodeSettings
 from pass_core.trace import load_trace, make_trace, save_trace
-from pass_core.viz.cost_charts import cost_view
-from pass_core.viz.race_charts import highlighted_tokens
-from pass_core.viz.race_inputs import chosen_methods, hide_paths, input_problems, methods_problem, prompt_problem, whole, \
+from playground.cost_charts import cost_view
+from playground.race_charts import highlighted_tokens
+from playground.race_inputs import chosen_methods, hide_paths, input_problems, methods_problem, prompt_problem, whole, \
     zerogpu_duration
-from pass_core.viz.race_view import METRIC_LABELS, race_view
-from pass_core.viz.stepping import NEXT, PREVIOUS, RESUME, StepControl, step_line, step_position
-from pass_core.viz.teaching import lab_figure, lab_markdown, replay_note, theory_view
+from playground.race_view import METRIC_LABELS, race_view
+from playground.stepping import NEXT, PREVIOUS, RESUME, StepControl, step_line, step_position
+from playground.teaching import lab_figure, lab_markdown, replay_note, theory_view
 
 DEFAULT_RACE = ("ar", "pass", "parallelspec")
 UPDATE_INTERVAL_S = 0.5  # at most 2 page updates per second of wall time at the start of a race (UI cost <= 5 %)
@@ -138,7 +138,7 @@ def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k,
     Stop takes effect at the next update),
     and once more at the end; ``run_note`` goes into the run line. ``inspect``: events carry the token
     inspector's data (``DecodeSettings.inspect``). The last yield offers the race as a JSON trace
-    (``pass_core.trace``) to download. ``control``: the step-through buttons (``viz.stepping``): while paused the
+    (``pass_core.trace``) to download. ``control``: the step-through buttons (``playground.stepping``): while paused the
     race computes nothing and yields each Next / Previous position; in slow motion it yields every step and waits
     ``control.delay_s`` after it (wall time only: compute times are unchanged). Raises gr.Error for bad settings,
     fewer than two methods or a bad prompt.

@@ -1,10 +1,10 @@
-"""HTML report of a benchmark (``python -m pass_core.bench --html OUT``): Plotly figures.
+"""HTML report of a benchmark (``python -m pass_core.bench --json BENCH.json`` first): Plotly figures.
 
 Reads only the report dict that ``pass_core.bench`` builds (the same as its JSON); computes no
 metric. Method names and colours come from ``pass_core.registry`` (a method the registry no
 longer knows keeps its key as name and Plotly's default colour). Usable on a saved JSON too::
 
-    python -m pass_core.viz.bench_html BENCH.json OUT.html
+    python -m playground.bench_html BENCH.json OUT.html
 """
 
 from __future__ import annotations
@@ -180,13 +180,21 @@ def write_html(report: dict, path: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m pass_core.viz.bench_html BENCH.json OUT.html``: the report of a saved JSON."""
+    """``python -m playground.bench_html BENCH.json OUT.html``: the report of a saved JSON."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2:
-        print("usage: python -m pass_core.viz.bench_html BENCH.json OUT.html", file=sys.stderr)
+        print("usage: python -m playground.bench_html BENCH.json OUT.html", file=sys.stderr)
         return 2
-    with open(argv[0], encoding="utf-8") as f:
-        write_html(json.load(f), argv[1])
+    try:
+        with open(argv[0], encoding="utf-8") as f:
+            report = json.load(f)
+        if not isinstance(report, dict) or "summary" not in report:
+            raise ValueError("not a benchmark report (no 'summary'); write one with python -m pass_core.bench --json")
+        write_html(report, argv[1])
+    except (OSError, ValueError) as err:
+        print(f"error: {argv[0]}: {err}", file=sys.stderr)
+        return 1
+    print(f"wrote {argv[1]}", file=sys.stderr)
     return 0
 
 
