@@ -21,7 +21,6 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
 from .cache import new_cache
@@ -30,7 +29,9 @@ from .lookahead import LookaheadEmbeddings
 from .lookahead_adapters import GatedLoRA
 from .lookahead_batch import lookahead_logits
 from .models import DEFAULT_MODEL, load_model
+from .train_checkpoint import checkpoint_path as _checkpoint_path, load_checkpoint, save_checkpoint
 from .train_eval import agreement, evaluate
+from .train_report import report_markdown  # noqa: F401 (re-exported: pass_core.train.report_markdown)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,54 +87,6 @@ def load_sequences(loaded, data: str, gen_tokens: int) -> tuple[list[list[int]],
     rows = read_prompts(data)
     seqs = generate_self_data(loaded, rows, max_new_tokens=gen_tokens)
     return seqs, prompt_lengths(loaded, rows)
-
-
-def _checkpoint_path(out: Path) -> Path:
-    return out.with_name(out.stem + ".ckpt.safetensors")
-
-
-def save_checkpoint(path: Path, params: dict[str, torch.Tensor], opt: torch.optim.Adam, step: int, args,
-                    progress: dict | None = None) -> None:
-    """Every trained tensor + its Adam moments as safetensors (no pickle); the step and arguments in metadata.
-
-    Args:
-        params: name -> trained tensor (``"param"``: the look-ahead embeddings; ``"adapter.<layer>.A"`` /
-            ``".B"``: look-ahead adapters).
-        progress: JSON-able training record carried across ``--resume`` (positions seen, the agreement curve).
-    """
-    tensors = {}
-    for name, param in params.items():
-        tensors[name] = param.detach().cpu().contiguous()
-        state = opt.state.get(param, {})
-        if state:
-            tensors[f"exp_avg/{name}"] = state["exp_avg"].cpu().contiguous()
-            tensors[f"exp_avg_sq/{name}"] = state["exp_avg_sq"].cpu().contiguous()
-    save_file(tensors, str(path), metadata={"step": str(step), "args": json.dumps(vars(args)),
-                                            "progress": json.dumps(progress or {})})
-
-
-def load_checkpoint(path: Path, params: dict[str, torch.Tensor], opt: torch.optim.Adam) -> tuple[int, dict]:
-    """Restore the trained tensors and Adam moments; returns the step to continue from and the ``progress`` record.
-
-    Raises:
-        ValueError: the checkpoint was written for other trained tensors (e.g. another adapter rank).
-    """
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="pt") as handle:
-        meta = handle.metadata()
-    step, progress = int(meta["step"]), json.loads(meta.get("progress", "{}"))
-    tensors = load_file(str(path))
-    for name, param in params.items():
-        if name not in tensors or tensors[name].shape != param.shape:
-            raise ValueError(f"{path} does not match this run's trained tensors ({name}); start without --resume "
-                             "or use the same --num-lookahead and --adapter-rank.")
-        with torch.no_grad():
-            param.copy_(tensors[name])
-        if f"exp_avg/{name}" in tensors:
-            opt.state[param] = {"step": torch.tensor(float(step)), "exp_avg": tensors[f"exp_avg/{name}"],
-                                "exp_avg_sq": tensors[f"exp_avg_sq/{name}"]}
-    return step, progress
 
 
 def _seed_from_file(init: LookaheadEmbeddings, path: str, loaded) -> LookaheadEmbeddings:
@@ -314,46 +267,6 @@ def train(args) -> dict:
         Path(args.report).write_text(json.dumps(report, indent=2))
         Path(args.report).with_suffix(".md").write_text(report_markdown(report, "python -m pass_core.train " + " ".join(sys.argv[1:])))
     return report
-
-
-def report_markdown(report: dict, command: str) -> str:
-    """The training report as markdown: data, steps, time, agreement, accepted drafts, baseline."""
-    def row(name, ev):
-        agree = " / ".join(f"{a:.1%}" for a in ev.get("top1_agreement", []))
-        g = ev.get("greedy_pass", {})
-        return (f"| {name} | {agree} | {g.get('accepted_drafts_per_step', float('nan')):.3f} | "
-                f"{g.get('mean_accepted_tokens', float('nan')):.3f} | {g.get('acceptance_rate', float('nan')):.3f} |")
-    lines = [
-        f"# Look-ahead embeddings for {report['model']}, L={report['num_lookahead']}", "",
-        f"Command: `{command}`", "",
-        f"- data: {report['data']} ({report['train_sequences']} sequences of the model's own greedy generations)",
-        f"- steps: {report['steps']} x {report['batch_positions']} prefix positions, lr {report['lr']}, "
-        f"loss {report['loss_kind']}, init {report['init']}"
-        + (f" (rows seeded from {Path(report['init_from']).name})" if report.get("init_from") else "")
-        + f", shared {report['shared']}, "
-        f"tokens per draft {report['tokens_per_draft']}",
-        f"- training time: {report['train_time_s']} s ({report['positions_per_s']} positions/s); "
-        f"total with data and evaluation: {report['total_time_s']} s",
-        f"- loss: {report['initial_loss']} (first 5 steps) -> {report['final_loss']} (last 20 steps)",
-        *([f"- look-ahead adapters (extension, method pass-lora): rank {report['adapter_rank']}, alpha "
-           f"{report['adapter_alpha']}, lr {report['adapter_lr']}, {report['adapter_parameters']:,} numbers on every "
-           "linear layer, active at look-ahead positions only"] if report.get("adapter_rank") else []),
-        *([f"- training positions seen: {report['positions_seen']:,}"] if report.get("positions_seen") else []),
-        "",
-        "| embeddings | top-1 agreement LA_1 / LA_2 / ... (held-out) | accepted drafts per step (greedy "
-        + ("PaSS + look-ahead adapters" if report.get("adapter_rank") else "PaSS") + ") | "
-        "mean accepted tokens | draft acceptance rate |", "|---|---|---|---|---|",
-        row("trained" + (" with look-ahead adapters" if report.get("adapter_rank") else ""), report.get("eval", {})),
-    ]
-    if "baseline_fixed_token" in report:
-        lines.append(row("fixed-token baseline (untrained)", report["baseline_fixed_token"]))
-    if report.get("curve"):
-        lines += ["", "Held-out top-1 agreement against training positions seen (the agreement-vs-data curve, "
-                  f"{len(report['curve'])} points):", "", "| step | positions | LA_1 / LA_2 / ... |", "|---|---|---|"]
-        lines += [f"| {c['step']} | {c['positions']:,} | " + " / ".join(f"{a:.1%}" for a in c["top1_agreement"]) + " |"
-                  for c in report["curve"]]
-    return "\n".join(lines) + "\n"
-
 
 
 def main(argv: list[str] | None = None) -> int:
