@@ -324,7 +324,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--backend", choices=list(BACKENDS), default=None,
                         help="how every method's passes are computed (AR too): "
                              + "; ".join(f"{b.name}: {b.description}" for b in BACKENDS.values())
-                             + " (default: fp32)")
+                             + f" (default here: {default_backend('auto')})")
     parser.add_argument("--replay-only", action="store_true",
                         help="load no model: serve the page to replay traces (Run and the lab need a model)")
     args = parser.parse_args(argv)
@@ -334,7 +334,7 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as err:
         parser.error(str(err))
     holder = (ModelHolder.without_model() if args.replay_only
-              else ModelHolder(args.model, args.device, dtype=dtype).start())
+              else ModelHolder(args.model, args.device, dtype=dtype, backend=backend).start())
     demo = build_demo(holder)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                 server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),

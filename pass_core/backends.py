@@ -8,6 +8,14 @@ runs on the same backend, AR included, so speed-ups stay fair.
   Wide verification passes and one-token passes round differently in bfloat16, so a greedy output can
   differ from AR's at a near-tie (the top-two logit margin within bfloat16's rounding); the greedy check
   and the benchmark name such differences apart (``comparison.compare_outputs``).
+- ``onednn``: float32 like ``fp32``, but every linear layer of a pass over 2 or more tokens (and the output
+  head for 1 token or 8 and more rows) runs through oneDNN with a weight packed once at load time
+  (``torch.utils.mkldnn`` tensors, ``torch._C._nn.mkldnn_linear``: PyTorch's own oneDNN route, the one
+  ``torch.utils.mkldnn.to_mkldnn`` uses). On CPU BLAS a float32 GEMM over 2-8 rows costs nearly twice a
+  one-row GEMV, while oneDNN's packed kernel reads the weights once for all rows: a wide pass then costs
+  little more than a one-token pass (measured in the README). One-token passes of the decoder keep the plain
+  GEMV (as fast, no conversion). Results differ from ``fp32`` only by float32 rounding (about 3e-5 on the
+  logits), so greedy outputs equal AR's on the same backend (``tests/test_backends.py``). CPU only.
 
 ``torch.compile`` and torchao int8 were tried (README, "Backends"); neither is offered.
 """
@@ -17,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 
 @dataclass(frozen=True)
@@ -32,12 +41,16 @@ class Backend:
     name: str
     dtype: str
     description: str
+    packed: bool = False  # linear layers run through oneDNN with pre-packed weights (``pack_linears``)
 
 
 BACKENDS: dict[str, Backend] = {b.name: b for b in (
     Backend("fp32", "float32", "eager PyTorch, float32 (greedy outputs identical to AR token for token)"),
     Backend("bf16", "bfloat16", "eager PyTorch, bfloat16 weights (needs native bfloat16 matmuls on a CPU; "
                                 "greedy outputs may differ from AR at near-ties)"),
+    Backend("onednn", "float32", "eager PyTorch, float32, linear layers of wide passes through oneDNN with weights "
+                                 "packed at load time (cheap wide passes on CPU; greedy outputs identical to AR)",
+            packed=True),
 )}
 
 
@@ -50,22 +63,114 @@ def cpu_has_native_bf16() -> bool:
 
 
 def default_backend(device: str | torch.device = "cpu") -> str:
-    """The default: ``fp32``, the one whose greedy outputs equal AR's exactly on every machine (see the
-    README's backend table for what ``bf16`` gains where it is offered)."""
-    return "fp32"
+    """The default: ``onednn`` on a CPU with oneDNN (the fastest backend whose greedy outputs equal AR's token
+    for token: cheap wide passes, a faster output head; README, "Backends"), else ``fp32``.
+
+    ``device`` may be "auto" (resolved as ``models.pick_device`` does: cuda, then mps, then cpu).
+    """
+    kind = device.type if isinstance(device, torch.device) else str(device).split(":")[0]
+    if kind == "auto":
+        kind = "cuda" if torch.cuda.is_available() else (
+            "mps" if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available() else "cpu")
+    return "onednn" if kind == "cpu" and torch.backends.mkldnn.is_available() else "fp32"
 
 
 def check_backend(name: str, device: str | torch.device) -> Backend:
     """The backend ``name`` for ``device`` ("cpu", "cuda", "mps" or a torch.device).
 
     Raises:
-        ValueError: an unknown name (naming the offered ones), or ``bf16`` on a CPU without native
-            bfloat16 matmuls (it would run slower than ``fp32`` there).
+        ValueError: an unknown name (naming the offered ones), ``bf16`` on a CPU without native
+            bfloat16 matmuls (it would run slower than ``fp32`` there), or ``onednn`` off the CPU or
+            without oneDNN.
     """
     if name not in BACKENDS:
         raise ValueError(f"Unknown backend {name!r}: choose one of {', '.join(BACKENDS)}.")
     kind = torch.device(device).type if not isinstance(device, torch.device) else device.type
+    if name == "onednn" and (kind != "cpu" or not torch.backends.mkldnn.is_available()):
+        raise ValueError("The onednn backend runs on a CPU with PyTorch's oneDNN (mkldnn) support only; "
+                         f"on {kind} use --backend fp32 or bf16.")
     if name == "bf16" and kind == "cpu" and not cpu_has_native_bf16():
         raise ValueError("The bf16 backend needs a CPU with native bfloat16 matmuls (AVX512-BF16 or AMX); this "
                          "one has none, so bf16 would run slower than fp32 here: use --backend fp32.")
     return BACKENDS[name]
+
+
+class PackedLinear(torch.nn.Linear):
+    """A frozen ``nn.Linear`` whose inference forward runs through oneDNN with a weight packed once
+    (the ``onednn`` backend), for the row counts where that is faster; the plain float32 ``linear``
+    otherwise, and always while autograd records (training never uses the packed copy).
+
+    Made in place from an ``nn.Linear`` by ``pack_linears`` (it stays an ``nn.Linear``: its weight,
+    bias, hooks and state dict are unchanged; the packed copy is an extra attribute, not a parameter).
+
+    Attributes:
+        min_rows: rows (tokens) from which the packed kernel is used.
+        also_rows: smaller row counts that use it too (the output head: 1 row).
+    """
+
+    min_rows: int = 2
+    also_rows: frozenset = frozenset()
+
+    def uses_packed(self, rows: int) -> bool:
+        """True when a forward over ``rows`` rows runs the packed oneDNN kernel."""
+        return rows >= self.min_rows or rows in self.also_rows
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(..., in_features) float32 -> (..., out_features) float32."""
+        rows = x.numel() // x.shape[-1] if x.dim() else 0
+        if (not self.uses_packed(rows) or x.dtype != torch.float32 or x.device.type != "cpu"
+                or (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad))):
+            return F.linear(x, self.weight, self.bias)
+        y = torch._C._nn.mkldnn_linear(x.reshape(rows, x.shape[-1]).contiguous().to_mkldnn(),
+                                       self.packed_weight, self.packed_bias).to_dense()
+        return y.reshape(*x.shape[:-1], self.out_features)
+
+
+def pack_linears(model, head_rows: tuple[int, int] = (1, 8)) -> int:
+    """Turn the frozen float32 CPU model's linear layers into ``PackedLinear`` in place (the ``onednn`` backend).
+
+    Decoder layers use the packed kernel for passes over 2 or more tokens; the output head (a large
+    memory-bound matrix) for 1 row and for ``head_rows[1]`` rows and more (``target.target_forward`` keeps
+    its ``W @ h^T`` path for 2-7 rows, faster there). Costs one extra float32 copy of every linear weight.
+    Idempotent.
+
+    Returns:
+        How many layers were packed now.
+
+    Raises:
+        ValueError: a model that is not float32 on the CPU.
+    """
+    weight = next(model.parameters())
+    if weight.dtype != torch.float32 or weight.device.type != "cpu":
+        raise ValueError(f"The onednn backend packs float32 CPU weights; this model is {weight.dtype} on "
+                         f"{weight.device.type}.")
+    head = model.get_output_embeddings()
+    count = 0
+    for module in list(model.modules()):
+        if type(module) is not torch.nn.Linear:  # noqa: E721 - PackedLinear (a subclass) is already packed
+            continue
+        with torch.no_grad():
+            module.packed_weight = module.weight.detach().to_mkldnn()
+            bias = module.bias if module.bias is not None else torch.zeros(module.out_features)
+            module.packed_bias = bias.detach().float().to_mkldnn()
+        module.__class__ = PackedLinear
+        if module is head:
+            module.min_rows, module.also_rows = head_rows[1], frozenset({head_rows[0]})
+        count += 1
+    return count
+
+
+def apply_backend(loaded, name: str):
+    """Prepare a freshly loaded model for backend ``name`` (``pack_linears`` for ``onednn``) and record the
+    backend on it (``loaded.backend``, shown by ``describe``). Returns ``loaded``.
+
+    Raises:
+        ValueError: as ``check_backend``, or a model whose dtype is not the backend's.
+    """
+    backend = check_backend(name, loaded.device)
+    if str(loaded.dtype).replace("torch.", "") != backend.dtype:
+        raise ValueError(f"Backend {name} runs {backend.dtype} weights; this model was loaded in {loaded.dtype}.")
+    if backend.packed:
+        pack_linears(loaded.model)
+    loaded.backend = name
+    return loaded

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from .backends import BACKENDS, check_backend
+from .backends import BACKENDS, apply_backend, check_backend, default_backend
 from .bench_summary import BenchRun, RunKey, aggregate, setting_key  # noqa: F401 (setting_key re-exported)
 from .bench_report import HTML_MOVED, machine_info, markdown_report, training_records
 from .events import StepEvent, output_token_ids
@@ -177,9 +177,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=1, help="runs per prompt and method (default: 1)")
     p.add_argument("--model", default=DEFAULT_MODEL, help=f"model name, folder or .gguf (default: {DEFAULT_MODEL})")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps (default: auto)")
-    p.add_argument("--dtype", default="auto", help="auto (float32), float32, bfloat16 or float16 (default: auto)")
+    p.add_argument("--dtype", default="auto",
+                   help="auto (float32 on the default backend), float32, bfloat16 or float16 (plain eager PyTorch; "
+                        "default: auto)")
     p.add_argument("--backend", choices=list(BACKENDS), help="how every method's passes are computed (AR too): "
-                   + "; ".join(f"{b.name}: {b.description}" for b in BACKENDS.values()) + " (sets --dtype)")
+                   + "; ".join(f"{b.name}: {b.description}" for b in BACKENDS.values())
+                   + " (sets --dtype; default: onednn on a CPU with oneDNN, else fp32, unless --dtype is given)")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--seed", type=int, default=0, help="seed of repeat 0; repeat r uses seed + r (default: 0)")
     p.add_argument("--fused", action="store_true", help="PaSS methods use the fused step (an extension)")
@@ -222,9 +225,12 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     start = time.perf_counter()
     try:
-        dtype = check_backend(args.backend, pick_device(args.device)).dtype if args.backend else args.dtype
+        backend = args.backend or (default_backend(pick_device(args.device)) if args.dtype == "auto" else None)
+        dtype = check_backend(backend, pick_device(args.device)).dtype if backend else args.dtype
         loaded = load_model(args.model, device=args.device, dtype=dtype,
                             progress=lambda msg: print(msg, file=sys.stderr))
+        if backend:
+            apply_backend(loaded, backend)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

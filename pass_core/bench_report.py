@@ -30,6 +30,7 @@ def machine_info(loaded) -> dict:
             "python": platform.python_version(), "platform": platform.platform(),
             "load_average_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
             "device": str(loaded.device), "dtype": str(loaded.dtype).replace("torch.", ""),
+            "backend": getattr(loaded, "backend", "") or None,
             "gpu": torch.cuda.get_device_name(loaded.device) if loaded.device.type == "cuda" else None,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
@@ -89,7 +90,8 @@ def _rows(report: dict):
 def markdown_report(report: dict) -> str:
     """The summary as markdown: a header line, one row per method and setting, speed-up by category."""
     s, mach = report.get("settings", {}), report.get("machine", {})
-    lines = [f"{s.get('model', '?')} in {mach.get('dtype', '?')} on {mach.get('device', '?')} ({mach.get('cpu', '?')}, "
+    backend = f" (backend {mach['backend']})" if mach.get("backend") else ""
+    lines = [f"{s.get('model', '?')} in {mach.get('dtype', '?')}{backend} on {mach.get('device', '?')} ({mach.get('cpu', '?')}, "
              f"{mach.get('torch_threads', '?')} threads); suite {s.get('suite', '?')} ({s.get('num_prompts', '?')} "
              f"prompts), {s.get('repeats', '?')} repeat(s), {s.get('max_new_tokens', '?')} new tokens, "
              f"top-k {s.get('top_k', '?')}, top-p {s.get('top_p', '?')}{', fused step' if s.get('fused') else ''}.",

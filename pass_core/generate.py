@@ -11,7 +11,7 @@ import sys
 import time
 
 from .events import ended_at_once, output_text, output_token_ids, summarize
-from .backends import BACKENDS, check_backend
+from .backends import BACKENDS, apply_backend, check_backend, default_backend
 from .models import DEFAULT_MODEL, load_model, pick_device
 from .registry import METHODS
 from .trace import make_trace, save_trace
@@ -48,9 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fused", action="store_true", help="PaSS with the fused step (extension, 1 pass per step)")
     p.add_argument("--show-rejected", action="store_true", help="print rejected drafts (struck through)")
     p.add_argument("--device", default="auto")
-    p.add_argument("--dtype", default="auto", help="auto (float32), float32, bfloat16 or float16")
+    p.add_argument("--dtype", default="auto",
+                   help="auto (float32 on the default backend), float32, bfloat16 or float16 (plain eager PyTorch)")
     p.add_argument("--backend", choices=list(BACKENDS), help="how passes are computed: "
-                   + "; ".join(f"{b.name}: {b.description}" for b in BACKENDS.values()) + " (sets the dtype)")
+                   + "; ".join(f"{b.name}: {b.description}" for b in BACKENDS.values())
+                   + " (sets the dtype; default: onednn on a CPU with oneDNN, else fp32, unless --dtype is given)")
     p.add_argument("--auto-drafts", action="store_true",
                    help="cost-aware draft lengths (extension): each step verifies 0..L drafts, chosen from this "
                         "machine's pass-cost curve and the acceptance so far")
@@ -74,8 +76,11 @@ def main(argv: list[str] | None = None) -> int:
                                   top_k=args.top_k, top_p=args.top_p, seed=args.seed,
                                   num_lookahead=args.num_lookahead, chat_template=not args.raw, fused=args.fused,
                                   inspect=bool(args.trace), auto_drafts=args.auto_drafts)
-        dtype = check_backend(args.backend, pick_device(args.device)).dtype if args.backend else args.dtype
+        backend = args.backend or (default_backend(pick_device(args.device)) if args.dtype == "auto" else None)
+        dtype = check_backend(backend, pick_device(args.device)).dtype if backend else args.dtype
         loaded = load_model(args.model, device=args.device, dtype=dtype, progress=log)
+        if backend:
+            apply_backend(loaded, backend)
         log(f"model: {loaded.describe()}")
         path = getattr(args, method.file_option) if method.file_option else None
         state, which = method.find_files(loaded, settings.num_lookahead, path)

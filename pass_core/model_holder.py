@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 
+from .backends import apply_backend
 from .models import DEFAULT_MODEL, LoadedModel, load_model
 from .pass_cost import cached_pass_cost
 from .registry import METHODS
@@ -32,8 +33,8 @@ class ModelHolder:
     """
 
     def __init__(self, name: str = DEFAULT_MODEL, device: str = "auto", loaded: LoadedModel | None = None,
-                 dtype: str = "auto"):
-        self.name, self.device, self.loaded, self.dtype = name, device, loaded, dtype
+                 dtype: str = "auto", backend: str | None = None):
+        self.name, self.device, self.loaded, self.dtype, self.backend = name, device, loaded, dtype, backend
         self.error: str | None = None
         self.progress = "ready" if loaded else "Loading model…"
         self.warmup_s: float | None = None  # seconds the warm-up took (None: not warmed up here)
@@ -66,6 +67,9 @@ class ModelHolder:
     def _load(self) -> None:
         try:
             loaded = load_model(self.name, device=self.device, dtype=self.dtype, progress=self._set_progress)
+            if self.backend:
+                self._set_progress(f"preparing the {self.backend} backend…")
+                apply_backend(loaded, self.backend)
             self._set_progress("warming up each method…")
             self.warm_up(loaded)
             self._set_progress("measuring this machine's pass cost c(w)…")

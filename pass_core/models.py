@@ -38,6 +38,7 @@ class LoadedModel:
         source: where the weights came from, in words (shown in the UI).
         device: torch device of the weights.
         dtype: torch dtype of the weights.
+        backend: the backend name it was prepared for by ``backends.apply_backend`` ("" when none was).
     """
 
     model: object
@@ -46,6 +47,7 @@ class LoadedModel:
     source: str
     device: torch.device
     dtype: torch.dtype
+    backend: str = ""  # the backend it was prepared for (``backends.apply_backend``); "" = plain eager
 
     @property
     def d_emb(self) -> int:
@@ -96,7 +98,8 @@ class LoadedModel:
     def describe(self) -> str:
         """One line for the UI / CLI: name, size, source, device, dtype (never a server path)."""
         return (f"{self.display_name} ({self.num_parameters / 1e6:.1f}M parameters, {self.source}) "
-                f"on {self.device.type}, {str(self.dtype).replace('torch.', '')}")
+                f"on {self.device.type}, {str(self.dtype).replace('torch.', '')}"
+                + (f", backend {self.backend}" if self.backend else ""))
 
 
 def pick_device(device: str = "auto") -> torch.device:

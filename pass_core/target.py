@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .backends import PackedLinear
+
 #: Config fields that make logits differ from ``lm_head(last hidden state)``.
 _LOGIT_TRANSFORMS = ("logit_scale", "final_logit_softcapping", "logits_scaling", "output_multiplier_scale")
 #: On CPU BLAS, ``W @ h^T`` runs about twice as fast as ``linear`` for 2-8 rows of SmolLM2-135M's
@@ -77,7 +79,9 @@ def target_forward(model, cache, rows: torch.Tensor, *, input_ids: torch.Tensor 
     out = model.base_model(**kwargs)
     head = model.get_output_embeddings()
     h = out.last_hidden_state[0, rows].to(head.weight.dtype)  # (R, D)
-    if h.device.type == "cpu" and h.shape[0] in _MATMUL_ROWS:
+    if isinstance(head, PackedLinear) and head.uses_packed(h.shape[0]):
+        logits = head(h)  # the onednn backend's packed head
+    elif h.device.type == "cpu" and h.shape[0] in _MATMUL_ROWS:
         logits = (head.weight @ h.T).T  # (R, V)
         logits = logits if head.bias is None else logits + head.bias
     else:

@@ -1,21 +1,31 @@
-"""Backends (issue 14 item 2): names, refusals with a clear message, and the bf16 backend's greedy outputs on
-the embedded model (identical to bf16 AR, or differing only at near-ties within bfloat16's rounding)."""
+"""Backends (issue 14 item 2): names, refusals with a clear message, the bf16 backend's greedy outputs on
+the embedded model (identical to bf16 AR, or differing only at near-ties within bfloat16's rounding), and the
+onednn backend (packed oneDNN linear layers): the same logits as fp32 up to float32 rounding, the packed kernel
+really used, autograd untouched, and greedy outputs of every method identical to AR's on the embedded model."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
+import torch
 
 import app
 import pass_core.backends as backends
 from pass_core import bench
-from pass_core.backends import BACKENDS, check_backend, default_backend
+from pass_core.backends import BACKENDS, PackedLinear, apply_backend, check_backend, default_backend, pack_linears
+from pass_core.cache import new_cache
+from pass_core.target import target_forward
 
 
 def test_backend_names_and_refusals(monkeypatch):
-    assert set(BACKENDS) == {"fp32", "bf16"} and default_backend("cpu") == "fp32"
-    assert check_backend("fp32", "cpu").dtype == "float32"
-    with pytest.raises(ValueError, match="Unknown backend 'turbo': choose one of fp32, bf16"):
+    assert set(BACKENDS) == {"fp32", "bf16", "onednn"}
+    assert default_backend("cpu") == "onednn" and default_backend("cuda") == "fp32"  # oneDNN: this torch has it
+    assert check_backend("fp32", "cpu").dtype == "float32" and check_backend("onednn", "cpu").dtype == "float32"
+    with pytest.raises(ValueError, match="Unknown backend 'turbo': choose one of fp32, bf16, onednn"):
         check_backend("turbo", "cpu")
+    with pytest.raises(ValueError, match="onednn backend runs on a CPU .* use --backend fp32 or bf16"):
+        check_backend("onednn", "cuda")
     monkeypatch.setattr(backends, "cpu_has_native_bf16", lambda: False)
     with pytest.raises(ValueError, match="native bfloat16 matmuls .* use --backend fp32"):
         check_backend("bf16", "cpu")
@@ -61,3 +71,90 @@ def test_bf16_greedy_outputs_equal_ar_up_to_near_ties(smollm):
                 assert cmp.identical or cmp.near_tie("bfloat16"), f"{key} {s} on {prompt!r}: {cmp}"
                 differing += not cmp.identical
     print(f"\nbf16: {differing} of {4 * 2 * 3} runs differ from AR, each at a near-tie")
+
+
+def packed_copy(tiny):
+    """A deep copy of the tiny model prepared for the onednn backend (the session's ``tiny`` stays plain)."""
+    other = copy.copy(tiny)
+    other.model = copy.deepcopy(tiny.model)
+    return apply_backend(other, "onednn")
+
+
+def test_onednn_logits_equal_fp32_and_use_the_packed_kernel(tiny, monkeypatch):
+    packed = packed_copy(tiny)
+    layers = [m for m in packed.model.modules() if isinstance(m, torch.nn.Linear)]
+    assert layers and all(isinstance(m, PackedLinear) for m in layers)
+    assert pack_linears(packed.model) == 0  # idempotent
+    assert "backend onednn" in packed.describe() and "backend" not in tiny.describe()
+    calls = []
+    real = torch._C._nn.mkldnn_linear
+    monkeypatch.setattr(torch._C._nn, "mkldnn_linear", lambda *a: calls.append(a[0].shape[0]) or real(*a))
+    ids = torch.randint(0, tiny.vocab_size, (1, 30), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        for width in (1, 2, 4, 9):
+            caches = new_cache(tiny.model), new_cache(packed.model)
+            outs = []
+            for loaded, cache in zip((tiny, packed), caches):
+                target_forward(loaded.model, cache, torch.tensor([19]), input_ids=ids[:, :20])
+                outs.append(target_forward(loaded.model, cache, torch.arange(width), input_ids=ids[:, 20:20 + width]))
+            torch.testing.assert_close(outs[1].logits, outs[0].logits, atol=1e-4, rtol=1e-4)
+    head = packed.model.get_output_embeddings()
+    assert head.uses_packed(1) and not head.uses_packed(4) and head.uses_packed(9)
+    assert set(calls) == {20, 1, 2, 4, 9}  # decoder layers for 2+ rows, the head for 1 row, both for 9+
+    assert calls.count(1) == 5  # a one-token pass packs only the head (its decoder layers keep the GEMV)
+
+
+def test_onednn_leaves_autograd_and_other_dtypes_alone(tiny):
+    packed = packed_copy(tiny)
+    layer = next(m for m in packed.model.modules() if isinstance(m, PackedLinear) and m.in_features == 64
+                 and m is not packed.model.get_output_embeddings())
+    x = torch.randn(3, layer.in_features, requires_grad=True)
+    layer(x).sum().backward()  # autograd: the plain float32 path, so the gradient exists and is exact
+    x2 = x.detach().clone().requires_grad_(True)
+    torch.nn.functional.linear(x2, layer.weight, layer.bias).sum().backward()
+    torch.testing.assert_close(x.grad, x2.grad)
+    bf16 = copy.deepcopy(tiny.model).to(torch.bfloat16)
+    with pytest.raises(ValueError, match="packs float32 CPU weights"):
+        pack_linears(bf16)
+
+
+def test_onednn_greedy_equals_ar_on_tiny(tiny):
+    """Every drafting method (and its fused / auto variants) on the onednn backend: greedy output = AR's there."""
+    from lossless_helpers import run
+    from pass_core.events import output_token_ids
+    from pass_core.registry import METHODS
+    from pass_core.settings import DecodeSettings
+
+    packed = packed_copy(tiny)
+    settings = DecodeSettings(max_new_tokens=16, num_lookahead=3)
+    for prompt in ("hello world", "def f(x):"):
+        ar = output_token_ids(METHODS["ar"].decode(packed, prompt, settings))
+        assert ar == output_token_ids(METHODS["ar"].decode(tiny, prompt, settings))
+        for key, method in METHODS.items():
+            if method.drafter is None:
+                continue
+            for s in (settings, settings.with_(auto_drafts=True, fused=method.fusable)):
+                assert output_token_ids(run(packed, key, prompt, s)) == ar, (key, s)
+
+
+@pytest.mark.slow
+def test_onednn_greedy_outputs_equal_ar_on_the_embedded_model(smollm):
+    """The onednn backend keeps float32: every method's greedy output (with its shipped files, fused and auto
+    variants included) is identical to AR's on the same backend, token for token."""
+    from pass_core.events import compare_outputs
+    from pass_core.models import load_model
+    from pass_core.registry import METHODS
+    from pass_core.settings import DecodeSettings
+    from test_files_and_models import EMBEDDED_PROMPTS
+
+    loaded = apply_backend(load_model(dtype="float32"), "onednn")  # its own copy: the session's model stays plain
+    settings = DecodeSettings(max_new_tokens=24, num_lookahead=3)
+    for prompt in EMBEDDED_PROMPTS[:4]:
+        ar = list(METHODS["ar"].decode(loaded, prompt, settings))
+        for key, method in METHODS.items():
+            if method.drafter is None:
+                continue
+            state, _ = method.find_files(loaded, 3)
+            for s in (settings, settings.with_(auto_drafts=True, fused=method.fusable)):
+                cmp = compare_outputs(ar, list(method.decode(loaded, prompt, s, state)))
+                assert cmp.identical, f"{key} {s} on {prompt!r}: {cmp}"
