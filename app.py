@@ -25,7 +25,7 @@ if not hasattr(spaces, "GPU"):  # absent, or only this repo's spaces/ folder see
 
 import gradio as gr
 
-from pass_core.backends import BACKENDS, check_backend, default_backend
+from pass_core.backends import BACKENDS, check_backend, default_backend, set_cpu_threads
 from pass_core.events import METRIC_FORMULAS
 from pass_core.lab import MAX_RUNS
 from pass_core.model_holder import ModelHolder, ModelNotReady
@@ -325,12 +325,16 @@ def main(argv: list[str] | None = None) -> None:
                         help="how every method's passes are computed (AR too): "
                              + "; ".join(f"{b.name}: {b.description}" for b in BACKENDS.values())
                              + f" (default here: {default_backend('auto')})")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch CPU threads (default: torch's choice; 1 avoids the worst slow-downs when other "
+                             "jobs share the CPU)")
     parser.add_argument("--replay-only", action="store_true",
                         help="load no model: serve the page to replay traces (Run and the lab need a model)")
     args = parser.parse_args(argv)
     backend = args.backend or default_backend(args.device)
     try:
         dtype = check_backend(backend, pick_device(args.device)).dtype
+        set_cpu_threads(args.threads)
     except ValueError as err:
         parser.error(str(err))
     holder = (ModelHolder.without_model() if args.replay_only

@@ -174,3 +174,16 @@ def apply_backend(loaded, name: str):
         pack_linears(loaded.model)
     loaded.backend = name
     return loaded
+
+
+def set_cpu_threads(threads: int | None) -> int:
+    """Set torch's CPU threads for every pass of this process (None: leave torch's choice); returns the count.
+
+    Raises:
+        ValueError: fewer than 1 thread.
+    """
+    if threads is not None:
+        if threads < 1:
+            raise ValueError("--threads must be at least 1.")
+        torch.set_num_threads(threads)
+    return torch.get_num_threads()

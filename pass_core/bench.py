@@ -200,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; print markdown; exit 1 if a greedy run differs from AR (a bug)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.backend and args.dtype != "auto":
+        parser.error(f"--backend {args.backend} sets the dtype ({BACKENDS[args.backend].dtype}): drop --dtype "
+                     f"{args.dtype}, or drop --backend for plain eager PyTorch in {args.dtype}.")
     try:
         methods = list(dict.fromkeys([BASELINE] + [m.strip() for m in args.methods.split(",") if m.strip()]))
         for m in methods:
@@ -253,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
                      "num_lookahead": lookaheads, "temperatures": temperatures, "repeats": args.repeats,
                      "model": loaded.name, "model_description": loaded.describe(), "limit": args.limit,
                      "threads": torch.get_num_threads(), "warmup_tokens": WARMUP_TOKENS,
-                     "backend": args.backend or {"float32": "fp32", "bfloat16": "bf16"}.get(
+                     "backend": loaded.backend or {"float32": "fp32", "bfloat16": "bf16"}.get(
                          str(loaded.dtype).replace("torch.", ""), str(loaded.dtype))},
         "method_notes": notes,
         **({"pass_cost": curve} if curve else {}),

@@ -9,6 +9,9 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
+
+import torch
 
 from .events import ended_at_once, output_text, output_token_ids, summarize
 from .backends import BACKENDS, apply_backend, check_backend, default_backend
@@ -56,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--auto-drafts", action="store_true",
                    help="cost-aware draft lengths (extension): each step verifies 0..L drafts, chosen from this "
                         "machine's pass-cost curve and the acceptance so far")
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice; 1 avoids the worst "
+                                               "slow-downs when other jobs share the CPU)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--trace", metavar="FILE", help="also write the run as a JSON trace (events with the token "
                                                    "inspector's data), replayable in the app without a model")
@@ -64,7 +69,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit code (2 on bad input, with a message on stderr)."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.backend and args.dtype != "auto":
+        parser.error(f"--backend {args.backend} sets the dtype ({BACKENDS[args.backend].dtype}): drop --dtype "
+                     f"{args.dtype}, or drop --backend for plain eager PyTorch in {args.dtype}.")
+    if args.threads is not None and args.threads < 1:
+        parser.error("--threads must be at least 1.")
+    if args.trace and Path(args.trace).is_dir():
+        parser.error(f"--trace {args.trace} is a folder: give a file name, e.g. {Path(args.trace) / 'trace.json'}.")
+    if args.threads:
+        torch.set_num_threads(args.threads)
     log = (lambda msg: print(msg, file=sys.stderr)) if not args.json else (lambda msg: None)
     method = METHODS[args.method]
     for option in ("lookahead", "adapters", "drafter"):
@@ -112,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarize(events, method=args.method)
     if args.json:
         out = {
-            "method": args.method, "model": loaded.name, "files": which,
+            "method": args.method, "model": loaded.name, "model_description": loaded.describe(),
+            "backend": loaded.backend or None, "files": which,
             "settings": settings.to_dict(),
             "token_ids": output_token_ids(events), "text": output_text(events),
             "summary": {**summary.to_dict(), "wall_time_s": wall},

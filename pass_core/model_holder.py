@@ -4,6 +4,7 @@ holds the prompt prefill only, not one-time set-up costs (first kernels, allocat
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -77,6 +78,8 @@ class ModelHolder:
             self.loaded = loaded
         except Exception as err:  # noqa: BLE001 - shown in the status line; the app keeps serving
             self.error = f"{type(err).__name__}: {err}"
+            print(f"error: the model could not be loaded: {self.error} (the page still serves replays)",
+                  file=sys.stderr)
         finally:
             self._done.set()
 

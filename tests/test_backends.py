@@ -158,3 +158,24 @@ def test_onednn_greedy_outputs_equal_ar_on_the_embedded_model(smollm):
             for s in (settings, settings.with_(auto_drafts=True, fused=method.fusable)):
                 cmp = compare_outputs(ar, list(method.decode(loaded, prompt, s, state)))
                 assert cmp.identical, f"{key} {s} on {prompt!r}: {cmp}"
+
+
+def test_cli_backend_and_dtype_conflicts_and_trace_folder(tiny_folder, tmp_path, capsys):
+    """``--backend`` sets the dtype, so a different ``--dtype`` beside it is refused; ``--trace`` naming a folder is
+    refused before the model loads; ``--json`` names the backend the run used."""
+    import json
+
+    from pass_core import generate
+
+    for main in (generate.main, bench.main):
+        with pytest.raises(SystemExit):
+            main(["--prompt", "hi", "--backend", "onednn", "--dtype", "bfloat16"] if main is generate.main
+                 else ["--suite", "quick", "--backend", "onednn", "--dtype", "bfloat16"])
+        assert "--backend onednn sets the dtype (float32): drop --dtype bfloat16" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        generate.main(["--prompt", "hi", "--trace", str(tmp_path)])
+    assert "is a folder: give a file name" in capsys.readouterr().err
+    assert generate.main(["--method", "ar", "--prompt", "hi", "--model", str(tiny_folder), "--max-new-tokens", "3",
+                          "--threads", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["backend"] == default_backend("cpu") and f"backend {out['backend']}" in out["model_description"]

@@ -9,6 +9,7 @@ import pytest
 from pass_core import bench
 from pass_core.bench import BenchRun, RunKey, aggregate, load_suite, schedule, setting_key
 from pass_core.events import DraftRecord, StepEvent, TokenRecord, summarize
+from pass_core.backends import default_backend
 from playground import bench_html
 
 
@@ -221,6 +222,8 @@ def test_main_json_schema_on_tiny_model(tmp_path, tiny_folder, capsys, keep_thre
     assert report["settings"]["methods"] == ["ar", "pass", "fixed-token", "parallelspec"]
     assert report["command"].startswith("python -m pass_core.bench --suite")
     assert report["machine"]["torch_threads"] == 1
+    # no --backend and no --dtype: the default backend, recorded as the one the model ran on
+    assert report["settings"]["backend"] == report["machine"]["backend"] == default_backend("cpu")
     assert len(report["runs"]) == 2 * 3 * 2 * (1 + 2 * 3)
     assert set(report["summary"]) == {"ar", "pass", "fixed-token", "parallelspec"}
     fields = {"speedup": (float,), "speedup_min": (float,), "speedup_max": (float,),

@@ -42,7 +42,8 @@ def test_bad_traces_are_refused_by_name(tiny, tmp_path):
              "schema": (json.dumps({**good, "schema": "pass-playground-trace/0"}), "this version of PaSS Playground reads"),
              "missing": (json.dumps({k: v for k, v in good.items() if k != "settings"}), "misses the field 'settings'"),
              "malformed": (json.dumps({**good, "methods": {"ar": {"events": [{"step": 1}]}}}), "malformed"),
-             "bad-setting": (json.dumps({**good, "settings": {**good["settings"], "top_p": 7}}), "malformed")}
+             "bad-setting": (json.dumps({**good, "settings": {**good["settings"], "top_p": 7}}), "malformed"),
+             "not-a-trace": (json.dumps({"method": "ar", "text": "hi"}), "is not a PaSS Playground trace .* --trace")}
     for name, (text, message) in cases.items():
         path = tmp_path / f"{name}.json"
         path.write_text(text, encoding="utf-8")

@@ -246,6 +246,8 @@ def test_bench_html_command_line_refuses_what_is_not_a_report(tmp_path, capsys):
     assert bench_html.main([str(tmp_path / "bad.json"), str(tmp_path / "x.html")]) == 1
     (tmp_path / "other.json").write_text('{"a": 1}', encoding="utf-8")
     assert bench_html.main([str(tmp_path / "other.json"), str(tmp_path / "x.html")]) == 1
+    (tmp_path / "gen.json").write_text('{"summary": {"method": "ar", "tokens": 3}}', encoding="utf-8")  # generate --json
+    assert bench_html.main([str(tmp_path / "gen.json"), str(tmp_path / "x.html")]) == 1
     assert "not a benchmark report" in capsys.readouterr().err
     assert not (tmp_path / "x.html").exists()
 
