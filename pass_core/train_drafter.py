@@ -35,6 +35,7 @@ from .corpora import ReadStats, conversation_tokens, read_corpus
 from .data import corpus_answers, default_prompt_file, generate_self_data, prompt_lengths, read_prompts
 from .drafter_data import Features, concat_features, draft_vocabulary, make_batch, target_features
 from .drafter_eval import calibrate_confidence, evaluate, simulate
+from .drafter_report import write_report  # noqa: F401 (also re-exported: pass_core.train_drafter.write_report)
 from .shipped import shipped_drafter_path
 from .models import DEFAULT_MODEL, cache_root, load_model
 from .parallelspec import ParallelDrafter
@@ -301,46 +302,6 @@ def main(argv=None) -> dict:
     print(json.dumps({k: report[k] for k in ("file", "file_mb", "train_s", "total_s", "heldout", "min_confidence")},
                      indent=1))
     return report
-
-
-def write_report(out: Path, report: dict) -> None:
-    """The training report as JSON and markdown next to the drafter file."""
-    out.with_suffix(".report.json").write_text(json.dumps(report, indent=1) + "\n")
-    agree, args = report["heldout"]["per_position_agreement"], report["args"]
-    lines = [
-        f"# ParallelSpec drafter for {report['model']} (k = {report['num_draft']})", "",
-        f"File: `{Path(report['file']).name}` ({report['file_mb']} MB, float16), trained with", "",
-        f"    {report['command']}", "",
-        "| quantity | value |", "|---|---|",
-        f"| training steps | {args['steps']} (batch {args['batch_size']} sequences, {args['anchors']} mask groups "
-        f"each, lr {args['lr']}, feature-loss weight {args['feature_weight']}) |",
-        f"| training data | {report['train_sequences']} sequences: greedy + {args['sampled_copies']} sampled "
-        f"(T={args['sampled_temperature']}) generation(s) per training prompt"
-        + (f", the target's greedy answers to {report.get('answers')} corpus prompts "
-           f"({report.get('answer_positions')} positions)" if report.get("answers") else "")
-        + (f", teacher-forced {report['corpus']} text ({report['corpus_positions']} positions)"
-           if report.get("corpus", "none") != "none" else "")
-        + f"; {report['train_positions']} positions in all |",
-        f"| CPU threads | {report['threads']} |",
-        f"| self-distillation data (s) | {report['data_s']} (0 when cached) |",
-        f"| target features (s) | {report['features_s']} (0 when cached) |",
-        f"| training (s) | {report['train_s']} |",
-        f"| total wall time of this run (s) | {report['total_s']} |",
-        f"| draft vocabulary | {report['draft_vocab']} tokens, covers "
-        f"{100 * report['heldout_draft_vocab_coverage']:.1f} % of held-out greedy tokens |",
-        f"| held-out top-1 agreement, draft 1..k | {' / '.join(f'{100 * a:.1f} %' for a in agree)} |",
-        f"| held-out mean accepted tokens per step (greedy, simulated, k drafts every step) | "
-        f"{report['heldout']['accepted_tokens_per_step']:.2f} |",
-        f"| confidence gate (extension) | min_confidence {report['min_confidence']}: "
-        f"{report['heldout_gated_accepted_tokens_per_step']:.2f} accepted tokens per step |", "",
-        "Agreement: share of held-out generated positions where draft i equals the target's argmax (unconditional).",
-        "Accepted tokens per step: greedy decoding simulated along the held-out greedy generations "
-        "(accepted drafts + 1 target token per step, Spec-Bench's definition).",
-        "Confidence gate (extension): a step whose first draft has a drafter probability below min_confidence "
-        "verifies no draft (a plain target step); chosen on held-out data for the best simulated speed-up "
-        "with a step cost of "
-        f"1 + {args['cost_per_draft']} k + {args['drafter_cost']} AR steps (measured on this 2-core CPU, one thread).", ""]
-    out.with_suffix(".report.md").write_text("\n".join(lines))
 
 
 if __name__ == "__main__":
