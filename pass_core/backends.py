@@ -95,6 +95,21 @@ def check_backend(name: str, device: str | torch.device) -> Backend:
     return BACKENDS[name]
 
 
+
+def resolve_backend(backend: str | None, dtype: str, device: torch.device) -> tuple[str | None, str]:
+    """The CLIs' ``--backend`` / ``--dtype`` pair -> (backend to apply or None for plain eager PyTorch, dtype to load).
+
+    No ``--backend`` and ``--dtype auto``: the default backend (``default_backend``).
+
+    Raises:
+        ValueError: both given (a backend sets the dtype), or as ``check_backend``.
+    """
+    if backend and dtype != "auto":
+        raise ValueError(f"--backend {backend} sets the dtype ({BACKENDS[backend].dtype}): drop --dtype {dtype}, "
+                         f"or drop --backend for plain eager PyTorch in {dtype}.")
+    backend = backend or (default_backend(device) if dtype == "auto" else None)
+    return backend, (check_backend(backend, device).dtype if backend else dtype)
+
 class PackedLinear(torch.nn.Linear):
     """A frozen ``nn.Linear`` whose inference forward runs through oneDNN with a weight packed once
     (the ``onednn`` backend), for the row counts where that is faster; the plain float32 ``linear``

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from .backends import BACKENDS, apply_backend, check_backend, default_backend
+from .backends import BACKENDS, apply_backend, resolve_backend
 from .bench_summary import BenchRun, RunKey, aggregate, setting_key  # noqa: F401 (setting_key re-exported)
 from .bench_report import HTML_MOVED, machine_info, markdown_report, training_records
 from .events import StepEvent, output_token_ids
@@ -200,9 +200,6 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; print markdown; exit 1 if a greedy run differs from AR (a bug)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.backend and args.dtype != "auto":
-        parser.error(f"--backend {args.backend} sets the dtype ({BACKENDS[args.backend].dtype}): drop --dtype "
-                     f"{args.dtype}, or drop --backend for plain eager PyTorch in {args.dtype}.")
     try:
         methods = list(dict.fromkeys([BASELINE] + [m.strip() for m in args.methods.split(",") if m.strip()]))
         for m in methods:
@@ -228,8 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     start = time.perf_counter()
     try:
-        backend = args.backend or (default_backend(pick_device(args.device)) if args.dtype == "auto" else None)
-        dtype = check_backend(backend, pick_device(args.device)).dtype if backend else args.dtype
+        backend, dtype = resolve_backend(args.backend, args.dtype, pick_device(args.device))
         loaded = load_model(args.model, device=args.device, dtype=dtype,
                             progress=lambda msg: print(msg, file=sys.stderr))
         if backend:

@@ -11,10 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 from .events import ended_at_once, output_text, output_token_ids, summarize
-from .backends import BACKENDS, apply_backend, check_backend, default_backend
+from .backends import BACKENDS, apply_backend, resolve_backend, set_cpu_threads
 from .models import DEFAULT_MODEL, load_model, pick_device
 from .registry import METHODS
 from .trace import make_trace, save_trace
@@ -71,15 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit code (2 on bad input, with a message on stderr)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.backend and args.dtype != "auto":
-        parser.error(f"--backend {args.backend} sets the dtype ({BACKENDS[args.backend].dtype}): drop --dtype "
-                     f"{args.dtype}, or drop --backend for plain eager PyTorch in {args.dtype}.")
-    if args.threads is not None and args.threads < 1:
-        parser.error("--threads must be at least 1.")
     if args.trace and Path(args.trace).is_dir():
         parser.error(f"--trace {args.trace} is a folder: give a file name, e.g. {Path(args.trace) / 'trace.json'}.")
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    try:
+        set_cpu_threads(args.threads)
+    except ValueError as err:
+        parser.error(str(err))
     log = (lambda msg: print(msg, file=sys.stderr)) if not args.json else (lambda msg: None)
     method = METHODS[args.method]
     for option in ("lookahead", "adapters", "drafter"):
@@ -91,8 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                                   top_k=args.top_k, top_p=args.top_p, seed=args.seed,
                                   num_lookahead=args.num_lookahead, chat_template=not args.raw, fused=args.fused,
                                   inspect=bool(args.trace), auto_drafts=args.auto_drafts)
-        backend = args.backend or (default_backend(pick_device(args.device)) if args.dtype == "auto" else None)
-        dtype = check_backend(backend, pick_device(args.device)).dtype if backend else args.dtype
+        backend, dtype = resolve_backend(args.backend, args.dtype, pick_device(args.device))
         loaded = load_model(args.model, device=args.device, dtype=dtype, progress=log)
         if backend:
             apply_backend(loaded, backend)

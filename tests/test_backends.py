@@ -42,34 +42,41 @@ def test_refused_backend_is_a_clear_cli_error(monkeypatch, capsys, tiny_folder):
     assert "native bfloat16 matmuls" in capsys.readouterr().err
 
 
-@pytest.mark.slow
-def test_bf16_greedy_outputs_equal_ar_up_to_near_ties(smollm):
-    """On the bf16 backend every drafting method's greedy output equals bf16 AR's, or first differs at a near-tie
-    (top-two logit margin within bfloat16 rounding, ``comparison.rounding_tolerance``): wide verification passes
-    and one-token passes round differently in bfloat16. Skips where bf16 is refused (no native bfloat16)."""
+def greedy_comparisons(loaded, prompts: int = 4, max_new_tokens: int = 24):
+    """Yield ("method settings on prompt", ``OutputComparison`` against AR) for every drafting method with its
+    shipped files, plain and with its fused / auto variants, on the first embedded-model test prompts."""
     from pass_core.events import compare_outputs
-    from pass_core.models import load_model
     from pass_core.registry import METHODS
     from pass_core.settings import DecodeSettings
     from test_files_and_models import EMBEDDED_PROMPTS
 
-    try:
-        check_backend("bf16", smollm.device)
-    except ValueError as err:
-        pytest.skip(str(err))
-    loaded = load_model(dtype="bfloat16")  # its own copy: the session's float32 model stays as it is
-    settings = DecodeSettings(max_new_tokens=24, num_lookahead=3)
-    differing = 0
-    for prompt in EMBEDDED_PROMPTS[:4]:
+    settings = DecodeSettings(max_new_tokens=max_new_tokens, num_lookahead=3)
+    for prompt in EMBEDDED_PROMPTS[:prompts]:
         ar = list(METHODS["ar"].decode(loaded, prompt, settings))
         for key, method in METHODS.items():
             if method.drafter is None:
                 continue
             state, _ = method.find_files(loaded, 3)
             for s in (settings, settings.with_(auto_drafts=True, fused=method.fusable)):
-                cmp = compare_outputs(ar, list(method.decode(loaded, prompt, s, state)))
-                assert cmp.identical or cmp.near_tie("bfloat16"), f"{key} {s} on {prompt!r}: {cmp}"
-                differing += not cmp.identical
+                yield f"{key} {s} on {prompt!r}", compare_outputs(ar, list(method.decode(loaded, prompt, s, state)))
+
+
+@pytest.mark.slow
+def test_bf16_greedy_outputs_equal_ar_up_to_near_ties(smollm):
+    """On the bf16 backend every drafting method's greedy output equals bf16 AR's, or first differs at a near-tie
+    (top-two logit margin within bfloat16 rounding, ``comparison.rounding_tolerance``): wide verification passes
+    and one-token passes round differently in bfloat16. Skips where bf16 is refused (no native bfloat16)."""
+    from pass_core.models import load_model
+
+    try:
+        check_backend("bf16", smollm.device)
+    except ValueError as err:
+        pytest.skip(str(err))
+    loaded = load_model(dtype="bfloat16")  # its own copy: the session's float32 model stays as it is
+    differing = 0
+    for what, cmp in greedy_comparisons(loaded):
+        assert cmp.identical or cmp.near_tie("bfloat16"), f"{what}: {cmp}"
+        differing += not cmp.identical
     print(f"\nbf16: {differing} of {4 * 2 * 3} runs differ from AR, each at a near-tie")
 
 
@@ -141,23 +148,11 @@ def test_onednn_greedy_equals_ar_on_tiny(tiny):
 def test_onednn_greedy_outputs_equal_ar_on_the_embedded_model(smollm):
     """The onednn backend keeps float32: every method's greedy output (with its shipped files, fused and auto
     variants included) is identical to AR's on the same backend, token for token."""
-    from pass_core.events import compare_outputs
     from pass_core.models import load_model
-    from pass_core.registry import METHODS
-    from pass_core.settings import DecodeSettings
-    from test_files_and_models import EMBEDDED_PROMPTS
 
     loaded = apply_backend(load_model(dtype="float32"), "onednn")  # its own copy: the session's model stays plain
-    settings = DecodeSettings(max_new_tokens=24, num_lookahead=3)
-    for prompt in EMBEDDED_PROMPTS[:4]:
-        ar = list(METHODS["ar"].decode(loaded, prompt, settings))
-        for key, method in METHODS.items():
-            if method.drafter is None:
-                continue
-            state, _ = method.find_files(loaded, 3)
-            for s in (settings, settings.with_(auto_drafts=True, fused=method.fusable)):
-                cmp = compare_outputs(ar, list(method.decode(loaded, prompt, s, state)))
-                assert cmp.identical, f"{key} {s} on {prompt!r}: {cmp}"
+    for what, cmp in greedy_comparisons(loaded):
+        assert cmp.identical, f"{what}: {cmp}"
 
 
 def test_cli_backend_and_dtype_conflicts_and_trace_folder(tiny_folder, tmp_path, capsys):
@@ -167,10 +162,8 @@ def test_cli_backend_and_dtype_conflicts_and_trace_folder(tiny_folder, tmp_path,
 
     from pass_core import generate
 
-    for main in (generate.main, bench.main):
-        with pytest.raises(SystemExit):
-            main(["--prompt", "hi", "--backend", "onednn", "--dtype", "bfloat16"] if main is generate.main
-                 else ["--suite", "quick", "--backend", "onednn", "--dtype", "bfloat16"])
+    for main, args in ((generate.main, ["--prompt", "hi"]), (bench.main, ["--suite", "quick", "--limit", "1"])):
+        assert main([*args, "--model", str(tiny_folder), "--backend", "onednn", "--dtype", "bfloat16"]) == 2
         assert "--backend onednn sets the dtype (float32): drop --dtype bfloat16" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         generate.main(["--prompt", "hi", "--trace", str(tmp_path)])
