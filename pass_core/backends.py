@@ -16,6 +16,7 @@ runs on the same backend, AR included, so speed-ups stay fair.
   little more than a one-token pass (measured in the README). One-token passes of the decoder keep the plain
   GEMV (as fast, no conversion). Results differ from ``fp32`` only by float32 rounding (about 3e-5 on the
   logits), so greedy outputs equal AR's on the same backend (``tests/test_backends.py``). CPU only.
+  ParallelSpec's drafter is packed the same way on this backend (``parallelspec_drafter.packed_for_onednn``).
 
 ``torch.compile`` and torchao int8 were tried (README, "Backends"); neither is offered.
 """
@@ -141,12 +142,37 @@ class PackedLinear(torch.nn.Linear):
         return y.reshape(*x.shape[:-1], self.out_features)
 
 
+def pack_linear(module: torch.nn.Linear, min_rows: int = 2, also_rows: frozenset = frozenset()) -> PackedLinear:
+    """Turn one frozen float32 CPU ``nn.Linear`` into a ``PackedLinear`` in place (a packed float32 copy of its
+    weight and bias is added) and return it. ``min_rows`` / ``also_rows``: see ``PackedLinear``. Idempotent."""
+    if not isinstance(module, PackedLinear):
+        with torch.no_grad():
+            module.packed_weight = module.weight.detach().float().to_mkldnn()
+            bias = module.bias if module.bias is not None else torch.zeros(module.out_features)
+            module.packed_bias = bias.detach().float().to_mkldnn()
+        module.__class__ = PackedLinear
+    module.min_rows, module.also_rows = int(min_rows), frozenset(also_rows)
+    return module
+
+
+def packed_linear(weight: torch.Tensor, bias: torch.Tensor | None = None, min_rows: int = 1) -> PackedLinear:
+    """A new frozen ``PackedLinear`` computing ``x @ weight.T + bias`` (weight (out, in) float32 CPU, bias (out,)
+    or None), packed kernel from ``min_rows`` rows on: e.g. the ParallelSpec drafter's draft-vocabulary head."""
+    layer = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None)
+    with torch.no_grad():
+        layer.weight.copy_(weight)
+        if bias is not None:
+            layer.bias.copy_(bias)
+    return pack_linear(layer.requires_grad_(False), min_rows=min_rows)
+
+
 def pack_linears(model, head_rows: tuple[int, int] = (1, 8)) -> int:
     """Turn the frozen float32 CPU model's linear layers into ``PackedLinear`` in place (the ``onednn`` backend).
 
     Decoder layers use the packed kernel for passes over 2 or more tokens; the output head (a large
     memory-bound matrix) for 1 row and for ``head_rows[1]`` rows and more (``target.target_forward`` keeps
-    its ``W @ h^T`` path for 2-7 rows, faster there). Costs one extra float32 copy of every linear weight.
+    its ``W @ h^T`` path for 2-7 rows, faster there). A module without an output head (the ParallelSpec
+    drafter) has its linear layers packed from 2 rows on. Costs one extra float32 copy of every linear weight.
     Idempotent.
 
     Returns:
@@ -159,18 +185,15 @@ def pack_linears(model, head_rows: tuple[int, int] = (1, 8)) -> int:
     if weight.dtype != torch.float32 or weight.device.type != "cpu":
         raise ValueError(f"The onednn backend packs float32 CPU weights; this model is {weight.dtype} on "
                          f"{weight.device.type}.")
-    head = model.get_output_embeddings()
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     count = 0
     for module in list(model.modules()):
         if type(module) is not torch.nn.Linear:  # noqa: E721 - PackedLinear (a subclass) is already packed
             continue
-        with torch.no_grad():
-            module.packed_weight = module.weight.detach().to_mkldnn()
-            bias = module.bias if module.bias is not None else torch.zeros(module.out_features)
-            module.packed_bias = bias.detach().float().to_mkldnn()
-        module.__class__ = PackedLinear
         if module is head:
-            module.min_rows, module.also_rows = head_rows[1], frozenset({head_rows[0]})
+            pack_linear(module, head_rows[1], frozenset({head_rows[0]}))
+        else:
+            pack_linear(module)
         count += 1
     return count
 

@@ -63,6 +63,7 @@ class TargetParts:
         head_weight: (Vd, D) output-head rows of the draft vocabulary (all V rows without one).
         head_bias: (Vd,) or None.
         vocab_size: V of the target.
+        head: the same (Vd, D) head as a packed oneDNN layer (the ``onednn`` backend), or None.
     """
 
     embed: nn.Module
@@ -70,6 +71,7 @@ class TargetParts:
     head_weight: torch.Tensor
     head_bias: torch.Tensor | None
     vocab_size: int
+    head: nn.Module | None = None
 
 
 def final_norm(model) -> nn.Module:
@@ -240,7 +242,10 @@ class ParallelDrafter(nn.Module):
         if m:
             cache.crop(-m)  # mask entries never survive
         rows = feats[0, r - 1:]  # (k', D): the last real position, then the masks
-        logits = self._few_row_logits(parts, rows) if rows.device.type == "cpu" else self.logits(parts, rows)
+        if parts.head is not None:
+            logits = parts.head(rows)  # (k', Vd), the onednn backend's packed head
+        else:
+            logits = self._few_row_logits(parts, rows) if rows.device.type == "cpu" else self.logits(parts, rows)
         return self.full_logits(logits, parts.vocab_size)  # (k', V)
 
     # ------------------------------------------------------------------ files

@@ -15,13 +15,45 @@ token, labelled ``exact``). The loop verifies the drafts and rolls back the targ
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import weakref
+
 import torch
 
+from .backends import pack_linears, packed_linear
 from .cache import cache_len
 from .drafting import Drafter, Proposal, TargetRun, no_drafts
-from .parallelspec import ParallelDrafter
+from .parallelspec import ParallelDrafter, TargetParts
 from .sampling import logits_to_probs, sample
 from .target import TargetOutput
+
+
+#: drafter -> (its packed copy, the packed draft-vocabulary head), made once per drafter (``packed_for_onednn``).
+_PACKED: "weakref.WeakKeyDictionary[ParallelDrafter, tuple[ParallelDrafter, torch.nn.Module]]" = (
+    weakref.WeakKeyDictionary())
+
+
+def packed_for_onednn(drafter: ParallelDrafter, parts: TargetParts) -> tuple[ParallelDrafter, TargetParts]:
+    """The drafter for a target on the ``onednn`` backend: a copy whose linear layers (fc and the decoder layer's
+    projections) run oneDNN's packed kernel, and ``parts`` with the draft-vocabulary head packed too
+    (``backends.pack_linears`` / ``packed_linear``). Made once per drafter object and remembered (the original
+    stays plain, so a later run on another backend gets it unchanged). Results differ from the plain drafter by
+    float32 rounding only; the output stays exactly the target's whatever the drafts.
+
+    Args:
+        drafter: a float32 CPU ``ParallelDrafter`` (after ``for_model``).
+        parts: its ``target_parts`` for the run's model.
+
+    Raises:
+        ValueError: a drafter that is not float32 on the CPU.
+    """
+    if drafter not in _PACKED:
+        packed = copy.deepcopy(drafter)
+        pack_linears(packed)
+        _PACKED[drafter] = packed, packed_linear(parts.head_weight, parts.head_bias, min_rows=1)
+    packed, head = _PACKED[drafter]
+    return packed, dataclasses.replace(parts, head=head)
 
 
 class ParallelSpecDrafter(Drafter):
@@ -55,8 +87,11 @@ class ParallelSpecDrafter(Drafter):
         super().start(run)
         self.drafter = self.drafter.for_model(run.loaded)
         self.parts = self.drafter.target_parts(run.loaded)
+        self.pass_drafter = self.drafter  # the one that drafts (packed on the onednn backend)
+        if getattr(run.loaded, "backend", None) == "onednn":
+            self.pass_drafter, self.parts = packed_for_onednn(self.drafter, self.parts)
         self.k_max = min(run.settings.num_lookahead, self.drafter.num_draft)
-        self.cache = self.drafter.new_cache()
+        self.cache = self.pass_drafter.new_cache()
         self.pending_hidden: torch.Tensor | None = None  # (1, P, F*D): h_t of positions not yet read
 
     @property
@@ -71,7 +106,7 @@ class ParallelSpecDrafter(Drafter):
         k = min(self.k_max, max_drafts)
         if self.pending_hidden is None or k == 0:  # the prefill, or no draft fits the budget
             return no_drafts(loaded.vocab_size, loaded.device)
-        logits = self.drafter.draft(self.parts, committed, self.pending_hidden, k, self.cache)  # (k, V)
+        logits = self.pass_drafter.draft(self.parts, committed, self.pending_hidden, k, self.cache)  # (k, V)
         self.pending_hidden = None
         if self.min_confidence > 0 and float(logits[0].float().softmax(-1).max()) < self.min_confidence:
             return no_drafts(loaded.vocab_size, loaded.device, drafter_passes=1)  # unsure of d_1: plain step

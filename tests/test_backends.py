@@ -172,3 +172,43 @@ def test_cli_backend_and_dtype_conflicts_and_trace_folder(tiny_folder, tmp_path,
                           "--threads", "1", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["backend"] == default_backend("cpu") and f"backend {out['backend']}" in out["model_description"]
+
+
+def test_onednn_packs_a_copy_of_the_parallelspec_drafter(tiny, monkeypatch):
+    """On the onednn backend ParallelSpec drafts with a packed copy of its drafter (linear layers and the
+    draft-vocabulary head through oneDNN, made once per drafter); the original stays plain; its draft logits equal
+    the plain drafter's up to float32 rounding; the packed kernel really runs for the drafter's rows."""
+    from pass_core.parallelspec import ParallelDrafter
+    from pass_core.parallelspec_drafter import ParallelSpecDrafter, packed_for_onednn
+    from pass_core.settings import DecodeSettings
+    from pass_core.speculative import generate_speculative
+
+    packed = packed_copy(tiny)
+    drafter = ParallelDrafter.initialise(tiny, 3, torch.arange(0, tiny.vocab_size, 2), seed=0).for_model(tiny)
+    parts = drafter.target_parts(tiny)
+    copy_a, parts_a = packed_for_onednn(drafter, parts)
+    copy_b, parts_b = packed_for_onednn(drafter, parts)
+    assert copy_a is copy_b and parts_a.head is parts_b.head and parts.head is None  # made once
+    assert not any(isinstance(m, PackedLinear) for m in drafter.modules())  # the original stays plain
+    assert sum(isinstance(m, PackedLinear) for m in copy_a.modules()) == 8  # fc + q, k, v, o, gate, up, down
+    context = torch.randint(0, tiny.vocab_size, (40,), generator=torch.Generator().manual_seed(1)).tolist()
+    hidden = torch.randn(1, 30, tiny.d_emb, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        plain_logits = drafter.draft(parts, context, hidden, 3, drafter.new_cache())
+        packed_logits = copy_a.draft(parts_a, context, hidden, 3, copy_a.new_cache())
+    finite = torch.isfinite(plain_logits)
+    assert torch.equal(finite, torch.isfinite(packed_logits)) and finite.sum() == 3 * len(drafter.draft_vocab)
+    torch.testing.assert_close(packed_logits[finite], plain_logits[finite], atol=1e-4, rtol=1e-4)
+
+    rows = []
+    real = torch._C._nn.mkldnn_linear
+    monkeypatch.setattr(torch._C._nn, "mkldnn_linear",
+                        lambda x, w, b: rows.append((x.shape[0], w.shape[0])) or real(x, w, b))
+    seen = {}
+    events = list(generate_speculative(packed, "hello world", DecodeSettings(max_new_tokens=12, num_lookahead=3),
+                                       ParallelSpecDrafter(drafter, min_confidence=0.0), method="parallelspec",
+                                       inspect_fn=lambda s: seen.update(s)))
+    assert seen["drafter"].pass_drafter is copy_a and seen["drafter"].drafter is drafter
+    head_rows = [r for r, out in rows if out == len(drafter.draft_vocab)]
+    assert head_rows and set(head_rows) <= {1, 2, 3}  # the packed draft head: d_1..d_k rows
+    assert sum(e.num_verified_drafts for e in events) > 0
