@@ -91,10 +91,13 @@ def markdown_report(report: dict) -> str:
     """The summary as markdown: a header line, one row per method and setting, speed-up by category."""
     s, mach = report.get("settings", {}), report.get("machine", {})
     backend = f" (backend {mach['backend']})" if mach.get("backend") else ""
+    temps = s.get("temperatures") or [None]
+    sampling = ("greedy (T = 0)" if all(t == 0 for t in temps)
+                else f"top-k {s.get('top_k', '?')}, top-p {s.get('top_p', '?')} when sampling")
     lines = [f"{s.get('model', '?')} in {mach.get('dtype', '?')}{backend} on {mach.get('device', '?')} ({mach.get('cpu', '?')}, "
              f"{mach.get('torch_threads', '?')} threads); suite {s.get('suite', '?')} ({s.get('num_prompts', '?')} "
              f"prompts), {s.get('repeats', '?')} repeat(s), {s.get('max_new_tokens', '?')} new tokens, "
-             f"top-k {s.get('top_k', '?')}, top-p {s.get('top_p', '?')}{', fused step' if s.get('fused') else ''}.",
+             f"{sampling}{', fused step' if s.get('fused') else ''}.",
              "Speed-up = tokens/s of the method / tokens/s of AR in the same run: median over repeats (min-max).",
              ""]
     head = ("| method | L | T | speed-up (min-max) | tokens/s | tokens/pass | mean accepted tokens "

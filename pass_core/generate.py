@@ -15,6 +15,7 @@ from .events import ended_at_once, output_text, output_token_ids, summarize
 from .backends import BACKENDS, apply_backend, resolve_backend, set_cpu_threads
 from .models import DEFAULT_MODEL, load_model, pick_device
 from .registry import METHODS
+from .text import check_prompt
 from .trace import make_trace, save_trace
 from .settings import SETTING_RANGES, DecodeSettings
 
@@ -86,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
                                   top_k=args.top_k, top_p=args.top_p, seed=args.seed,
                                   num_lookahead=args.num_lookahead, chat_template=not args.raw, fused=args.fused,
                                   inspect=bool(args.trace), auto_drafts=args.auto_drafts)
+        check_prompt(args.prompt)  # before the model loads
         backend, dtype = resolve_backend(args.backend, args.dtype, pick_device(args.device))
         loaded = load_model(args.model, device=args.device, dtype=dtype, progress=log)
         if backend:

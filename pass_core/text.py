@@ -6,6 +6,20 @@ from __future__ import annotations
 MAX_PROMPT_CHARS = 100_000
 
 
+def check_prompt(prompt: str) -> None:
+    """Refuse what no model could take, before any model is loaded.
+
+    Raises:
+        ValueError: an empty (or whitespace-only) prompt, or one over ``MAX_PROMPT_CHARS`` characters.
+    """
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise ValueError("The prompt is empty: type some text to continue.")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise ValueError(
+            f"The prompt has {len(prompt):,} characters; the limit is {MAX_PROMPT_CHARS:,}. Shorten it."
+        )
+
+
 def encode_prompt(tokenizer, prompt: str, chat_template: bool, max_positions: int | None = None,
                   max_new_tokens: int = 0) -> list[int]:
     """Token ids of the prompt, wrapped in the chat template unless raw.
@@ -30,12 +44,7 @@ def encode_prompt(tokenizer, prompt: str, chat_template: bool, max_positions: in
         ValueError: empty prompt, or a prompt that (with max_new_tokens and a few
             look-ahead slots) does not fit the model's context.
     """
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise ValueError("The prompt is empty: type some text to continue.")
-    if len(prompt) > MAX_PROMPT_CHARS:
-        raise ValueError(
-            f"The prompt has {len(prompt):,} characters; the limit is {MAX_PROMPT_CHARS:,}. Shorten it."
-        )
+    check_prompt(prompt)
     if chat_template and getattr(tokenizer, "chat_template", None):
         head, lead, trail, rest = _template_around_prompt(tokenizer)
         # the template's plain text next to the message is encoded together with it (the same

@@ -213,6 +213,7 @@ def test_main_json_schema_on_tiny_model(tmp_path, tiny_folder, capsys, keep_thre
     assert rc == 0
     stdout = capsys.readouterr().out
     assert "| method | L | T |" in stdout and "| pass | 2 | 0 |" in stdout
+    assert "top-k 10, top-p 1.0 when sampling" in stdout  # temperatures 0 and 0.8: the sampling settings count
     assert stdout.count("| ar | - | 0 |") == 2  # once per table: its runs serve every L
     assert bench_html.main([str(out), str(tmp_path / "bench.html")]) == 0
     assert "Speed-up vs temperature" in (tmp_path / "bench.html").read_text(encoding="utf-8")
@@ -247,6 +248,16 @@ def test_main_json_schema_on_tiny_model(tmp_path, tiny_folder, capsys, keep_thre
         assert (by_setting["L=3,T=0"]["speedup_min"], by_setting["L=3,T=0"]["speedup_max"]) == (min(ups), max(ups))
     assert len(report["summary"]["pass"]["L=3,T=0"]["per_position_conditional"]) == 3
     assert report["summary"]["ar"]["L=2,T=0"]["speedup"] == 1.0
+
+
+def test_markdown_header_of_a_greedy_run_names_no_sampling_settings():
+    from pass_core.bench_report import markdown_report
+
+    report = {"settings": {"temperatures": [0.0], "top_k": 10, "top_p": 1.0}, "machine": {}, "summary": {}}
+    header = markdown_report(report).splitlines()[0]
+    assert "greedy (T = 0)" in header and "top-k" not in header
+    report["settings"]["temperatures"] = [0.0, 0.7]
+    assert "top-k 10, top-p 1.0 when sampling" in markdown_report(report).splitlines()[0]
 
 
 def test_greedy_differences_at_near_ties_are_counted_apart():

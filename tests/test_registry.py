@@ -125,3 +125,10 @@ def test_bench_accepts_every_registered_method(echo, monkeypatch):
     assert err.value.code == 2
     help_text = next(a for a in bench.build_parser()._actions if "--methods" in a.option_strings).help
     assert all(key in help_text for key in METHODS)
+
+
+@pytest.mark.parametrize("prompt, message", [("   ", "The prompt is empty"), ("x" * 100_001, "the limit is 100,000")])
+def test_generate_refuses_an_unusable_prompt_before_loading(prompt, message, monkeypatch, capsys):
+    monkeypatch.setattr(generate, "load_model", lambda *a, **k: pytest.fail("must not load the model"))
+    assert generate.main(["--prompt", prompt]) == 2
+    assert message in capsys.readouterr().err
