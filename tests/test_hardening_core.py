@@ -127,6 +127,14 @@ def test_model_line_shows_no_server_path(tiny_folder):
     assert str(tiny_folder.parent) not in line and tiny_folder.name in line
 
 
+def test_a_folder_without_a_model_is_named_as_such(tmp_path):
+    from pass_core.models import load_model
+
+    (tmp_path / "notes.txt").write_text("not a model", encoding="utf-8")
+    with pytest.raises(ValueError, match="has no config.json, so it is not a saved transformers model"):
+        load_model(str(tmp_path))
+
+
 @pytest.mark.slow
 def test_embedded_model_line_shows_no_cache_path(smollm):
     from pass_core.models import cache_root

