@@ -10,7 +10,7 @@ import time
 
 from .backends import apply_backend
 from .models import DEFAULT_MODEL, LoadedModel, load_model
-from .pass_cost import cached_pass_cost
+from .pass_cost import busy_warning, cached_pass_cost
 from .registry import METHODS
 from .settings import DecodeSettings
 from .text import Detokenizer
@@ -74,7 +74,9 @@ class ModelHolder:
             self._set_progress("warming up each method…")
             self.warm_up(loaded)
             self._set_progress("measuring this machine's pass cost c(w)…")
-            cached_pass_cost(loaded)  # once; the page's cost chart and cost-aware draft lengths read it
+            warning = busy_warning(cached_pass_cost(loaded))  # once; the cost chart and auto draft lengths read it
+            if warning:
+                print(f"warning: pass cost c(w): {warning}", file=sys.stderr)
             self.loaded = loaded
         except Exception as err:  # noqa: BLE001 - shown in the status line; the app keeps serving
             self.error = f"{type(err).__name__}: {err}"

@@ -5,6 +5,7 @@ machine: a step that yields E tokens for a pass over k+1 tokens beats AR only wh
 
 from __future__ import annotations
 
+import os
 import statistics
 
 import torch
@@ -36,7 +37,8 @@ def measure_pass_cost(loaded, widths=DEFAULT_WIDTHS, cache_len: int = 200, repea
 
     Returns:
         {"widths": [w...], "ms": [median ms...], "c": [c(w)...], "cache_len": int, "repeats": int,
-        "device": str, "dtype": str, "threads": int}.
+        "device": str, "dtype": str, "threads": int, "load_average_1min": float or None (before the passes),
+        "cores": int} (see ``busy_warning``).
 
     Raises:
         ValueError: a width < 1, ``repeats`` < 1, or a cache too long for the model's context.
@@ -47,6 +49,7 @@ def measure_pass_cost(loaded, widths=DEFAULT_WIDTHS, cache_len: int = 200, repea
     if loaded.max_positions is not None and cache_len + widths[-1] > loaded.max_positions:
         raise ValueError(f"cache_len {cache_len} + width {widths[-1]} exceeds the model's context "
                          f"({loaded.max_positions} positions).")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None  # before our own passes add to it
     model, dev, clock = loaded.model, loaded.device, StepClock(loaded.device)
     gen = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, loaded.vocab_size, (1, cache_len + widths[-1]), generator=gen).to(dev)
@@ -64,7 +67,20 @@ def measure_pass_cost(loaded, widths=DEFAULT_WIDTHS, cache_len: int = 200, repea
                 times[w].append((t1 - t0) * 1000)
     ms = [statistics.median(times[w]) for w in widths]
     return {"widths": widths, "ms": ms, "c": [m / ms[0] for m in ms], "cache_len": cache_len, "repeats": repeats,
-            "device": str(dev), "dtype": str(loaded.dtype).replace("torch.", ""), "threads": torch.get_num_threads()}
+            "device": str(dev), "dtype": str(loaded.dtype).replace("torch.", ""), "threads": torch.get_num_threads(),
+            "load_average_1min": load, "cores": os.cpu_count()}
+
+
+def busy_warning(curve: dict) -> str:
+    """A warning when ``curve`` was measured on a CPU that other jobs kept busy (1-minute load average above the
+    core count + 0.5; our own model loading adds at most its threads, and less on average), else "". Such a curve
+    overstates c(w) (measured: c(2) = 6.7 on a shared 2-core CPU against 1.1-1.3 idle), and cost-aware draft
+    lengths and the cost chart read it."""
+    load, cores = curve.get("load_average_1min"), curve.get("cores")
+    if curve.get("device") != "cpu" or load is None or not cores or load <= cores + 0.5:
+        return ""
+    return (f"Measured while the CPU was busy (load average {load:.1f} on {cores} cores): other jobs distort these "
+            "timings. Restart on an idle machine to measure again, or run with --threads 1.")
 
 
 #: Cached curves by model object: (loaded model's id, device, dtype, threads) -> curve.
@@ -88,4 +104,5 @@ def pass_cost_markdown(curve: dict) -> str:
     head = (f"Pass cost on {curve['device']} ({curve['dtype']}, {curve['threads']} threads), cache of "
             f"{curve['cache_len']} tokens, median of {curve['repeats']} interleaved rounds:")
     rows = [f"| {w} | {m:.1f} | {c:.2f} |" for w, m, c in zip(curve["widths"], curve["ms"], curve["c"])]
-    return "\n".join([head, "", "| w (tokens per pass) | ms | c(w) |", "|---|---|---|", *rows])
+    warning = [f"**{busy_warning(curve)}**", ""] if busy_warning(curve) else []
+    return "\n".join([head, "", *warning, "| w (tokens per pass) | ms | c(w) |", "|---|---|---|", *rows])

@@ -13,6 +13,7 @@ import statistics
 import plotly.graph_objects as go
 
 from pass_core.events import StepEvent
+from pass_core.pass_cost import busy_warning
 
 from .race_charts import FIRST_PER_STEP, colour, short_name
 
@@ -78,6 +79,8 @@ def pass_cost_markdown(curve: dict, points: dict[str, tuple[float, float, float]
              f"{curve['ms'][0]:.1f} ms; {widths}. A step wins over AR when it yields more tokens than it costs in AR "
              "steps. These lines average every step after the first (prefill), gated and plain steps included; "
              "*Theory beside measurement* counts verification steps only, so its numbers differ."]
+    if busy_warning(curve):
+        lines.append(f"**{busy_warning(curve)}**")
     for key, (width, tokens, cost) in (points or {}).items():
         if key != "ar":
             verdict = "faster than AR" if tokens > cost else "slower than AR"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -83,3 +84,19 @@ def test_step_points_and_cost_chart():
                                          "ParallelSpec: cost per step (1.50 AR steps)"]
     text = pass_cost_markdown(curve, points)
     assert "c(2) = 1.10, c(4) = 1.20, c(8) = 1.50" in text and "1.33x, faster than AR" in text
+    assert "busy" not in text  # no load recorded (an older curve): no warning
+
+
+def test_a_curve_measured_on_a_busy_cpu_says_so(tiny):
+    from pass_core.pass_cost import busy_warning
+    from playground.cost_charts import pass_cost_markdown as page_markdown
+
+    curve = measure_pass_cost(tiny, widths=(1, 2), cache_len=8, repeats=1)
+    assert curve["cores"] == os.cpu_count() and (curve["load_average_1min"] is None
+                                                 or curve["load_average_1min"] >= 0)
+    busy = {**curve, "load_average_1min": curve["cores"] + 1.5}
+    idle = {**curve, "load_average_1min": 0.2}
+    assert "the CPU was busy (load average" in busy_warning(busy) and busy_warning(idle) == ""
+    assert busy_warning({**busy, "device": "cuda"}) == ""  # a GPU's curve does not depend on the CPU load
+    assert "busy" in pass_cost_markdown(busy) and "busy" not in pass_cost_markdown(idle)
+    assert "--threads 1" in page_markdown(busy) and "busy" not in page_markdown(idle)
