@@ -56,6 +56,36 @@ def test_real_positions_equal_the_frozen_model_over_a_whole_sequence(tiny):
     torch.testing.assert_close(fused[:num_real], frozen[10:], atol=1e-5, rtol=1e-5)
 
 
+@torch.no_grad()
+def test_consecutive_rows_take_the_in_place_path_with_the_same_result(tiny, monkeypatch):
+    """Consecutive look-ahead rows (every decoding pass) become a slice and the adapters add in place on a view;
+    the general gather + index_add path gives the same logits, and scattered rows still work."""
+    import pass_core.lookahead_adapters as module
+
+    assert module.as_slice(torch.arange(5, 9)) == slice(5, 9) and module.as_slice(torch.tensor([7])) == slice(7, 8)
+    scattered = torch.tensor([3, 5, 6])
+    assert module.as_slice(scattered) is scattered and module.as_slice(None) is None
+    la = with_adapters(tiny)
+    decoder, embed = tiny.model.get_decoder(), tiny.model.get_input_embeddings()
+    x = torch.cat([embed(torch.tensor([SEQ])), la.for_model(tiny)[None]], 1)  # (1, 33, D)
+    block = torch.arange(len(SEQ), len(SEQ) + la.block_len)
+    kinds = []
+    real_hook = module._gated_hook
+    monkeypatch.setattr(module, "_gated_hook", lambda *a, **k: kinds.append(type(k["rows"])) or real_hook(*a, **k))
+    with la.adapters.gated(decoder, block):
+        sliced = tiny.model(inputs_embeds=x).logits[0]
+    assert set(kinds) == {slice}
+    monkeypatch.setattr(module, "as_slice", lambda rows: rows)  # force the general path
+    with la.adapters.gated(decoder, block):
+        general = tiny.model(inputs_embeds=x).logits[0]
+    assert set(kinds) == {slice, torch.Tensor}
+    torch.testing.assert_close(sliced, general, atol=1e-6, rtol=1e-6)
+    with la.adapters.gated(decoder, scattered):
+        apart = tiny.model(inputs_embeds=x).logits[0]
+    plain = tiny.model(inputs_embeds=x).logits[0]
+    assert torch.equal(apart[:3], plain[:3]) and (apart[3] - plain[3]).abs().max() > 1e-3
+
+
 def test_hooks_are_removed_after_a_pass_and_after_an_error(tiny):
     la = with_adapters(tiny)
     decoder = tiny.model.get_decoder()
