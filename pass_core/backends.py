@@ -144,10 +144,18 @@ class PackedLinear(torch.nn.Linear):
 
 def pack_linear(module: torch.nn.Linear, min_rows: int = 2, also_rows: frozenset = frozenset()) -> PackedLinear:
     """Turn one frozen float32 CPU ``nn.Linear`` into a ``PackedLinear`` in place (a packed float32 copy of its
-    weight and bias is added) and return it. ``min_rows`` / ``also_rows``: see ``PackedLinear``. Idempotent."""
+    weight and bias is added; the plain weight stays) and return it. ``min_rows`` / ``also_rows``: see
+    ``PackedLinear``; on a layer already packed only they are set again (no second copy).
+
+    Raises:
+        ValueError: a weight that is not float32 on the CPU.
+    """
+    if module.weight.dtype != torch.float32 or module.weight.device.type != "cpu":
+        raise ValueError(f"The onednn backend packs float32 CPU weights; this layer is {module.weight.dtype} on "
+                         f"{module.weight.device.type}.")
     if not isinstance(module, PackedLinear):
         with torch.no_grad():
-            module.packed_weight = module.weight.detach().float().to_mkldnn()
+            module.packed_weight = module.weight.detach().to_mkldnn()
             bias = module.bias if module.bias is not None else torch.zeros(module.out_features)
             module.packed_bias = bias.detach().float().to_mkldnn()
         module.__class__ = PackedLinear
@@ -156,14 +164,20 @@ def pack_linear(module: torch.nn.Linear, min_rows: int = 2, also_rows: frozenset
 
 
 def packed_linear(weight: torch.Tensor, bias: torch.Tensor | None = None, min_rows: int = 1) -> PackedLinear:
-    """A new frozen ``PackedLinear`` computing ``x @ weight.T + bias`` (weight (out, in) float32 CPU, bias (out,)
-    or None), packed kernel from ``min_rows`` rows on: e.g. the ParallelSpec drafter's draft-vocabulary head."""
-    layer = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None)
-    with torch.no_grad():
-        layer.weight.copy_(weight)
-        if bias is not None:
-            layer.bias.copy_(bias)
-    return pack_linear(layer.requires_grad_(False), min_rows=min_rows)
+    """A frozen ``PackedLinear`` computing ``x @ weight.T + bias`` that shares ``weight`` (out, in) and ``bias``
+    (out,) or None (float32 CPU tensors; nothing is initialised or copied besides the packed copy), with the packed
+    kernel from ``min_rows`` rows on: the ParallelSpec drafter's draft-vocabulary head (8192 x 576 for the shipped
+    drafter: 0.70 ms for 3 rows packed against 0.98 ms for ``W @ h^T``, 1 thread, measured while other jobs ran).
+
+    Raises:
+        ValueError: as ``pack_linear``.
+    """
+    layer = torch.nn.utils.skip_init(torch.nn.Linear, weight.shape[1], weight.shape[0], bias=bias is not None,
+                                     device="meta")
+    layer.weight = torch.nn.Parameter(weight.detach(), requires_grad=False)
+    if bias is not None:
+        layer.bias = torch.nn.Parameter(bias.detach(), requires_grad=False)
+    return pack_linear(layer, min_rows=min_rows)
 
 
 def pack_linears(model, head_rows: tuple[int, int] = (1, 8)) -> int:

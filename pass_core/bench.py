@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
 import time
@@ -28,7 +27,7 @@ from .bench_summary import BenchRun, RunKey, aggregate, setting_key  # noqa: F40
 from .bench_report import HTML_MOVED, machine_info, markdown_report, training_records
 from .events import StepEvent, output_token_ids
 from .models import DEFAULT_MODEL, load_model, pick_device
-from .pass_cost import measure_pass_cost, pass_cost_markdown
+from .pass_cost import cpu_busy, cpu_load, measure_pass_cost, pass_cost_markdown
 from .registry import BASELINE, METHODS
 from .settings import DecodeSettings
 from .shipped import assets_dir
@@ -234,9 +233,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(f"model: {loaded.describe()}; {len(prompts)} prompts", file=sys.stderr)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    if loaded.device.type == "cpu" and load > 0.5 * (os.cpu_count() or 1):
-        print(f"warning: the CPU is busy (load {load:.1f} on {os.cpu_count()} cores): timings will be noisy; "
+    load, cores = cpu_load()
+    if loaded.device.type == "cpu" and cpu_busy(load, cores):
+        print(f"warning: the CPU is busy (load {load:.1f} on {cores} cores): timings will be noisy; "
               "on a shared CPU --threads 1 avoids the worst slow-downs", file=sys.stderr)
     curve = None
     if args.pass_cost:

@@ -60,6 +60,9 @@ def _gated_hook(module, args, output, *, a: torch.Tensor, b: torch.Tensor, scale
     if rows is None:
         return output + scale * ((x @ a.T) @ b.T)
     if isinstance(rows, slice) and not output.requires_grad:
+        if rows.stop > output.shape[1]:
+            raise IndexError(f"look-ahead rows {rows.start}..{rows.stop - 1} lie beyond this pass's "
+                             f"{output.shape[1]} query rows")
         delta = (x[:, rows] @ a.T) @ b.T  # (1, G, out)
         output[:, rows] += delta if scale == 1.0 else scale * delta
         return output
@@ -69,11 +72,12 @@ def _gated_hook(module, args, output, *, a: torch.Tensor, b: torch.Tensor, scale
 
 
 def as_slice(rows: torch.Tensor | None) -> torch.Tensor | slice | None:
-    """(G,) int64 query rows -> ``slice(first, last + 1)`` when they are consecutive, else unchanged."""
+    """(G,) int64 query rows -> ``slice(first, last + 1)`` when they are consecutive and not negative, else
+    unchanged (negative rows count from the end, which a slice would not do the same way)."""
     if rows is None or rows.numel() == 0:
         return rows
     first, last = int(rows[0]), int(rows[-1])
-    if last - first + 1 == rows.numel() and (rows.numel() == 1 or bool((rows.diff() == 1).all())):
+    if first >= 0 and last - first + 1 == rows.numel() and (rows.numel() == 1 or bool((rows.diff() == 1).all())):
         return slice(first, last + 1)
     return rows
 
@@ -92,7 +96,7 @@ class GatedLoRA:
     weights: dict[str, tuple[torch.Tensor, torch.Tensor]]
     rank: int
     alpha: float
-    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+    _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def scale(self) -> float:
@@ -165,7 +169,7 @@ class GatedLoRA:
         and dtype with B pre-multiplied by the scale (converted once and kept) and 1.0."""
         if any(a.requires_grad or b.requires_grad for a, b in self.weights.values()):
             return self.weights, self.scale
-        key = (like.device, like.dtype)
+        key = (like.device, like.dtype, self.scale)
         if key not in self._cache:
             self._cache.clear()
             self._cache[key] = {n: (a.to(like.device, like.dtype), (b * self.scale).to(like.device, like.dtype))

@@ -49,8 +49,16 @@ def _gguf_cache_folder(gguf: Path) -> Path:
 def load_gguf(gguf: Path, dtype: torch.dtype, progress) -> tuple[object, object, str]:
     """Dequantise a GGUF once, cache it as safetensors (``cache_root() / "models"``), and load from the cache.
 
+    Args:
+        gguf: the .gguf file.
+        dtype: the dtype the model is loaded in (the cache holds float32).
+        progress: a callable taking a status line.
+
     Returns:
-        (model, tokenizer, where the weights came from, in words). ``progress``: a callable taking a status line.
+        (model, tokenizer, where the weights came from, in words).
+
+    Raises:
+        Exception: whatever transformers / gguf raise for a file they cannot read (``load_model`` reports it).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -90,7 +98,8 @@ def load_pretrained(ref: str, dtype: torch.dtype) -> tuple[object, object]:
 
     folder = Path(ref)
     if folder.is_dir() and not (folder / "config.json").is_file():
-        raise ValueError(f"{ref} has no config.json, so it is not a saved transformers model (save one with "
+        raise ValueError(f"The folder {folder.name!r} has no config.json, so it is not a saved transformers model "
+                         "(save one with "
                          "model.save_pretrained(folder) and tokenizer.save_pretrained(folder)).")
     tokenizer = AutoTokenizer.from_pretrained(ref, trust_remote_code=False)
     model = AutoModelForCausalLM.from_pretrained(ref, dtype=dtype, trust_remote_code=False)

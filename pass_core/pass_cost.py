@@ -49,7 +49,7 @@ def measure_pass_cost(loaded, widths=DEFAULT_WIDTHS, cache_len: int = 200, repea
     if loaded.max_positions is not None and cache_len + widths[-1] > loaded.max_positions:
         raise ValueError(f"cache_len {cache_len} + width {widths[-1]} exceeds the model's context "
                          f"({loaded.max_positions} positions).")
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None  # before our own passes add to it
+    load, cores = cpu_load()  # before our own passes add to it
     model, dev, clock = loaded.model, loaded.device, StepClock(loaded.device)
     gen = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, loaded.vocab_size, (1, cache_len + widths[-1]), generator=gen).to(dev)
@@ -68,19 +68,33 @@ def measure_pass_cost(loaded, widths=DEFAULT_WIDTHS, cache_len: int = 200, repea
     ms = [statistics.median(times[w]) for w in widths]
     return {"widths": widths, "ms": ms, "c": [m / ms[0] for m in ms], "cache_len": cache_len, "repeats": repeats,
             "device": str(dev), "dtype": str(loaded.dtype).replace("torch.", ""), "threads": torch.get_num_threads(),
-            "load_average_1min": load, "cores": os.cpu_count()}
+            "load_average_1min": load, "cores": cores}
+
+
+def cpu_load() -> tuple[float | None, int]:
+    """(1-minute load average or None where the OS has none, CPU cores this process may use: its affinity mask,
+    which containers and Spaces narrow, else ``os.cpu_count()``)."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return load, cores
+
+
+def cpu_busy(load: float | None, cores: int) -> bool:
+    """True when other jobs keep the CPU busy: a 1-minute load average above the cores + 0.5 (our own model
+    loading adds at most its threads, and less on average). The bench warns at start-up, and ``busy_warning``."""
+    return load is not None and load > cores + 0.5
 
 
 def busy_warning(curve: dict) -> str:
-    """A warning when ``curve`` was measured on a CPU that other jobs kept busy (1-minute load average above the
-    core count + 0.5; our own model loading adds at most its threads, and less on average), else "". Such a curve
-    overstates c(w) (measured: c(2) = 6.7 on a shared 2-core CPU against 1.1-1.3 idle), and cost-aware draft
-    lengths and the cost chart read it."""
+    """A warning when ``curve`` was measured on a CPU that other jobs kept busy (``cpu_busy``), else "". Such a
+    curve overstates c(w) (a new-user run measured c(2) = 6.7 on a shared 2-core CPU with 2 threads, against
+    1.1-1.3 idle), and cost-aware draft lengths and the cost chart read it."""
     load, cores = curve.get("load_average_1min"), curve.get("cores")
-    if curve.get("device") != "cpu" or load is None or not cores or load <= cores + 0.5:
+    if curve.get("device") != "cpu" or not cores or not cpu_busy(load, cores):
         return ""
     return (f"Measured while the CPU was busy (load average {load:.1f} on {cores} cores): other jobs distort these "
-            "timings. Restart on an idle machine to measure again, or run with --threads 1.")
+            "timings. Restart when the machine is idle to measure again; on a shared CPU, --threads 1 avoids the "
+            "worst slow-downs.")
 
 
 #: Cached curves by model object: (loaded model's id, device, dtype, threads) -> curve.

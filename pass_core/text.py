@@ -10,9 +10,11 @@ def check_prompt(prompt: str) -> None:
     """Refuse what no model could take, before any model is loaded.
 
     Raises:
-        ValueError: an empty (or whitespace-only) prompt, or one over ``MAX_PROMPT_CHARS`` characters.
+        ValueError: not text, an empty (or whitespace-only) prompt, or one over ``MAX_PROMPT_CHARS`` characters.
     """
-    if not isinstance(prompt, str) or not prompt.strip():
+    if not isinstance(prompt, str):
+        raise ValueError(f"The prompt must be text, got {type(prompt).__name__}.")
+    if not prompt.strip():
         raise ValueError("The prompt is empty: type some text to continue.")
     if len(prompt) > MAX_PROMPT_CHARS:
         raise ValueError(

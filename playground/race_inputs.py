@@ -12,6 +12,7 @@ import re
 
 from pass_core.registry import METHODS
 from pass_core.settings import DecodeSettings
+from pass_core.text import check_prompt
 
 #: The example prompts offered under the prompt box.
 EXAMPLES = [
@@ -85,11 +86,14 @@ def methods_problem(methods) -> str | None:
 
 
 def prompt_problem(prompt) -> str | None:
-    """Why ``prompt`` cannot be raced before tokenizing it (empty, not text), or None."""
-    if not isinstance(prompt, str):
-        return f"The prompt must be text, got {type(prompt).__name__}."
-    if not prompt.strip():
+    """Why ``prompt`` cannot be raced before tokenizing it (not text, empty, over ``text.MAX_PROMPT_CHARS``
+    characters: ``text.check_prompt``), or None."""
+    if isinstance(prompt, str) and not prompt.strip():
         return "The prompt is empty: type a prompt or pick an example."
+    try:
+        check_prompt(prompt)
+    except ValueError as err:
+        return str(err)
     return None
 
 

@@ -176,8 +176,8 @@ def test_cli_backend_and_dtype_conflicts_and_trace_folder(tiny_folder, tmp_path,
 
 def test_onednn_packs_a_copy_of_the_parallelspec_drafter(tiny, monkeypatch):
     """On the onednn backend ParallelSpec drafts with a packed copy of its drafter (linear layers and the
-    draft-vocabulary head through oneDNN, made once per drafter); the original stays plain; its draft logits equal
-    the plain drafter's up to float32 rounding; the packed kernel really runs for the drafter's rows."""
+    draft-vocabulary head through oneDNN, made per run); the original stays plain; its draft logits equal the plain
+    drafter's up to float32 rounding; the packed kernel really runs for the drafter's layers and head."""
     from pass_core.parallelspec import ParallelDrafter
     from pass_core.parallelspec_drafter import ParallelSpecDrafter, packed_for_onednn
     from pass_core.settings import DecodeSettings
@@ -186,9 +186,10 @@ def test_onednn_packs_a_copy_of_the_parallelspec_drafter(tiny, monkeypatch):
     packed = packed_copy(tiny)
     drafter = ParallelDrafter.initialise(tiny, 3, torch.arange(0, tiny.vocab_size, 2), seed=0).for_model(tiny)
     parts = drafter.target_parts(tiny)
+    rng = torch.random.get_rng_state()
     copy_a, parts_a = packed_for_onednn(drafter, parts)
-    copy_b, parts_b = packed_for_onednn(drafter, parts)
-    assert copy_a is copy_b and parts_a.head is parts_b.head and parts.head is None  # made once
+    assert torch.equal(rng, torch.random.get_rng_state())  # nothing was randomly initialised
+    assert copy_a is not drafter and parts.head is None and parts_a.head.weight.data_ptr() == parts.head_weight.data_ptr()
     assert not any(isinstance(m, PackedLinear) for m in drafter.modules())  # the original stays plain
     assert sum(isinstance(m, PackedLinear) for m in copy_a.modules()) == 8  # fc + q, k, v, o, gate, up, down
     context = torch.randint(0, tiny.vocab_size, (40,), generator=torch.Generator().manual_seed(1)).tolist()
@@ -203,12 +204,16 @@ def test_onednn_packs_a_copy_of_the_parallelspec_drafter(tiny, monkeypatch):
     rows = []
     real = torch._C._nn.mkldnn_linear
     monkeypatch.setattr(torch._C._nn, "mkldnn_linear",
-                        lambda x, w, b: rows.append((x.shape[0], w.shape[0])) or real(x, w, b))
+                        lambda x, w, b: rows.append((x.shape[0], w.shape[0], id(w))) or real(x, w, b))
     seen = {}
     events = list(generate_speculative(packed, "hello world", DecodeSettings(max_new_tokens=12, num_lookahead=3),
                                        ParallelSpecDrafter(drafter, min_confidence=0.0), method="parallelspec",
                                        inspect_fn=lambda s: seen.update(s)))
-    assert seen["drafter"].pass_drafter is copy_a and seen["drafter"].drafter is drafter
-    head_rows = [r for r, out in rows if out == len(drafter.draft_vocab)]
+    run_drafter = seen["drafter"]
+    assert run_drafter.drafter is drafter and run_drafter.pass_drafter is not drafter
+    assert sum(isinstance(m, PackedLinear) for m in run_drafter.pass_drafter.modules()) == 8
+    head_rows = [r for r, out, _ in rows if out == len(drafter.draft_vocab)]
     assert head_rows and set(head_rows) <= {1, 2, 3}  # the packed draft head: d_1..d_k rows
+    drafter_layers = {id(m.packed_weight) for m in run_drafter.pass_drafter.modules() if isinstance(m, PackedLinear)}
+    assert {w for _, _, w in rows} >= drafter_layers  # every packed drafter layer ran through oneDNN
     assert sum(e.num_verified_drafts for e in events) > 0

@@ -86,6 +86,32 @@ def test_consecutive_rows_take_the_in_place_path_with_the_same_result(tiny, monk
     assert torch.equal(apart[:3], plain[:3]) and (apart[3] - plain[3]).abs().max() > 1e-3
 
 
+@torch.no_grad()
+def test_adapters_add_alpha_over_r_times_b_a_x_on_every_path(tiny):
+    """The update is exactly (alpha / r) B A x at the gated rows, with a scale other than 1, on the slice path
+    (consecutive rows), the index_add path (scattered rows), the all-rows path (training) and after the adapters'
+    alpha changes (the pre-scaled copy of B is not reused)."""
+    import dataclasses as dc
+
+    from pass_core.lookahead_adapters import GatedLoRA, adapter_targets
+
+    decoder = tiny.model.get_decoder()
+    lora = GatedLoRA.initialise(decoder, rank=2, alpha=6.0, generator=torch.Generator().manual_seed(3), b_std=0.5)
+    assert lora.scale == 3.0
+    name, lin = next(iter(adapter_targets(decoder).items()))
+    a, b = lora.weights[name]
+    x = torch.randn(1, 7, lin.in_features, generator=torch.Generator().manual_seed(4))
+    plain = lin(x)
+    for adapters, scale in ((lora, 3.0), (dc.replace(lora, alpha=2.0), 1.0), (lora, 3.0)):
+        for rows in (torch.arange(3, 7), torch.tensor([1, 4, 5]), None):
+            with adapters.gated(decoder, rows):
+                out = lin(x)
+            expected = plain.clone()
+            picked = torch.arange(7) if rows is None else rows
+            expected[:, picked] += scale * ((x[:, picked] @ a.T) @ b.T)
+            torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+
+
 def test_hooks_are_removed_after_a_pass_and_after_an_error(tiny):
     la = with_adapters(tiny)
     decoder = tiny.model.get_decoder()

@@ -295,6 +295,7 @@ def test_setting_problems_name_the_setting_range_and_value():
     assert "'bogus'" in race_inputs.methods_problem(["ar", "bogus"])
     assert "at least two" in race_inputs.methods_problem("ar")  # a bare string is one key, not letters
     assert race_inputs.prompt_problem(" ") and race_inputs.prompt_problem(None) and not race_inputs.prompt_problem("Hi")
+    assert "the limit is 100,000" in race_inputs.prompt_problem("x" * 100_001)  # refused before tokenising
     assert race_inputs.input_problems("Hi", 3, 0.0, 0, 1.0, 96, 0, ["ar", "pass"]) == [None] * 8
 
 
