@@ -8,13 +8,13 @@ runs on the same backend, AR included, so speed-ups stay fair.
   Wide verification passes and one-token passes round differently in bfloat16, so a greedy output can
   differ from AR's at a near-tie (the top-two logit margin within bfloat16's rounding); the greedy check
   and the benchmark name such differences apart (``comparison.compare_outputs``).
-- ``onednn``: float32 like ``fp32``, but every linear layer of a pass over 2 or more tokens (and the output
-  head for 1 token or 8 and more rows) runs through oneDNN with a weight packed once at load time
+- ``onednn``: float32 like ``fp32``, but every decoder linear layer (and the output head for 1 token or 8 and
+  more rows) runs through oneDNN with a weight packed once at load time
   (``torch.utils.mkldnn`` tensors, ``torch._C._nn.mkldnn_linear``: PyTorch's own oneDNN route, the one
   ``torch.utils.mkldnn.to_mkldnn`` uses). On CPU BLAS a float32 GEMM over 2-8 rows costs nearly twice a
   one-row GEMV, while oneDNN's packed kernel reads the weights once for all rows: a wide pass then costs
-  little more than a one-token pass (measured in the README). One-token passes of the decoder keep the plain
-  GEMV (as fast, no conversion). Results differ from ``fp32`` only by float32 rounding (about 3e-5 on the
+  little more than a one-token pass (measured in the README). One-token passes use it too: 5-16 % faster than
+  the plain GEMV on this project's CPU (README, "Backends"). Results differ from ``fp32`` only by float32 rounding (about 3e-5 on the
   logits), so greedy outputs equal AR's on the same backend (``tests/test_backends.py``). CPU only.
   ParallelSpec's drafter is packed the same way on this backend (``parallelspec_drafter.packed_for_onednn``).
 
@@ -180,14 +180,14 @@ def packed_linear(weight: torch.Tensor, bias: torch.Tensor | None = None, min_ro
     return pack_linear(layer, min_rows=min_rows)
 
 
-def pack_linears(model, head_rows: tuple[int, int] = (1, 8)) -> int:
+def pack_linears(model, head_rows: tuple[int, int] = (1, 8), decoder_rows: int = 1) -> int:
     """Turn the frozen float32 CPU model's linear layers into ``PackedLinear`` in place (the ``onednn`` backend).
 
-    Decoder layers use the packed kernel for passes over 2 or more tokens; the output head (a large
-    memory-bound matrix) for 1 row and for ``head_rows[1]`` rows and more (``target.target_forward`` keeps
-    its ``W @ h^T`` path for 2-7 rows, faster there). A module without an output head (the ParallelSpec
-    drafter) has its linear layers packed from 2 rows on. Costs one extra float32 copy of every linear weight.
-    Idempotent.
+    Decoder layers use the packed kernel for every pass (from ``decoder_rows`` rows on: 1 by default); the
+    output head (a large memory-bound matrix) for 1 row and for ``head_rows[1]`` rows and more
+    (``target.target_forward`` keeps its ``W @ h^T`` path for 2-7 rows, faster there). A module without an
+    output head (the ParallelSpec drafter) has all its linear layers packed like decoder layers. Costs one
+    extra float32 copy of every linear weight. Idempotent.
 
     Returns:
         How many layers were packed now.
@@ -207,7 +207,7 @@ def pack_linears(model, head_rows: tuple[int, int] = (1, 8)) -> int:
         if module is head:
             pack_linear(module, head_rows[1], frozenset({head_rows[0]}))
         else:
-            pack_linear(module)
+            pack_linear(module, decoder_rows)
         count += 1
     return count
 
