@@ -49,8 +49,8 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
     Backend("fp32", "float32", "eager PyTorch, float32 (greedy outputs identical to AR token for token)"),
     Backend("bf16", "bfloat16", "eager PyTorch, bfloat16 weights (needs native bfloat16 matmuls on a CPU; "
                                 "greedy outputs may differ from AR at near-ties)"),
-    Backend("onednn", "float32", "eager PyTorch, float32, linear layers of wide passes through oneDNN with weights "
-                                 "packed at load time (cheap wide passes on CPU; greedy outputs identical to AR)",
+    Backend("onednn", "float32", "eager PyTorch, float32, linear layers through oneDNN with weights packed at "
+                                 "load time (cheap wide passes on CPU; greedy outputs identical to AR)",
             packed=True),
 )}
 

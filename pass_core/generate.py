@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     d = DecodeSettings()
     p = argparse.ArgumentParser(prog="python -m pass_core.generate", description=__doc__.splitlines()[0])
     p.add_argument("--method", default="pass", choices=list(METHODS),
-                   help="; ".join(f"{k}: {m.description}" for k, m in METHODS.items()))
+                   help="; ".join(f"{k}: {m.description}" for k, m in METHODS.items()) + " (default: %(default)s)")
     p.add_argument("--prompt", required=True, help="the user's text")
     p.add_argument("--model", default=DEFAULT_MODEL, help="model name, hub id, folder or .gguf file")
     p.add_argument("--lookahead", default=None, help="look-ahead safetensors file, or 'fixed-token' (PaSS)")
@@ -40,16 +40,17 @@ def build_parser() -> argparse.ArgumentParser:
                    "pass-lora; default: the shipped one)")
     p.add_argument("--drafter", default=None, help="ParallelSpec drafter file (default: the shipped one)")
     lo, hi, _ = SETTING_RANGES["num_lookahead"]
-    p.add_argument("--num-lookahead", type=int, default=d.num_lookahead, help=f"L, {lo}-{hi}")
-    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
-    p.add_argument("--temperature", type=float, default=d.temperature, help="0 = greedy")
-    p.add_argument("--top-k", type=int, default=d.top_k, help="0 = off")
-    p.add_argument("--top-p", type=float, default=d.top_p, help="1 = off")
-    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--num-lookahead", type=int, default=d.num_lookahead, help=f"L, {lo}-{hi} (default: %(default)s)")
+    lo, hi, _ = SETTING_RANGES["max_new_tokens"]
+    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, help=f"tokens to generate, {lo}-{hi:,} (default: %(default)s)")
+    p.add_argument("--temperature", type=float, default=d.temperature, help="0 = greedy (default: %(default)s)")
+    p.add_argument("--top-k", type=int, default=d.top_k, help="0 = off (default: %(default)s)")
+    p.add_argument("--top-p", type=float, default=d.top_p, help="1 = off (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=d.seed, help="seed of the run's random generator (sampling; default: %(default)s)")
     p.add_argument("--raw", action="store_true", help="feed the prompt without the chat template")
     p.add_argument("--fused", action="store_true", help="PaSS with the fused step (extension, 1 pass per step)")
     p.add_argument("--show-rejected", action="store_true", help="print rejected drafts (struck through)")
-    p.add_argument("--device", default="auto")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps (default: %(default)s)")
     p.add_argument("--dtype", default="auto",
                    help="auto (float32 on the default backend), float32, bfloat16 or float16 (plain eager PyTorch)")
     p.add_argument("--backend", choices=list(BACKENDS), help="how passes are computed: "
@@ -81,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     for option in ("lookahead", "adapters", "drafter"):
         if getattr(args, option) and method.file_option != option:
             print(f"note: --{option} is not used by --method {args.method}", file=sys.stderr)
+    if args.fused and not method.fusable:
+        print(f"note: --fused is not used by --method {args.method} (fused step: "
+              f"{', '.join(k for k, m in METHODS.items() if m.fusable)})", file=sys.stderr)
     colours = ANSI if sys.stdout.isatty() else dict.fromkeys(ANSI, "")  # no escape codes in files and pipes
     try:
         settings = DecodeSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
@@ -132,8 +136,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(out, ensure_ascii=False))
         return 0
     print()
-    legend = " ".join(f"{colours[k]}{k}{RESET if colours[k] else ''}" for k in colours)
-    print(f"\n[{legend}]")
+    seen = {tok.label for e in events for tok in e.tokens if tok.committed or args.show_rejected}
+    legend = " ".join(f"{colours[k]}{k}{RESET if colours[k] else ''}" for k in colours if k in seen)
+    print(f"\n[{legend}]" + ("" if colours is ANSI else " (colours on a terminal only)"))
     s = summary
     acc = "-" if s.acceptance_rate is None else f"{s.acceptance_rate:.2f}"
     print(f"{s.tokens} tokens in {s.steps} steps, {s.forward_passes} forward passes | "

@@ -12,6 +12,7 @@ import torch
 
 from .cache import StepClock, crop_to, new_cache
 from .target import plain_head, target_forward
+from .text import count
 
 #: Widths measured by default: every draft count the app offers plus the fused step's wider passes.
 DEFAULT_WIDTHS = tuple(range(1, 17))
@@ -115,7 +116,7 @@ def cached_pass_cost(loaded, widths=DEFAULT_WIDTHS, repeats: int = 3) -> dict:
 
 def pass_cost_markdown(curve: dict) -> str:
     """The curve as a markdown table (w, ms, c(w))."""
-    head = (f"Pass cost on {curve['device']} ({curve['dtype']}, {curve['threads']} threads), cache of "
+    head = (f"Pass cost on {curve['device']} ({curve['dtype']}, {count(curve['threads'], 'thread')}), cache of "
             f"{curve['cache_len']} tokens, median of {curve['repeats']} interleaved rounds:")
     rows = [f"| {w} | {m:.1f} | {c:.2f} |" for w, m, c in zip(curve["widths"], curve["ms"], curve["c"])]
     warning = [f"**{busy_warning(curve)}**", ""] if busy_warning(curve) else []

@@ -122,9 +122,9 @@ def check_theory(events, ar_events, name: str = "the method") -> TheoryCheck | N
     ar = summarize(ar_events)
     speedup = summary.tokens_per_s / ar.tokens_per_s if ar.tokens_per_s and summary.tokens_per_s else None
     even = break_even_alpha(k, cost, extra)
-    verdict = ("so speculation can win here" if even is not None and alpha >= even else
-               f"so it wins only if alpha rises above {even:.2f}" if even is not None else
-               f"so it cannot win here at k = {k}, even if every draft were accepted")
+    verdict = ("and speculation can win here" if even is not None and alpha >= even else
+               f"and it wins only if alpha rises above {even:.2f}" if even is not None else
+               f"and it cannot win here at k = {k}, even if every draft were accepted")
     sentence = (f"{name}: alpha = {alpha:.2f} at k = {k} predicts {predicted:.2f} tokens per verification step "
                 f"(measured {summary.mean_accepted_tokens:.2f}); a verification step costs {cost:.2f} AR steps "
                 f"here, so the predicted speed-up is {predicted / cost:.2f}x (measured "

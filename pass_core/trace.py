@@ -65,8 +65,8 @@ def load_trace(source: str | Path | dict) -> Trace:
     """Read a trace from a file (or an already parsed dict).
 
     Raises:
-        ValueError: a missing file, text that is not JSON, another schema version, or a missing or
-            malformed field; the message names the file and what is wrong.
+        ValueError: a missing file, text that is not JSON, another schema version, a missing or
+            malformed field, or a method that is not registered; the message names the file and what is wrong.
     """
     where = "the trace" if isinstance(source, dict) else repr(str(source))
     if isinstance(source, dict):
@@ -84,6 +84,7 @@ def load_trace(source: str | Path | dict) -> Trace:
                          "python -m pass_core.generate --trace FILE or the page's Download trace.")
     if data.get("schema") != SCHEMA:
         raise ValueError(f"{where} has schema {data.get('schema')!r}; this version of PaSS Playground reads {SCHEMA!r}.")
+    _check_shape(data, where)
     try:
         settings = DecodeSettings(**data["settings"])
         events = {key: [_event(e) for e in method["events"]] for key, method in data["methods"].items()}
@@ -93,6 +94,28 @@ def load_trace(source: str | Path | dict) -> Trace:
         raise ValueError(f"{where} misses the field {err.args[0]!r}: not a complete trace.") from err
     except (TypeError, ValueError, AttributeError) as err:
         raise ValueError(f"{where} has a malformed field ({err}).") from err
+
+
+def _check_shape(data: dict, where: str) -> None:
+    """Raise ValueError, naming the field and what it should hold, when the trace's top-level fields have the
+    wrong kind of value or its methods are not registered ones (a replay would show empty panes)."""
+    from .registry import METHODS  # here, not at the top: the registry imports the decoding modules
+
+    kinds = {"settings": (dict, "an object of decode settings"), "model": (dict, "an object with name and signature"),
+             "methods": (dict, "an object of method key -> {events: [...]}"), "prompt": (str, "a string")}
+    for name, (kind, what) in kinds.items():
+        if name in data and not isinstance(data[name], kind):
+            raise ValueError(f"{where}: the field {name!r} must be {what}, got {type(data[name]).__name__}.")
+    methods = data.get("methods", {})
+    if "methods" in data and not methods:
+        raise ValueError(f"{where}: the field 'methods' is empty, so there is nothing to replay.")
+    unknown = [key for key in methods if key not in METHODS]
+    if unknown:
+        raise ValueError(f"{where} holds unknown method(s) {', '.join(map(repr, unknown))}: a trace replays "
+                         f"the methods {', '.join(METHODS)}.")
+    for key, method in methods.items():
+        if not isinstance(method, dict) or not isinstance(method.get("events"), list):
+            raise ValueError(f"{where}: method {key!r} must be an object with a list 'events'.")
 
 
 def _event(d: dict) -> StepEvent:

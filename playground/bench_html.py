@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from pass_core.registry import BASELINE
+from pass_core.text import count
 
 from .cost_charts import pass_cost_figure
 from .race_charts import colour, short_name
@@ -146,7 +147,7 @@ FIGURES = (speedup_vs_lookahead, speedup_vs_temperature, trained_vs_fixed, per_p
 
 def pass_cost_title(curve: dict) -> str:
     """The pass-cost figure's title: cache length and repeats of the measurement."""
-    return (f"Pass cost c(w) on {curve['device']} ({curve['dtype']}, {curve['threads']} threads): median of "
+    return (f"Pass cost c(w) on {curve['device']} ({curve['dtype']}, {count(curve['threads'], 'thread')}): median of "
             f"{curve['repeats']} interleaved rounds, cache of {curve['cache_len']} tokens")
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from pass_core.lab import run_lab
+from pass_core.lab import MAX_RUNS, run_lab
 from pass_core.models import LoadedModel
 from pass_core.pass_cost import cached_pass_cost
 from pass_core.race import events_upto, race, race_order
@@ -26,7 +26,7 @@ from playground.race_inputs import chosen_methods, hide_paths, input_problems, m
     zerogpu_duration
 from playground.race_view import METRIC_LABELS, race_view
 from playground.stepping import NEXT, PREVIOUS, RESUME, StepControl, step_line, step_position
-from playground.teaching import lab_figure, lab_markdown, replay_note, theory_view
+from playground.teaching import LAB_MIN_RUNS, lab_figure, lab_markdown, replay_note, theory_view
 
 DEFAULT_RACE = ("ar", "pass", "parallelspec")
 UPDATE_INTERVAL_S = 0.5  # at most 2 page updates per second of wall time at the start of a race (UI cost <= 5 %)
@@ -246,9 +246,12 @@ def lab_handler(loaded: LoadedModel, prompt, runs, progress=None, decode=str) ->
     problem = prompt_problem(prompt)
     if problem:
         raise user_error(problem)
+    runs = whole(runs)
+    if isinstance(runs, bool) or not isinstance(runs, int) or not LAB_MIN_RUNS <= runs <= MAX_RUNS:
+        raise user_error(f"runs N must be a whole number between {LAB_MIN_RUNS} and {MAX_RUNS}, got {runs!r}.")
     feed = (lambda done, total: progress((done, total), desc="lab runs", unit="runs")) if progress else None
     try:
-        result = run_lab(loaded, prompt, whole(runs), progress=feed)
+        result = run_lab(loaded, prompt, runs, progress=feed)
     except (TypeError, ValueError) as err:
         raise user_error(str(err)) from err
     names = {key: m.label for key, m in METHODS.items()}

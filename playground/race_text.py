@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pass_core.events import RunSummary, StepEvent, compare_outputs, rounding_tolerance, speedup
 from pass_core.registry import BASELINE
+from pass_core.text import count
 
 from .race_charts import FIRST_PER_STEP, drafting_summaries, short_name
 
@@ -53,8 +54,8 @@ def metric_texts(summaries: dict[str, RunSummary | None]) -> dict[str, str]:
         rates.append(f"{short_name(key)} {rate}")
     return {
         "tokens_per_s": each("tokens_per_s", ".1f"),
-        "speedup": "  ·  ".join(ratios) + ("" if base == BASELINE else
-                                           f" (vs {short_name(base)}; {short_name(BASELINE)} not racing)"),
+        "speedup": ("  ·  ".join(ratios) or "–") + ("" if base == BASELINE else
+                                                  f" (vs {short_name(base)}; {short_name(BASELINE)} not racing)"),
         "tokens_per_forward_pass": each("tokens_per_forward_pass", ".2f"),
         "mean_accepted_tokens": each("mean_accepted_tokens", ".2f"),
         "acceptance_rate": "  ·  ".join(rates) or "–",
@@ -68,7 +69,7 @@ def compute_line(summaries: dict[str, RunSummary | None]) -> str:
     for key, s in summaries.items():
         if not s or not s.steps:
             continue
-        steps = f"{s.steps} steps" + (f" ({s.verification_steps} verification steps)" if key != BASELINE else "")
+        steps = count(s.steps, "step") + (f" ({count(s.verification_steps, 'verification step')})" if key != BASELINE else "")
         passes = (f"{s.forward_passes} target + {s.drafter_passes} drafter passes" if s.drafter_passes
                   else f"{s.forward_passes} forward passes")
         parts.append(f"**{short_name(key)}** {s.tokens} tokens in {steps}, {passes}, "

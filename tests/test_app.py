@@ -516,11 +516,11 @@ def test_race_through_gradio_client(tiny_folder):
         assert "Finished" in dict(zip(OUTPUT_NAMES, again))["run_info"]
 
 
-def test_bad_values_through_gradio_client_name_the_input(tiny_folder):
+def test_bad_values_through_gradio_client_name_the_input(tiny_folder, tmp_path):
     """Every out-of-range value sent through the API is refused before anything races, with an error that names
-    the input, its range and the value given (not a bare "400 Bad Request"); a visitor's mistake leaves no
-    traceback in the server log, and the app keeps serving."""
-    from gradio_client import Client
+    the input, its range and the value given (not a bare "400 Bad Request"); so are the lab's N and a file that is
+    not a trace; a visitor's mistake leaves no traceback in the server log, and the app keeps serving."""
+    from gradio_client import Client, handle_file
     from gradio_client.exceptions import AppError, ValidationError
 
     with running_server(str(tiny_folder)) as (url, _, log_path):
@@ -531,6 +531,13 @@ def test_bad_values_through_gradio_client_name_the_input(tiny_folder):
             assert f"- {name}: " in str(caught.value) and message in str(caught.value), (name, value)
         with pytest.raises(AppError, match="context"):  # found while racing: a gr.Error with the reason
             client.predict(*dict(GOOD, prompt="x" * 600).values(), api_name="/race")
+        for runs in (5, 10.5, 401, "many"):  # the lab's N, sent as it is (the page's slider is not the check)
+            with pytest.raises(AppError, match=f"runs N must be a whole number between 10 and 400, got {runs!r}"):
+                client.predict("Hi", runs, api_name="/lab")
+        not_json = tmp_path / "notes.bin"
+        not_json.write_bytes(b"\x00\x01")
+        with pytest.raises(AppError, match="'notes.bin' is not a trace: upload a .json trace"):
+            client.predict(handle_file(str(not_json)), True, api_name="/replay")
         again = client.predict(*GOOD.values(), api_name="/race")
         assert "Finished" in dict(zip(OUTPUT_NAMES, again))["run_info"]
         log = log_path.read_text()

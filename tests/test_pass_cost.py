@@ -79,7 +79,7 @@ def test_step_points_and_cost_chart():
     curve = {"widths": [1, 2, 4, 8], "c": [1.0, 1.1, 1.2, 1.5], "ms": [30.0, 33.0, 36.0, 45.0], "device": "cpu",
              "dtype": "bfloat16", "threads": 1}
     fig = pass_cost_figure(curve, points)
-    assert [t.name for t in fig.data] == ["c(w): cost of a pass over w tokens (bfloat16, 1 threads)",
+    assert [t.name for t in fig.data] == ["c(w): cost of a pass over w tokens (bfloat16, 1 thread)",
                                          "ParallelSpec: tokens per step (2.00)",
                                          "ParallelSpec: cost per step (1.50 AR steps)"]
     text = pass_cost_markdown(curve, points)

@@ -43,7 +43,13 @@ def test_bad_traces_are_refused_by_name(tiny, tmp_path):
              "missing": (json.dumps({k: v for k, v in good.items() if k != "settings"}), "misses the field 'settings'"),
              "malformed": (json.dumps({**good, "methods": {"ar": {"events": [{"step": 1}]}}}), "malformed"),
              "bad-setting": (json.dumps({**good, "settings": {**good["settings"], "top_p": 7}}), "malformed"),
-             "not-a-trace": (json.dumps({"method": "ar", "text": "hi"}), "is not a PaSS Playground trace .* --trace")}
+             "not-a-trace": (json.dumps({"method": "ar", "text": "hi"}), "is not a PaSS Playground trace .* --trace"),
+             "settings-kind": (json.dumps({**good, "settings": "oops"}), "'settings' must be an object of decode"),
+             "no-methods": (json.dumps({**good, "methods": []}), "'methods' must be an object"),
+             "empty-methods": (json.dumps({**good, "methods": {}}), "nothing to replay"),
+             "unknown-method": (json.dumps({**good, "methods": {"bogus": good["methods"]["ar"]}}),
+                                "unknown method.*'bogus'.*replays the methods ar, pass"),
+             "events-kind": (json.dumps({**good, "methods": {"ar": {"events": 3}}}), "'ar' must be an object with")}
     for name, (text, message) in cases.items():
         path = tmp_path / f"{name}.json"
         path.write_text(text, encoding="utf-8")
