@@ -196,7 +196,8 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "au
         if attempt(f"local folder {name}", lambda: load_pretrained(str(Path(name).expanduser()), torch_dtype)):
             source = f"local folder {Path(name).name}"
     elif "/" in name and not name.startswith((".", "/")):
-        progress(f"Loading {name} from the hub")
+        progress(f"Loading {name} from the hub (needs the network unless it is in the local Hugging Face cache; "
+                 "offline, the hub client retries for about a minute before it gives up)")
         if attempt(f"hub repo {name}", lambda: load_pretrained(name, torch_dtype)):
             source = f"hub repo {name}"
     else:
