@@ -39,13 +39,14 @@ from playground.race_inputs import EXAMPLES, NUMERIC_INPUTS, cap_for_zerogpu, hi
 from playground.race_view import (HIDE_REJECTED_JS, INTRO, METRIC_LABELS, PAGE_CSS, TITLE, help_text,
                                      setting_range)
 from playground.stepping import MAX_STEP_DELAY_S, NEXT, PREVIOUS, RESUME, StepControl, step_position
-from playground.components import TraceFile
+from playground.components import trace_file
 from playground.teaching import (INSPECTOR_HINT, LAB_DEFAULT_RUNS, LAB_INTRO, LAB_MIN_RUNS, LAB_PROMPT,
                                  THEORY_BEFORE_RACE, inspect_selection, token_namer)
 # the handlers, re-exported: tests and API users reach them as app.<name>
 from playground.race_handlers import (CHART_EVERY, DEFAULT_RACE, TRACES_KEPT, UPDATE_INTERVAL_S, drafters_for,  # noqa: F401
                            gpu_duration, lab_handler, pane_visibility, race_handler, race_keys, render, render_state,
-                           replay_handler, rerender_panes, user_error, validate_inputs, with_panes_for)
+                           replay_handler, rerender_panes, user_error, validate_inputs, validate_lab,
+                           with_panes_for)
 
 QUEUE_MAX_SIZE = 16
 STOPPED_NOTE = "**Stopped.** The panes show what each method had produced when you pressed Stop."
@@ -264,7 +265,7 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
                 with gr.Row(equal_height=True):
                     trace_download = gr.DownloadButton("Download trace (JSON), after a race",
                                                        elem_id="trace-download")
-                    trace_upload = TraceFile(label="trace to replay (.json)", file_types=[".json"], type="filepath",
+                    trace_upload = trace_file(label="trace to replay (.json)", file_types=[".json"], type="filepath",
                                            elem_id="trace-upload")
                     replay_btn = gr.Button("Replay", elem_id="replay-button")
             with gr.Accordion("How to read this", open=False):
@@ -300,10 +301,10 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
             pane.select(on_select(key), [state, show_rejected], [inspector_md, inspector_plot],
                         api_visibility="private", queue=False)
         demo.unload(on_unload)
-        # preprocess=False: N reaches lab_handler as sent, for it to refuse by name (the slider's own range check
+        # preprocess=False: N reaches validate_lab as sent, for it to refuse by name (the slider's own range check
         # answers "Value 5 is less than minimum value 10" and logs a traceback)
         lab_btn.click(on_lab, [lab_prompt, lab_runs], [lab_plot, lab_md], api_name="lab", concurrency_limit=1,
-                      preprocess=False)
+                      preprocess=False, validator=validate_lab)
         stop_btn.click(lambda: STOPPED_NOTE, None, run_md, cancels=[run_event], api_visibility="private", queue=False)
         show_rejected.change(on_toggle, [state, show_rejected], panes, api_visibility="private", queue=False,
                              js=HIDE_REJECTED_JS)

@@ -13,6 +13,7 @@ import platform
 import torch
 
 from .registry import BASELINE  # the speed-up baseline; pass_core.bench always runs it
+from .text import count
 
 
 def machine_info(loaded) -> dict:
@@ -95,7 +96,7 @@ def markdown_report(report: dict) -> str:
     sampling = ("greedy (T = 0)" if all(t == 0 for t in temps)
                 else f"top-k {s.get('top_k', '?')}, top-p {s.get('top_p', '?')} when sampling")
     lines = [f"{s.get('model', '?')} in {mach.get('dtype', '?')}{backend} on {mach.get('device', '?')} ({mach.get('cpu', '?')}, "
-             f"{mach.get('torch_threads', '?')} threads); suite {s.get('suite', '?')} ({s.get('num_prompts', '?')} "
+             f"{count(mach['torch_threads'], 'thread') if 'torch_threads' in mach else '? threads'}); suite {s.get('suite', '?')} ({s.get('num_prompts', '?')} "
              f"prompts), {s.get('repeats', '?')} repeat(s), {s.get('max_new_tokens', '?')} new tokens, "
              f"{sampling}{', fused step' if s.get('fused') else ''}.",
              "Speed-up = tokens/s of the method / tokens/s of AR in the same run: median over repeats (min-max).",

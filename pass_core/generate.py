@@ -15,7 +15,7 @@ from .events import ended_at_once, output_text, output_token_ids, summarize
 from .backends import BACKENDS, apply_backend, resolve_backend, set_cpu_threads
 from .models import DEFAULT_MODEL, load_model, pick_device
 from .registry import METHODS
-from .text import check_prompt
+from .text import check_prompt, count
 from .trace import make_trace, save_trace
 from .settings import SETTING_RANGES, DecodeSettings
 
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n[{legend}]" + ("" if colours is ANSI else " (colours on a terminal only)"))
     s = summary
     acc = "-" if s.acceptance_rate is None else f"{s.acceptance_rate:.2f}"
-    print(f"{s.tokens} tokens in {s.steps} steps, {s.forward_passes} forward passes | "
+    print(f"{count(s.tokens, 'token')} in {count(s.steps, 'step')}, {count(s.forward_passes, 'forward pass')} | "
           f"tokens/forward pass {s.tokens_per_forward_pass:.2f} | mean accepted tokens {s.mean_accepted_tokens:.2f} | "
           f"acceptance rate {acc} | {s.tokens_per_s:.1f} tokens/s of compute ({s.compute_time_s:.2f} s), "
           f"wall {wall:.2f} s | finish: {s.finish_reason}")

@@ -13,6 +13,7 @@ from pathlib import Path
 from .lookahead import LookaheadEmbeddings
 from .lookahead_adapters import GatedLoRA
 from .parallelspec import ParallelDrafter
+from .text import count
 
 
 def assets_dir() -> Path:
@@ -133,7 +134,7 @@ def resolve_drafter(loaded, num_draft: int, path: str | None = None) -> tuple[Pa
             gate = drafter.info.get("min_confidence") or 0
             gate_note = (f"; a step drafts nothing when the drafter's confidence in d_1 is below {gate:g} "
                          "(confidence gate, an extension)") if gate else ""
-            return drafter, (f"shipped {drafter.describe()} ({shipped.name}), {n} draft{'s' if n != 1 else ''} "
+            return drafter, (f"shipped {drafter.describe()} ({shipped.name}), {count(n, 'draft')} "
                              f"per step{gate_note}")
     drafter = ParallelDrafter.initialise(loaded, num_draft)
     return drafter, (f"no trained ParallelSpec drafter for {loaded.name}: using an untrained one "

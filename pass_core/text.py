@@ -7,8 +7,8 @@ MAX_PROMPT_CHARS = 100_000
 
 
 def count(n: int, word: str) -> str:
-    """"1 thread", "2 threads": ``n`` and ``word``, with an s unless ``n`` is 1."""
-    return f"{n} {word}{'' if n == 1 else 's'}"
+    """"1 thread", "2 threads", "3 passes": ``n`` and ``word``, with an s (es after s) unless ``n`` is 1."""
+    return f"{n} {word}{'' if n == 1 else 'es' if word.endswith('s') else 's'}"
 
 
 def check_prompt(prompt: str) -> None:
@@ -69,7 +69,7 @@ def encode_prompt(tokenizer, prompt: str, chat_template: bool, max_positions: in
                 f"The prompt is {len(ids):,} tokens long (chat template included), but the model's context "
                 f"holds {max_positions:,} positions, of which {max_new_tokens + 16:,} stay free for the new "
                 f"tokens and the drafts. Shorten the prompt to at most {max(budget, 0):,} tokens"
-                + (" or lower max new tokens." if max_new_tokens > 16 else ".")
+                + (" or lower max new tokens." if max_new_tokens > 1 else ".")
             )
     return [int(i) for i in ids]
 

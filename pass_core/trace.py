@@ -116,6 +116,8 @@ def _check_shape(data: dict, where: str) -> None:
     for key, method in methods.items():
         if not isinstance(method, dict) or not isinstance(method.get("events"), list):
             raise ValueError(f"{where}: method {key!r} must be an object with a list 'events'.")
+        if not method["events"]:
+            raise ValueError(f"{where}: method {key!r} has no events, so there is nothing to replay.")
 
 
 def _event(d: dict) -> StepEvent:

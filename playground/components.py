@@ -9,18 +9,21 @@ import gradio as gr
 from .race_handlers import user_error
 
 
-class TraceFile(gr.File):
-    """``gr.File`` for the trace to replay: a file of another type is refused like every other visitor mistake
-    (``race_handlers.user_error``: shown to the visitor, named, no traceback in the server log) instead of by
-    gradio's own check, which logs a traceback. Rendered by gradio's File component (``is_template``)."""
+def trace_file(**kwargs) -> gr.File:
+    """A ``gr.File`` (``kwargs`` as for it) for the trace to replay, whose file-type check answers like every other
+    visitor mistake (``race_handlers.user_error``: shown to the visitor with the file's name, no traceback in the
+    server log) instead of with gradio's own error, which logs a traceback. The check is wrapped on the instance: a
+    ``gr.File`` subclass would make gradio write a ``.pyi`` file next to this module at import."""
+    component = gr.File(**kwargs)
+    preprocess = component.preprocess
 
-    is_template = True
-
-    def preprocess(self, payload):
-        """As ``gr.File.preprocess``. Raises gr.Error (not logged) for a file whose type is not in ``file_types``."""
+    def quiet_preprocess(payload):
         try:
-            return super().preprocess(payload)
+            return preprocess(payload)
         except gr.Error as err:
-            name = Path(getattr(payload, "orig_name", None) or getattr(payload, "path", "") or "the file").name
+            name = Path(getattr(payload, "orig_name", None) or getattr(payload, "path", None) or "the file").name
             raise user_error(f"{name!r} is not a trace: upload a .json trace written by this page's "
                              "Download trace or by python -m pass_core.generate --trace FILE.") from err
+
+    component.preprocess = quiet_preprocess
+    return component

@@ -246,9 +246,10 @@ def lab_handler(loaded: LoadedModel, prompt, runs, progress=None, decode=str) ->
     problem = prompt_problem(prompt)
     if problem:
         raise user_error(problem)
+    problem = lab_runs_problem(runs)
+    if problem:
+        raise user_error(problem)
     runs = whole(runs)
-    if isinstance(runs, bool) or not isinstance(runs, int) or not LAB_MIN_RUNS <= runs <= MAX_RUNS:
-        raise user_error(f"runs N must be a whole number between {LAB_MIN_RUNS} and {MAX_RUNS}, got {runs!r}.")
     feed = (lambda done, total: progress((done, total), desc="lab runs", unit="runs")) if progress else None
     try:
         result = run_lab(loaded, prompt, runs, progress=feed)
@@ -256,6 +257,21 @@ def lab_handler(loaded: LoadedModel, prompt, runs, progress=None, decode=str) ->
         raise user_error(str(err)) from err
     names = {key: m.label for key, m in METHODS.items()}
     return lab_figure(result, names, decode), lab_markdown(result, names)
+
+
+def lab_runs_problem(runs) -> str | None:
+    """Why ``runs`` is not a valid N for the page's lab (a whole number, ``LAB_MIN_RUNS``..``MAX_RUNS``), or None."""
+    runs = whole(runs)
+    if isinstance(runs, bool) or not isinstance(runs, int) or not LAB_MIN_RUNS <= runs <= MAX_RUNS:
+        return f"runs N must be a whole number between {LAB_MIN_RUNS} and {MAX_RUNS}, got {runs!r}."
+    return None
+
+
+def validate_lab(prompt, runs) -> list:
+    """The lab's ``gr.validate`` per input, run by gradio before the request joins the queue (as
+    ``validate_inputs`` for the race): a bad prompt or N is refused at once, also while the model loads or
+    another lab runs. ``lab_handler`` checks the same again."""
+    return [gr.validate(problem is None, problem or "") for problem in (prompt_problem(prompt), lab_runs_problem(runs))]
 
 
 def validate_inputs(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected=True,

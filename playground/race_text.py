@@ -69,10 +69,11 @@ def compute_line(summaries: dict[str, RunSummary | None]) -> str:
     for key, s in summaries.items():
         if not s or not s.steps:
             continue
-        steps = count(s.steps, "step") + (f" ({count(s.verification_steps, 'verification step')})" if key != BASELINE else "")
-        passes = (f"{s.forward_passes} target + {s.drafter_passes} drafter passes" if s.drafter_passes
-                  else f"{s.forward_passes} forward passes")
-        parts.append(f"**{short_name(key)}** {s.tokens} tokens in {steps}, {passes}, "
+        steps = count(s.steps, "step") + (f" ({count(s.verification_steps, 'verification step')})"
+                                          if key != BASELINE else "")
+        passes = (f"{s.forward_passes} target + {count(s.drafter_passes, 'drafter pass')}" if s.drafter_passes
+                  else count(s.forward_passes, "forward pass"))
+        parts.append(f"**{short_name(key)}** {count(s.tokens, 'token')} in {steps}, {passes}, "
                      f"{s.compute_time_s:.2f} s compute ({s.ms_per_step:.1f} ms/step)")
     return "  \n".join(parts)
 

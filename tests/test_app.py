@@ -532,7 +532,8 @@ def test_bad_values_through_gradio_client_name_the_input(tiny_folder, tmp_path):
         with pytest.raises(AppError, match="context"):  # found while racing: a gr.Error with the reason
             client.predict(*dict(GOOD, prompt="x" * 600).values(), api_name="/race")
         for runs in (5, 10.5, 401, "many"):  # the lab's N, sent as it is (the page's slider is not the check)
-            with pytest.raises(AppError, match=f"runs N must be a whole number between 10 and 400, got {runs!r}"):
+            with pytest.raises(ValidationError, match=f"- runs: runs N must be a whole number between 10 and 400, "
+                                                      f"got {runs!r}"):
                 client.predict("Hi", runs, api_name="/lab")
         not_json = tmp_path / "notes.bin"
         not_json.write_bytes(b"\x00\x01")

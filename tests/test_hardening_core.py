@@ -255,3 +255,24 @@ def test_shipped_files_carry_a_checksum():
     for path in files:
         with safe_open(str(path), framework="pt") as handle:
             assert len(handle.metadata().get("sha256", "")) == 64, path
+
+
+def test_counts_and_the_cli_notes_and_legend(tiny_folder, capsys):
+    """Lines say "1 forward pass" and "2 threads"; the CLI notes a --fused that the method does not use and lists
+    only the labels that occurred, saying that colours show on a terminal only (its output here is captured)."""
+    from pass_core import generate
+    from pass_core.text import count
+
+    assert [count(1, "forward pass"), count(2, "forward pass"), count(1, "thread"), count(0, "step")] == [
+        "1 forward pass", "2 forward passes", "1 thread", "0 steps"]
+    assert generate.main(["--model", str(tiny_folder), "--method", "ar", "--fused", "--prompt", "Hi",
+                          "--max-new-tokens", "3"]) == 0
+    out, err = capsys.readouterr()
+    assert "note: --fused is not used by --method ar (fused step: pass" in err
+    assert "\n[target] (colours on a terminal only)\n" in out
+    assert generate.main(["--model", str(tiny_folder), "--method", "pass", "--prompt", "Hi", "--max-new-tokens", "6",
+                          "--show-rejected"]) == 0
+    out, err = capsys.readouterr()
+    legend = next(line for line in out.splitlines() if line.startswith("["))[1:].split("]")[0].split()
+    assert "note: --fused" not in err and "target" not in legend and "exact" in legend
+    assert legend == [k for k in generate.ANSI if k in legend]  # in the fixed order, each label once

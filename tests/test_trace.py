@@ -49,7 +49,8 @@ def test_bad_traces_are_refused_by_name(tiny, tmp_path):
              "empty-methods": (json.dumps({**good, "methods": {}}), "nothing to replay"),
              "unknown-method": (json.dumps({**good, "methods": {"bogus": good["methods"]["ar"]}}),
                                 "unknown method.*'bogus'.*replays the methods ar, pass"),
-             "events-kind": (json.dumps({**good, "methods": {"ar": {"events": 3}}}), "'ar' must be an object with")}
+             "events-kind": (json.dumps({**good, "methods": {"ar": {"events": 3}}}), "'ar' must be an object with"),
+             "no-events": (json.dumps({**good, "methods": {"ar": {"events": []}}}), "'ar' has no events")}
     for name, (text, message) in cases.items():
         path = tmp_path / f"{name}.json"
         path.write_text(text, encoding="utf-8")
