@@ -35,13 +35,13 @@ from pass_core.registry import METHODS
 from pass_core.settings import SETTING_RANGES, DecodeSettings
 from playground.cost_charts import COST_WAITING
 from playground.race_charts import pane_colours
-from playground.race_inputs import EXAMPLES, NUMERIC_INPUTS, cap_for_zerogpu, hide_paths, whole
+from playground.race_inputs import EXAMPLES, LAB_MIN_RUNS, NUMERIC_INPUTS, cap_for_zerogpu, hide_paths, whole
 from playground.race_view import (HIDE_REJECTED_JS, INTRO, METRIC_LABELS, PAGE_CSS, TITLE, help_text,
                                      setting_range)
 from playground.stepping import MAX_STEP_DELAY_S, NEXT, PREVIOUS, RESUME, StepControl, step_position
 from playground.components import trace_file
-from playground.teaching import (INSPECTOR_HINT, LAB_DEFAULT_RUNS, LAB_INTRO, LAB_MIN_RUNS, LAB_PROMPT,
-                                 THEORY_BEFORE_RACE, inspect_selection, token_namer)
+from playground.teaching import (INSPECTOR_HINT, LAB_DEFAULT_RUNS, LAB_INTRO, LAB_PROMPT, THEORY_BEFORE_RACE,
+                                 inspect_selection, token_namer)
 # the handlers, re-exported: tests and API users reach them as app.<name>
 from playground.race_handlers import (CHART_EVERY, DEFAULT_RACE, TRACES_KEPT, UPDATE_INTERVAL_S, drafters_for,  # noqa: F401
                            gpu_duration, lab_handler, pane_visibility, race_handler, race_keys, render, render_state,

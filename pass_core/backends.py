@@ -14,8 +14,8 @@ runs on the same backend, AR included, so speed-ups stay fair.
   ``torch.utils.mkldnn.to_mkldnn`` uses). On CPU BLAS a float32 GEMM over 2-8 rows costs nearly twice a
   one-row GEMV, while oneDNN's packed kernel reads the weights once for all rows: a wide pass then costs
   little more than a one-token pass (measured in the README). One-token passes use it too: 5-16 % faster than
-  the plain GEMV on this project's CPU (README, Results, "Latest runs on the default backend"). Results differ from ``fp32`` only by float32 rounding (about 3e-5 on the
-  logits), so greedy outputs equal AR's on the same backend (``tests/test_backends.py``). CPU only.
+  the plain GEMV on this project's CPU (README, Results, "Latest runs on the default backend"). Results differ
+  from ``fp32`` only by float32 rounding (about 3e-5 on the logits), so greedy outputs equal AR's on the same backend (``tests/test_backends.py``). CPU only.
   ParallelSpec's drafter is packed the same way on this backend (``parallelspec_drafter.packed_for_onednn``).
 
 ``torch.compile`` and torchao int8 were tried (README, "Backends"); neither is offered.

@@ -95,8 +95,9 @@ def markdown_report(report: dict) -> str:
     temps = s.get("temperatures") or [None]
     sampling = ("greedy (T = 0)" if all(t == 0 for t in temps)
                 else f"top-k {s.get('top_k', '?')}, top-p {s.get('top_p', '?')} when sampling")
+    threads = count(mach["torch_threads"], "thread") if "torch_threads" in mach else "? threads"
     lines = [f"{s.get('model', '?')} in {mach.get('dtype', '?')}{backend} on {mach.get('device', '?')} ({mach.get('cpu', '?')}, "
-             f"{count(mach['torch_threads'], 'thread') if 'torch_threads' in mach else '? threads'}); suite {s.get('suite', '?')} ({s.get('num_prompts', '?')} "
+             f"{threads}); suite {s.get('suite', '?')} ({s.get('num_prompts', '?')} "
              f"prompts), {s.get('repeats', '?')} repeat(s), {s.get('max_new_tokens', '?')} new tokens, "
              f"{sampling}{', fused step' if s.get('fused') else ''}.",
              "Speed-up = tokens/s of the method / tokens/s of AR in the same run: median over repeats (min-max).",

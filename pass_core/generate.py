@@ -42,11 +42,13 @@ def build_parser() -> argparse.ArgumentParser:
     lo, hi, _ = SETTING_RANGES["num_lookahead"]
     p.add_argument("--num-lookahead", type=int, default=d.num_lookahead, help=f"L, {lo}-{hi} (default: %(default)s)")
     lo, hi, _ = SETTING_RANGES["max_new_tokens"]
-    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, help=f"tokens to generate, {lo}-{hi:,} (default: %(default)s)")
+    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens,
+                   help=f"tokens to generate, {lo}-{hi:,} (default: %(default)s)")
     p.add_argument("--temperature", type=float, default=d.temperature, help="0 = greedy (default: %(default)s)")
     p.add_argument("--top-k", type=int, default=d.top_k, help="0 = off (default: %(default)s)")
     p.add_argument("--top-p", type=float, default=d.top_p, help="1 = off (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=d.seed, help="seed of the run's random generator (sampling; default: %(default)s)")
+    p.add_argument("--seed", type=int, default=d.seed,
+                   help="seed of the run's random generator (sampling; default: %(default)s)")
     p.add_argument("--raw", action="store_true", help="feed the prompt without the chat template")
     p.add_argument("--fused", action="store_true", help="PaSS with the fused step (extension, 1 pass per step)")
     p.add_argument("--show-rejected", action="store_true", help="print rejected drafts (struck through)")

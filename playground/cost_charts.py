@@ -53,8 +53,9 @@ def pass_cost_figure(curve: dict, points: dict[str, tuple[float, float, float]] 
         points: ``step_points`` of a race or benchmark (None: the curve alone).
         revision: Plotly ``uirevision`` (keeps the user's zoom across redraws).
     """
+    threads = count(curve["threads"], "thread")
     traces = [go.Scatter(x=curve["widths"], y=curve["c"], mode="lines+markers", line=dict(color="black"),
-                         name=f"c(w): cost of a pass over w tokens ({curve['dtype']}, {count(curve['threads'], 'thread')})")]
+                         name=f"c(w): cost of a pass over w tokens ({curve['dtype']}, {threads})")]
     for key, (width, tokens, cost) in (points or {}).items():
         if key == "ar":
             continue
@@ -76,7 +77,8 @@ def pass_cost_markdown(curve: dict, points: dict[str, tuple[float, float, float]
     against cost per step, and the speed-up over AR that follows."""
     c = dict(zip(curve["widths"], curve["c"]))
     widths = ", ".join(f"c({w}) = {c[w]:.2f}" for w in (2, 4, 8) if w in c)
-    lines = [f"This machine ({curve['device']}, {curve['dtype']}, {count(curve['threads'], 'thread')}): a one-token pass takes "
+    threads = count(curve["threads"], "thread")
+    lines = [f"This machine ({curve['device']}, {curve['dtype']}, {threads}): a one-token pass takes "
              f"{curve['ms'][0]:.1f} ms; {widths}. A step wins over AR when it yields more tokens than it costs in AR "
              "steps. These lines average every step after the first (prefill), gated and plain steps included; "
              "*Theory beside measurement* counts verification steps only, so its numbers differ."]

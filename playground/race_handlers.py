@@ -13,7 +13,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from pass_core.lab import MAX_RUNS, run_lab
+from pass_core.lab import run_lab
 from pass_core.models import LoadedModel
 from pass_core.pass_cost import cached_pass_cost
 from pass_core.race import events_upto, race, race_order
@@ -22,11 +22,11 @@ from pass_core.settings import DecodeSettings
 from pass_core.trace import load_trace, make_trace, save_trace
 from playground.cost_charts import cost_view
 from playground.race_charts import highlighted_tokens
-from playground.race_inputs import chosen_methods, hide_paths, input_problems, methods_problem, prompt_problem, whole, \
-    zerogpu_duration
+from playground.race_inputs import chosen_methods, hide_paths, input_problems, lab_runs_problem, methods_problem, \
+    prompt_problem, whole, zerogpu_duration
 from playground.race_view import METRIC_LABELS, race_view
 from playground.stepping import NEXT, PREVIOUS, RESUME, StepControl, step_line, step_position
-from playground.teaching import LAB_MIN_RUNS, lab_figure, lab_markdown, replay_note, theory_view
+from playground.teaching import lab_figure, lab_markdown, replay_note, theory_view
 
 DEFAULT_RACE = ("ar", "pass", "parallelspec")
 UPDATE_INTERVAL_S = 0.5  # at most 2 page updates per second of wall time at the start of a race (UI cost <= 5 %)
@@ -243,10 +243,7 @@ def lab_handler(loaded: LoadedModel, prompt, runs, progress=None, decode=str) ->
     """The losslessness lab (``pass_core.lab.run_lab``): ``runs`` seeded continuations with every method and the
     broken rule. ``progress``: a ``gr.Progress`` (or None), fed (runs done, runs in all); ``decode``: token id ->
     text for the chart. Returns (``lab_figure``, ``lab_markdown``). Raises gr.Error for a bad prompt or N."""
-    problem = prompt_problem(prompt)
-    if problem:
-        raise user_error(problem)
-    problem = lab_runs_problem(runs)
+    problem = prompt_problem(prompt) or lab_runs_problem(runs)
     if problem:
         raise user_error(problem)
     runs = whole(runs)
@@ -259,19 +256,12 @@ def lab_handler(loaded: LoadedModel, prompt, runs, progress=None, decode=str) ->
     return lab_figure(result, names, decode), lab_markdown(result, names)
 
 
-def lab_runs_problem(runs) -> str | None:
-    """Why ``runs`` is not a valid N for the page's lab (a whole number, ``LAB_MIN_RUNS``..``MAX_RUNS``), or None."""
-    runs = whole(runs)
-    if isinstance(runs, bool) or not isinstance(runs, int) or not LAB_MIN_RUNS <= runs <= MAX_RUNS:
-        return f"runs N must be a whole number between {LAB_MIN_RUNS} and {MAX_RUNS}, got {runs!r}."
-    return None
-
-
 def validate_lab(prompt, runs) -> list:
     """The lab's ``gr.validate`` per input, run by gradio before the request joins the queue (as
     ``validate_inputs`` for the race): a bad prompt or N is refused at once, also while the model loads or
     another lab runs. ``lab_handler`` checks the same again."""
-    return [gr.validate(problem is None, problem or "") for problem in (prompt_problem(prompt), lab_runs_problem(runs))]
+    return [gr.validate(problem is None, problem or "")
+            for problem in (prompt_problem(prompt), lab_runs_problem(runs))]
 
 
 def validate_inputs(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected=True,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from pass_core.lab import MAX_RUNS
 from pass_core.registry import METHODS
 from pass_core.settings import DecodeSettings
 from pass_core.text import check_prompt
@@ -51,6 +52,18 @@ def whole(value):
     """A float holding a whole number as ``int`` (page numbers may arrive as floats); anything else unchanged,
     so that ``DecodeSettings`` refuses 2.5 as "must be a whole number" instead of rounding it."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+#: The fewest runs the page's lab takes (fewer give histograms too coarse to compare with the exact law).
+LAB_MIN_RUNS = 10
+
+
+def lab_runs_problem(runs) -> str | None:
+    """Why ``runs`` is not a valid N for the page's lab (a whole number, ``LAB_MIN_RUNS``..``MAX_RUNS``), or None."""
+    runs = whole(runs)
+    if isinstance(runs, bool) or not isinstance(runs, int) or not LAB_MIN_RUNS <= runs <= MAX_RUNS:
+        return f"runs N must be a whole number between {LAB_MIN_RUNS} and {MAX_RUNS}, got {runs!r}."
+    return None
 
 
 def setting_problem(name: str, value) -> str | None:

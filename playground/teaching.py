@@ -234,8 +234,6 @@ def lab_figure(result: LabResult, names: dict[str, str], decode=str) -> go.Figur
 #: with the embedded model; see ``LAB_DEFAULT_RUNS``'s measurement in the app's README section).
 LAB_PROMPT = "Once upon a time"
 LAB_DEFAULT_RUNS = 50
-#: The fewest runs the page's lab takes (fewer give histograms too coarse to compare with the exact law).
-LAB_MIN_RUNS = 10
 LAB_INTRO = ("Each method continues the prompt by 3 tokens, N times with seeds 0..N-1 (temperature 1, top-k 2: at "
              "most 8 outcomes); the chart sets each method's shares beside the exact law computed from the model. "
              "A lossless method stays under the total-variation bound; the broken rule (PaSS that accepts every "
