@@ -11,13 +11,14 @@ import sys
 import time
 from pathlib import Path
 
-from .events import ended_at_once, output_text, output_token_ids, summarize
-from .backends import BACKENDS, apply_backend, resolve_backend, set_cpu_threads
-from .models import DEFAULT_MODEL, load_model, pick_device
-from .registry import METHODS
-from .text import check_prompt, count
-from .trace import make_trace, save_trace
-from .settings import SETTING_RANGES, DecodeSettings
+from pass_core.decoding.events import ended_at_once, output_text, output_token_ids, summarize
+from pass_core.runtime.backends import AUTO, BACKEND_CHOICES, BACKENDS, prepare_backend, resolve_backend, set_cpu_threads
+from pass_core.runtime.backend_choice import choice_line
+from pass_core.runtime.models import DEFAULT_MODEL, load_model, pick_device
+from pass_core.registry import METHODS
+from pass_core.decoding.text import check_prompt, count
+from pass_core.teaching.trace import make_trace, save_trace
+from pass_core.decoding.settings import SETTING_RANGES, DecodeSettings
 
 #: ANSI colours per label (Okabe-Ito-like on a terminal).
 ANSI = {
@@ -55,9 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps (default: %(default)s)")
     p.add_argument("--dtype", default="auto",
                    help="auto (float32 on the default backend), float32, bfloat16 or float16 (plain eager PyTorch)")
-    p.add_argument("--backend", choices=list(BACKENDS), help="how passes are computed: "
-                   + "; ".join(f"{b.name}: {b.description}" for b in BACKENDS.values())
-                   + " (sets the dtype; default: onednn on a CPU with oneDNN, else fp32, unless --dtype is given)")
+    p.add_argument("--backend", choices=list(BACKEND_CHOICES), help="how passes are computed: "
+                   + "; ".join(f"{b.name}: {b.description}" for b in (AUTO, *BACKENDS.values()))
+                   + " (sets the dtype; default: auto on a CPU, else fp32, unless --dtype is given)")
     p.add_argument("--auto-drafts", action="store_true",
                    help="cost-aware draft lengths (extension): each step verifies 0..L drafts, chosen from this "
                         "machine's pass-cost curve and the acceptance so far")
@@ -97,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         backend, dtype = resolve_backend(args.backend, args.dtype, pick_device(args.device))
         loaded = load_model(args.model, device=args.device, dtype=dtype, progress=log)
         if backend:
-            apply_backend(loaded, backend)
+            prepare_backend(loaded, backend, args.threads, progress=log)
+        if loaded.backend_choice:
+            log(choice_line(loaded.backend_choice))
         log(f"model: {loaded.describe()}")
         path = getattr(args, method.file_option) if method.file_option else None
         state, which = method.find_files(loaded, settings.num_lookahead, path)

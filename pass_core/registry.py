@@ -8,15 +8,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from .autoregressive import generate_autoregressive
-from .drafting import Drafter
-from .events import StepEvent
-from .lookahead_drafter import LookaheadDrafter
-from .parallelspec_drafter import ParallelSpecDrafter
-from .settings import DecodeSettings
-from .shipped import resolve_adapters, resolve_drafter, resolve_lookahead
-from .speculative import generate_speculative
-from .verification import verify_drafts
+from pass_core.decoding.autoregressive import generate_autoregressive
+from pass_core.decoding.drafting import Drafter
+from pass_core.decoding.events import StepEvent
+from pass_core.drafters.lookahead.drafter import LookaheadDrafter
+from pass_core.drafters.parallelspec.drafter import ParallelSpecDrafter
+from pass_core.decoding.settings import DecodeSettings
+from pass_core.drafters.shipped import resolve_adapters, resolve_drafter, resolve_lookahead
+from pass_core.decoding.speculative import generate_speculative
+from pass_core.runtime.pass_cost import cached_pass_cost
+from pass_core.decoding.verification import verify_drafts
 
 #: Okabe-Ito colour-blind-safe palette (Okabe & Ito 2008), for method lines and bars.
 _BLUE, _GREEN, _ORANGE, _PURPLE, _SKY = "#0072B2", "#009E73", "#E69F00", "#CC79A7", "#56B4E9"
@@ -79,8 +80,9 @@ class Method:
             return generate_autoregressive(loaded, prompt, settings)
         if state is None:
             state, _ = self.find_files(loaded, settings.num_lookahead)
+        curve = cached_pass_cost(loaded) if settings.auto_drafts else None  # measured once per loaded model
         return generate_speculative(loaded, prompt, settings, self.drafter(state, settings), method=self.key,
-                                    verify_fn=verify_fn, inspect_fn=inspect_fn)
+                                    verify_fn=verify_fn, inspect_fn=inspect_fn, pass_cost=curve)
 
 
 def _fixed_token(loaded, num_drafts: int, path: str | None = None):

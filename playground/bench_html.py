@@ -17,10 +17,10 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from pass_core.registry import BASELINE
-from pass_core.text import count
+from pass_core.decoding.text import count
 
-from .cost_charts import pass_cost_figure
-from .race_charts import colour, short_name
+from playground.cost_charts import pass_cost_figure
+from playground.race_charts import colour, short_name
 
 #: Line dashes that tell apart the settings of one method (its colour stays the same).
 _DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from .race_handlers import user_error
+from playground.race_handlers import user_error
 
 
 def trace_file(**kwargs) -> gr.File:

@@ -12,11 +12,11 @@ import statistics
 
 import plotly.graph_objects as go
 
-from pass_core.events import StepEvent
-from pass_core.pass_cost import busy_warning
-from pass_core.text import count
+from pass_core.decoding.events import StepEvent
+from pass_core.runtime.pass_cost import busy_warning
+from pass_core.decoding.text import count
 
-from .race_charts import FIRST_PER_STEP, colour, short_name
+from playground.race_charts import FIRST_PER_STEP, colour, short_name
 
 _AXIS = dict(gridcolor="#e5e7eb", zerolinecolor="#d1d5db", linecolor="#9ca3af", showline=True)
 

@@ -16,7 +16,7 @@ from itertools import accumulate
 
 import plotly.graph_objects as go
 
-from pass_core.events import TOKEN_LABELS, RunSummary, StepEvent
+from pass_core.decoding.events import TOKEN_LABELS, RunSummary, StepEvent
 from pass_core.registry import BASELINE, METHODS
 
 #: Okabe-Ito colour-blind-safe palette (Okabe & Ito 2008).
@@ -204,7 +204,7 @@ def cumulative_figure(events: dict[str, list[StepEvent]], names: dict[str, str] 
     """Generated tokens against accumulated compute time (s): the race itself (both axes from 0).
 
     The steeper line is the faster method; at equal compute time (the fair race of
-    algorithms.md section 7) the higher line has produced more text. ``revision``: Plotly ``uirevision``.
+    docs/algorithms.md section 7) the higher line has produced more text. ``revision``: Plotly ``uirevision``.
     """
     names = names or legend_names(events)
     traces = []
@@ -249,7 +249,7 @@ def acceptance_histogram_figure(summaries: dict[str, RunSummary | None],
 
 def position_acceptance_figure(summaries: dict[str, RunSummary | None],
                                names: dict[str, str] | None = None, revision: str = "race") -> go.Figure:
-    """Acceptance by draft position i, conditional and unconditional (algorithms.md section 6).
+    """Acceptance by draft position i, conditional and unconditional (docs/algorithms.md section 6).
 
     Args:
         summaries: method key -> its summary so far (None before its first step); AR is skipped.

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import gradio as gr
 
-from pass_core.lab import run_lab
-from pass_core.models import LoadedModel
-from pass_core.pass_cost import cached_pass_cost
-from pass_core.race import events_upto, race, race_order
+from pass_core.teaching.lab import run_lab
+from pass_core.runtime.models import LoadedModel
+from pass_core.runtime.pass_cost import cached_pass_cost
+from pass_core.teaching.race import events_upto, race, race_order
 from pass_core.registry import METHODS
-from pass_core.settings import DecodeSettings
-from pass_core.trace import load_trace, make_trace, save_trace
+from pass_core.decoding.settings import DecodeSettings
+from pass_core.teaching.trace import load_trace, make_trace, save_trace
 from playground.cost_charts import cost_view
 from playground.race_charts import highlighted_tokens
 from playground.race_inputs import chosen_methods, hide_paths, input_problems, lab_runs_problem, methods_problem, \

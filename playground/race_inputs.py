@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 
-from pass_core.lab import MAX_RUNS
+from pass_core.teaching.lab import MAX_RUNS
 from pass_core.registry import METHODS
-from pass_core.settings import DecodeSettings
-from pass_core.text import check_prompt
+from pass_core.decoding.settings import DecodeSettings
+from pass_core.decoding.text import check_prompt
 
 #: The example prompts offered under the prompt box.
 EXAMPLES = [

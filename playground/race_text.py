@@ -5,11 +5,11 @@ figures, no Gradio. Figures live in ``race_charts``.
 
 from __future__ import annotations
 
-from pass_core.events import RunSummary, StepEvent, compare_outputs, rounding_tolerance, speedup
+from pass_core.decoding.events import RunSummary, StepEvent, compare_outputs, rounding_tolerance, speedup
 from pass_core.registry import BASELINE
-from pass_core.text import count
+from pass_core.decoding.text import count
 
-from .race_charts import FIRST_PER_STEP, drafting_summaries, short_name
+from playground.race_charts import FIRST_PER_STEP, drafting_summaries, short_name
 
 
 def prefill_line(events: dict[str, list[StepEvent]]) -> str:

@@ -11,13 +11,13 @@ from string import Template
 
 import plotly.graph_objects as go
 
-from pass_core.events import StepEvent, output_text, summarize
+from pass_core.decoding.events import StepEvent, output_text, summarize
 from pass_core.registry import METHODS
-from pass_core.settings import SETTING_RANGES
+from pass_core.decoding.settings import SETTING_RANGES
 
 from . import race_charts as charts
 from . import race_text as text
-from .race_inputs import ZEROGPU_MAX_S
+from playground.race_inputs import ZEROGPU_MAX_S
 
 #: The page's header: the title and one line, short enough to leave the prompt on a phone's first screen.
 TITLE = "# PaSS Playground\nSpeculative decoding races plain autoregressive decoding on one model."

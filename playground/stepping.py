@@ -12,7 +12,7 @@ import queue
 import threading
 import time
 
-from pass_core.events import StepEvent
+from pass_core.decoding.events import StepEvent
 from pass_core.registry import METHODS
 
 #: Slow motion: the page's range for the delay per step, in seconds.

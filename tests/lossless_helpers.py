@@ -8,17 +8,18 @@ import random
 
 import torch
 
-from pass_core.cache import new_cache
-from pass_core.drafting import Drafter, Proposal
-from pass_core.events import output_token_ids
-from pass_core.lookahead_adapters import GatedLoRA
-from pass_core.parallelspec import ParallelDrafter, causal_mask
+from pass_core.decoding.cache import new_cache
+from pass_core.decoding.drafting import Drafter, Proposal
+from pass_core.decoding.events import output_token_ids
+from pass_core.drafters.lookahead.adapters import GatedLoRA
+from pass_core.drafters.parallelspec.model import ParallelDrafter, causal_mask
 from pass_core.registry import METHODS
-from pass_core.sampling import logits_to_probs
-from pass_core.speculative import generate_speculative
-from pass_core.text import encode_prompt
-from pass_core.lab import always_accept, exact_law  # noqa: F401 - re-exported for the tests
-from pass_core.verification import VerificationResult, verify_drafts
+from pass_core.decoding.sampling import logits_to_probs
+from pass_core.decoding.speculative import generate_speculative
+import pass_core.registry as registry
+from pass_core.decoding.text import encode_prompt
+from pass_core.teaching.lab import always_accept, exact_law  # noqa: F401 - re-exported for the tests
+from pass_core.decoding.verification import VerificationResult, verify_drafts
 
 #: (method key, fused) for every registered drafting method; fusable methods run both ways.
 CASES = [(key, fused) for key, m in METHODS.items() if m.drafter is not None
@@ -52,6 +53,8 @@ def run(loaded, key, prompt, settings, drafter=None, stream=False, **kw):
         events = METHODS[key].decode(loaded, prompt, settings)
     else:
         drafter = drafter or make_drafter(loaded, key, settings)
+        if settings.auto_drafts:  # read through the registry module, so that a test can replace the curve there
+            kw.setdefault("pass_cost", registry.cached_pass_cost(loaded))
         events = generate_speculative(loaded, prompt, settings, drafter, method=key, **kw)
     return events if stream else list(events)
 

@@ -19,10 +19,10 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-import app  # noqa: E402
-from pass_core.events import TOKEN_LABELS, output_text  # noqa: E402
+from playground import page  # noqa: E402
+from pass_core.decoding.events import TOKEN_LABELS, output_text  # noqa: E402
 from pass_core.registry import METHODS  # noqa: E402
-from pass_core.settings import SETTING_RANGES  # noqa: E402
+from pass_core.decoding.settings import SETTING_RANGES  # noqa: E402
 from playground import race_charts as charts  # noqa: E402
 from playground import race_inputs  # noqa: E402
 from playground.race_inputs import NUMERIC_INPUTS  # noqa: E402
@@ -30,9 +30,9 @@ from playground.race_view import help_text, setting_range  # noqa: E402
 from tiny import tiny_loaded  # noqa: E402
 
 PANES = [f"{key}_tokens" for key in METHODS]
-OUTPUT_NAMES = [*PANES, *app.METRIC_LABELS, "greedy_check", "latency", "cumulative", "histogram", "positions",
+OUTPUT_NAMES = [*PANES, *page.METRIC_LABELS, "greedy_check", "latency", "cumulative", "histogram", "positions",
                 "theory", "theory_text", "cost", "cost_text", "trace", "run_info", "lookahead", "state"]
-DRAFTING = [key for key in app.DEFAULT_RACE if key != "ar"]
+DRAFTING = [key for key in page.DEFAULT_RACE if key != "ar"]
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -49,16 +49,16 @@ def one_torch_thread():
 def run(loaded, prompt="Hello there", num_lookahead=2, temperature=0.0, top_k=0, top_p=1.0, max_new_tokens=10,
         seed=0, show_rejected=True, fused=False, **kw) -> list[dict]:
     """All yields of the race handler, each as a dict of named outputs."""
-    outs = app.race_handler(loaded, prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
+    outs = page.race_handler(loaded, prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
                             show_rejected, fused, **kw)
     return [dict(zip(OUTPUT_NAMES, out, strict=True)) for out in outs]
 
 
 def test_default_race_fills_its_panes_metrics_and_charts(tiny):
     final = run(tiny, update_interval_s=0.0)[-1]
-    assert app.DEFAULT_RACE == ("ar", "pass", "parallelspec")
+    assert page.DEFAULT_RACE == ("ar", "pass", "parallelspec")
     for key in METHODS:  # a method not racing gets an empty (hidden) pane
-        assert bool(final[f"{key}_tokens"]) == (key in app.DEFAULT_RACE), key
+        assert bool(final[f"{key}_tokens"]) == (key in page.DEFAULT_RACE), key
     assert {label for _, label in final["ar_tokens"]} - {None} == {TOKEN_LABELS["target"]}  # None: step marks
     for key in DRAFTING:
         assert {label for _, label in final[f"{key}_tokens"]} - {None} <= set(TOKEN_LABELS.values()) - {
@@ -81,7 +81,7 @@ def test_default_race_fills_its_panes_metrics_and_charts(tiny):
     assert len(final["latency"].data) == 3 and len(final["cumulative"].data) == 3
     assert len(final["histogram"].data) == 2 and len(final["positions"].data) == 4  # AR drafts nothing
     events = final["state"]["events"]
-    for key in app.DEFAULT_RACE:
+    for key in page.DEFAULT_RACE:
         assert sum(len(e.new_token_ids) for e in events[key]) == 10, key
 
 
@@ -118,13 +118,13 @@ def test_rejected_drafts_toggle(tiny):
     assert any(t.label == "rejected" for e in events for t in e.tokens)
     assert TOKEN_LABELS["rejected"] in {label for _, label in shown["pass_tokens"]}
     pane = list(METHODS).index("pass")
-    hidden = app.rerender_panes(shown["state"], False)[pane]
+    hidden = page.rerender_panes(shown["state"], False)[pane]
     assert TOKEN_LABELS["rejected"] not in {label for _, label in hidden}
     assert charts.pane_text(hidden) == output_text(events)
     assert len(hidden) < len(shown["pass_tokens"])
-    assert app.render(shown["state"]["events"], False, True, False, True, "")[pane] == hidden
-    assert app.rerender_panes(shown["state"], False)[list(METHODS).index("fixed-token")] == gr.skip()  # not racing
-    assert app.rerender_panes(None, False) == (gr.skip(),) * len(METHODS)
+    assert page.render(shown["state"]["events"], False, True, False, True, "")[pane] == hidden
+    assert page.rerender_panes(shown["state"], False)[list(METHODS).index("fixed-token")] == gr.skip()  # not racing
+    assert page.rerender_panes(None, False) == (gr.skip(),) * len(METHODS)
 
 
 def test_updates_are_throttled(tiny):
@@ -135,9 +135,9 @@ def test_updates_are_throttled(tiny):
 
 def test_charts_redraw_every_few_updates_and_at_the_end(tiny):
     outs = run(tiny, max_new_tokens=12, update_interval_s=0.0)
-    assert len(outs) > app.CHART_EVERY + 1
+    assert len(outs) > page.CHART_EVERY + 1
     skipped = [i for i, out in enumerate(outs) if out["latency"] == gr.skip()]
-    assert skipped and all(i % app.CHART_EVERY for i in skipped)  # updates 0, 4, 8, ... draw the charts
+    assert skipped and all(i % page.CHART_EVERY for i in skipped)  # updates 0, 4, 8, ... draw the charts
     assert outs[-1]["latency"] != gr.skip() and outs[-1]["positions"] != gr.skip()
     assert all(out["ar_tokens"] is not None for out in outs)  # panes update every time
 
@@ -170,13 +170,13 @@ def test_bad_input_raises_gr_error(tiny, kwargs, message):
 
 
 def test_validator_marks_each_bad_input():
-    ok = app.validate_inputs("Hi", 3, 0.0, 0, 1.0, 96, 0, True, False, ["ar", "pass"], True)
+    ok = page.validate_inputs("Hi", 3, 0.0, 0, 1.0, 96, 0, True, False, ["ar", "pass"], True)
     assert len(ok) == 12 and all(v["is_valid"] for v in ok)  # one per input, auto_drafts last
-    bad = app.validate_inputs("  ", 30, -1.0, 0, 1.0, 96, -5, True, False, ["ar"], False)
+    bad = page.validate_inputs("  ", 30, -1.0, 0, 1.0, 96, -5, True, False, ["ar"], False)
     assert [v["is_valid"] for v in bad] == [False, False, False, True, True, True, False, True, True, False, True,
                                             True]
     assert "empty" in bad[0]["message"] and "seed" in bad[6]["message"] and "two methods" in bad[9]["message"]
-    unknown = app.validate_inputs("Hi", 3, 0.0, 0, 1.0, 96, 0, True, False, ["ar", "medusa"])[9]
+    unknown = page.validate_inputs("Hi", 3, 0.0, 0, 1.0, 96, 0, True, False, ["ar", "medusa"])[9]
     assert not unknown["is_valid"] and "'medusa'" in unknown["message"]
 
 
@@ -199,7 +199,7 @@ GOOD = dict(prompt="Hello there", num_lookahead=2, temperature=0.0, top_k=0, top
 
 @pytest.mark.parametrize("name, value, message", BAD_VALUES)
 def test_validator_names_the_setting_its_range_and_the_value(name, value, message):
-    marks = app.validate_inputs(**dict(GOOD, **{name: value}))
+    marks = page.validate_inputs(**dict(GOOD, **{name: value}))
     faulty = [i for i, mark in enumerate(marks) if not mark["is_valid"]]
     assert faulty == [list(GOOD).index(name)] and message in marks[faulty[0]]["message"]
 
@@ -208,9 +208,9 @@ def test_page_inputs_keep_typed_values_for_the_validator(tiny):
     """No input of the race clamps or rejects a value by itself (a gr.Slider's box clamps a typed 0 to 1 in the
     browser; a slider's or the checkboxes' preprocess answers API callers with a bare 400): every value reaches
     ``validate_inputs`` as sent."""
-    demo = app.build_demo(tiny)
+    demo = page.build_demo(tiny)
     race = next(fn for fn in demo.fns.values() if fn.api_name == "race")
-    assert race.preprocess is False and race.validator is app.validate_inputs
+    assert race.preprocess is False and race.validator is page.validate_inputs
     by_name = dict(zip(GOOD, race.inputs, strict=True))
     for name in NUMERIC_INPUTS:
         box = by_name[name]
@@ -225,20 +225,20 @@ def components(demo, kind) -> list:
 
 
 def test_demo_builds_with_race_endpoint_and_limits(tiny):
-    demo = app.build_demo(tiny)
+    demo = page.build_demo(tiny)
     race = [(i, fn) for i, fn in demo.fns.items() if fn.api_name == "race"]
     assert len(race) == 1 and race[0][1].concurrency_limit == 1
     cancel = [fn for fn in demo.fns.values() if race[0][0] in (fn.cancels or [])]
     assert cancel, "Stop must cancel the race"
     note = [fn for fn in demo.fns.values() if fn.targets == cancel[0].targets and fn.fn is not None]
-    assert note and note[0].fn() == app.STOPPED_NOTE  # and say so where the page says "Racing…"
-    assert demo._queue.max_size == app.QUEUE_MAX_SIZE
+    assert note and note[0].fn() == page.STOPPED_NOTE  # and say so where the page says "Racing…"
+    assert demo._queue.max_size == page.QUEUE_MAX_SIZE
 
 
 def test_page_ranges_match_setting_ranges(tiny):
     """Every number box states its range, every slider beside it spans exactly that range, and the help text
     states the ranges ``DecodeSettings`` enforces."""
-    demo = app.build_demo(tiny)
+    demo = page.build_demo(tiny)
     sliders = {c.label: c for c in components(demo, gr.Slider)}
     boxes = {c.elem_id: c for c in components(demo, gr.Number)}
     for name, (label, step, _) in NUMERIC_INPUTS.items():
@@ -249,7 +249,7 @@ def test_page_ranges_match_setting_ranges(tiny):
         if name != "seed":
             assert (sliders[label].minimum, sliders[label].maximum, sliders[label].value) == (lo, hi, default), name
     assert "seed" not in sliders and boxes["input-seed"].info == "0–2,147,483,647"
-    assert ".range-aid .head {display: none}" in app.PAGE_CSS  # the slider's own box would clamp typed values
+    assert ".range-aid .head {display: none}" in page.PAGE_CSS  # the slider's own box would clamp typed values
     help_md = next(c for c in components(demo, gr.Markdown) if c.elem_id == "how-to-read").value
     assert "$" not in help_md
     assert "drafts per step 1–8;" in help_md and "top-p 0.01–1 (1 = off)" in help_md
@@ -258,7 +258,7 @@ def test_page_ranges_match_setting_ranges(tiny):
 
 
 def test_help_says_what_the_metrics_count():
-    text = help_text(app.HELP_TEMPLATE)
+    text = help_text(page.HELP_TEMPLATE)
     assert "count verification steps only" in text
     assert "*Mean accepted tokens per verification step*" in text
     assert "no bar" in text  # an unreached draft position
@@ -267,19 +267,19 @@ def test_help_says_what_the_metrics_count():
     assert "applies to PaSS, fixed-token and PaSS+adapters only" in text
     assert "kept as typed and marked at its box" in text and "at most 60 s of GPU" in text  # ZEROGPU_MAX_S
     assert "*chat template*" in text and "ends at once" in text
-    assert app.METRIC_LABELS["mean_accepted_tokens"] == "mean accepted tokens per verification step"
+    assert page.METRIC_LABELS["mean_accepted_tokens"] == "mean accepted tokens per verification step"
 
 
 def test_model_holder_reports_load_error():
-    holder = app.ModelHolder("no-such-model-name").start()
-    with pytest.raises(app.ModelNotReady, match="could not be loaded"):
+    holder = page.ModelHolder("no-such-model-name").start()
+    with pytest.raises(page.ModelNotReady, match="could not be loaded"):
         holder.wait(timeout_s=60)
     assert "failed to load" in holder.status()
 
 
 def test_run_pressed_while_loading_waits_for_the_model(tiny):
-    holder = app.ModelHolder("tiny")  # not started: stays "loading" until we hand it the model
-    demo = app.build_demo(holder)
+    holder = page.ModelHolder("tiny")  # not started: stays "loading" until we hand it the model
+    demo = page.build_demo(holder)
     on_run = next(fn.fn for fn in demo.fns.values() if fn.api_name == "race")
     updates = on_run("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False, ["ar", "pass"])
     assert "Waiting for the model" in next(updates)[OUTPUT_NAMES.index("run_info")]
@@ -289,7 +289,7 @@ def test_run_pressed_while_loading_waits_for_the_model(tiny):
 
 
 def test_model_holder_with_loaded_model(tiny):
-    holder = app.ModelHolder(loaded=tiny)
+    holder = page.ModelHolder(loaded=tiny)
     assert holder.ready and holder.wait() is tiny
     assert tiny.describe() in holder.status()
 
@@ -297,10 +297,10 @@ def test_model_holder_with_loaded_model(tiny):
 def test_model_holder_warms_each_method_up_before_it_says_ready(tiny, monkeypatch):
     """Issue 12 item 6: without a warm-up the first step of a race held one-time set-up costs. Each registered
     method now decodes a few tokens once after the load, before the page says ready, and the time is stated."""
-    from pass_core import model_holder
+    from pass_core.runtime import holder as model_holder
     from pass_core.registry import Method
 
-    holder, seen = app.ModelHolder("tiny"), []
+    holder, seen = page.ModelHolder("tiny"), []
     decode = Method.decode
 
     def counted(self, *args, **kwargs):
@@ -320,7 +320,7 @@ def test_a_failed_warm_up_is_noted_and_the_model_still_serves(tiny, monkeypatch)
     def broken(self, *args, **kwargs):
         raise ValueError("drafter file for another model")
     monkeypatch.setattr(Method, "decode", broken)
-    holder = app.ModelHolder(loaded=tiny)
+    holder = page.ModelHolder(loaded=tiny)
     holder.warm_up(tiny)
     assert len(holder.warmup_problems) == len(METHODS) and "another model" in holder.status()
 
@@ -328,7 +328,7 @@ def test_a_failed_warm_up_is_noted_and_the_model_still_serves(tiny, monkeypatch)
 def test_rejected_drafts_toggle_mid_race_holds(tiny):
     """Issue 12 item 6: unticking "show rejected drafts" mid-race was undone by the next update; the race now
     reads the toggle's value at every update. (The browser test does the same through the page.)"""
-    demo = app.build_demo(tiny)
+    demo = page.build_demo(tiny)
     on_run = next(fn.fn for fn in demo.fns.values() if fn.api_name == "race")
     on_toggle = next(fn.fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "on_toggle")
     request = type("Request", (), {"session_hash": "visitor-1"})()
@@ -345,29 +345,29 @@ def test_rejected_drafts_toggle_mid_race_holds(tiny):
 
 
 def test_each_pane_legend_shows_its_methods_labels(tiny):
-    panes = {c.elem_id: c for c in components(app.build_demo(tiny), gr.HighlightedText)}
+    panes = {c.elem_id: c for c in components(page.build_demo(tiny), gr.HighlightedText)}
     assert set(panes["pane-ar"].color_map) == {TOKEN_LABELS["target"]}
     assert set(panes["pane-pass"].color_map) == set(TOKEN_LABELS.values()) - {TOKEN_LABELS["target"]}
 
 
 def test_gpu_wrapper(monkeypatch):
     fn = lambda: 1  # noqa: E731
-    monkeypatch.setattr(app, "spaces", None)
-    assert app.gpu(duration=10)(fn) is fn  # no ZeroGPU: a no-op
+    monkeypatch.setattr(page, "spaces", None)
+    assert page.gpu(duration=10)(fn) is fn  # no ZeroGPU: a no-op
 
     class FakeSpaces:
         @staticmethod
         def GPU(duration):  # noqa: N802 - the spaces package's name
             return lambda f: ("on GPU", duration, f)
 
-    monkeypatch.setattr(app, "spaces", FakeSpaces)
-    assert app.gpu(duration=10)(fn) == ("on GPU", 10, fn)
-    assert app.gpu_duration("p", 3, 0, 0, 1, 64, 0, True, False, list(METHODS)) > \
-        app.gpu_duration("p", 3, 0, 0, 1, 64, 0, True, False, ["ar", "pass"])
+    monkeypatch.setattr(page, "spaces", FakeSpaces)
+    assert page.gpu(duration=10)(fn) == ("on GPU", 10, fn)
+    assert page.gpu_duration("p", 3, 0, 0, 1, 64, 0, True, False, list(METHODS)) > \
+        page.gpu_duration("p", 3, 0, 0, 1, 64, 0, True, False, ["ar", "pass"])
     for bad in (None, "x", 10**9):  # never more than the smallest tier's call, whatever arrives
-        assert app.gpu_duration("p", 3, 0, 0, 1, bad) == race_inputs.ZEROGPU_MAX_S
-    for methods in (["ar", "pass"], list(app.DEFAULT_RACE), list(METHODS)):
-        assert app.gpu_duration("p", 3, 0, 0, 1, 1024, 0, True, False, methods) <= race_inputs.ZEROGPU_MAX_S == 60
+        assert page.gpu_duration("p", 3, 0, 0, 1, bad) == race_inputs.ZEROGPU_MAX_S
+    for methods in (["ar", "pass"], list(page.DEFAULT_RACE), list(METHODS)):
+        assert page.gpu_duration("p", 3, 0, 0, 1, 1024, 0, True, False, methods) <= race_inputs.ZEROGPU_MAX_S == 60
 
 
 def test_zerogpu_caps_long_races_and_says_so(monkeypatch):
@@ -385,9 +385,9 @@ def test_zerogpu_caps_long_races_and_says_so(monkeypatch):
                 return on_gpu
             return wrap
 
-    monkeypatch.setattr(app, "spaces", FakeSpaces)
+    monkeypatch.setattr(page, "spaces", FakeSpaces)
     monkeypatch.setattr(race_inputs, "ZEROGPU_MAX_S", 21)  # 1 s for tokens: a cap of 10 for two methods
-    demo = app.build_demo(tiny_loaded())
+    demo = page.build_demo(tiny_loaded())
     on_run = next(fn.fn for fn in demo.fns.values() if fn.api_name == "race")
     final = dict(zip(OUTPUT_NAMES, list(on_run("Hi", 2, 0.0, 0, 1.0, 500, 0, True, False, ["ar", "pass"]))[-1]))
     assert asked == [21]
@@ -404,8 +404,8 @@ def test_a_run_that_ends_at_once_is_explained(chat_template, advice):
     loaded = tiny_loaded()
     first = run(loaded, max_new_tokens=1, chat_template=chat_template)[-1]["state"]["events"]["ar"][0]
     loaded.model.generation_config.eos_token_id = first.new_token_ids[0]  # that first token now ends the run
-    final = run(loaded, max_new_tokens=8, chat_template=chat_template, methods=list(app.DEFAULT_RACE))[-1]
-    for key in app.DEFAULT_RACE:
+    final = run(loaded, max_new_tokens=8, chat_template=chat_template, methods=list(page.DEFAULT_RACE))[-1]
+    for key in page.DEFAULT_RACE:
         events = final["state"]["events"][key]
         assert [len(e.new_token_ids) for e in events] == [1] and events[-1].finish_reason == "eos", key
         assert f"**{METHODS[key].short_name}:** the model ended immediately (EOS as its first token); {advice}" \
@@ -414,10 +414,10 @@ def test_a_run_that_ends_at_once_is_explained(chat_template, advice):
 
 def test_page_shows_no_server_paths(tiny_folder):
     """Status, drafter and run lines name the model and files, never the server's folders."""
-    from pass_core.models import load_model
+    from pass_core.runtime.models import load_model
 
     loaded = load_model(str(tiny_folder))
-    demo = app.build_demo(loaded)
+    demo = page.build_demo(loaded)
     shown = [c.value for c in components(demo, gr.Markdown) if c.elem_id in ("status-line", "drafter-line")]
     final = run(loaded, methods=list(METHODS), update_interval_s=0.0)[-1]
     shown += [final["run_info"], final["lookahead"], final["greedy_check"]]
@@ -494,13 +494,13 @@ def test_race_through_gradio_client(tiny_folder):
 
     with running_app(str(tiny_folder)) as url:
         client = Client(url, verbose=False)
-        job = client.submit("Hello there", 2, 0.0, 0, 1.0, 12, 0, True, False, list(app.DEFAULT_RACE),
+        job = client.submit("Hello there", 2, 0.0, 0, 1.0, 12, 0, True, False, list(page.DEFAULT_RACE),
                             api_name="/race")
         updates = list(job)
         result = job.result()
         assert updates and len(result) == len(OUTPUT_NAMES) - 1  # gr.State is not part of the API
         named = dict(zip(OUTPUT_NAMES, result))
-        for pane in (f"{key}_tokens" for key in app.DEFAULT_RACE):
+        for pane in (f"{key}_tokens" for key in page.DEFAULT_RACE):
             tokens = named[pane]
             tokens = tokens.get("value", tokens) if isinstance(tokens, dict) else tokens
             assert tokens, pane

@@ -11,18 +11,19 @@ import pytest
 import torch
 
 import app
-import pass_core.backends as backends
-from pass_core import bench
-from pass_core.backends import BACKENDS, PackedLinear, apply_backend, check_backend, default_backend, pack_linears
-from pass_core.cache import new_cache
-from pass_core.target import target_forward
+
+import pass_core.runtime.backends as backends
+from pass_core.bench import run as bench
+from pass_core.runtime.backends import BACKENDS, PackedLinear, apply_backend, check_backend, default_backend, pack_linears
+from pass_core.decoding.cache import new_cache
+from pass_core.decoding.target import target_forward
 
 
 def test_backend_names_and_refusals(monkeypatch):
     assert set(BACKENDS) == {"fp32", "bf16", "onednn"}
-    assert default_backend("cpu") == "onednn" and default_backend("cuda") == "fp32"  # oneDNN: this torch has it
+    assert default_backend("cpu") == "auto" and default_backend("cuda") == "fp32"  # auto: chosen by measuring
     assert check_backend("fp32", "cpu").dtype == "float32" and check_backend("onednn", "cpu").dtype == "float32"
-    with pytest.raises(ValueError, match="Unknown backend 'turbo': choose one of fp32, bf16, onednn"):
+    with pytest.raises(ValueError, match="Unknown backend 'turbo': choose one of auto, fp32, bf16, onednn"):
         check_backend("turbo", "cpu")
     with pytest.raises(ValueError, match="onednn backend runs on a CPU .* use --backend fp32 or bf16"):
         check_backend("onednn", "cuda")
@@ -45,9 +46,9 @@ def test_refused_backend_is_a_clear_cli_error(monkeypatch, capsys, tiny_folder):
 def greedy_comparisons(loaded, prompts: int = 4, max_new_tokens: int = 24):
     """Yield ("method settings on prompt", ``OutputComparison`` against AR) for every drafting method with its
     shipped files, plain and with its fused / auto variants, on the first embedded-model test prompts."""
-    from pass_core.events import compare_outputs
+    from pass_core.decoding.events import compare_outputs
     from pass_core.registry import METHODS
-    from pass_core.settings import DecodeSettings
+    from pass_core.decoding.settings import DecodeSettings
     from test_files_and_models import EMBEDDED_PROMPTS
 
     settings = DecodeSettings(max_new_tokens=max_new_tokens, num_lookahead=3)
@@ -66,7 +67,7 @@ def test_bf16_greedy_outputs_equal_ar_up_to_near_ties(smollm):
     """On the bf16 backend every drafting method's greedy output equals bf16 AR's, or first differs at a near-tie
     (top-two logit margin within bfloat16 rounding, ``comparison.rounding_tolerance``): wide verification passes
     and one-token passes round differently in bfloat16. Skips where bf16 is refused (no native bfloat16)."""
-    from pass_core.models import load_model
+    from pass_core.runtime.models import load_model
 
     try:
         check_backend("bf16", smollm.device)
@@ -129,9 +130,9 @@ def test_onednn_leaves_autograd_and_other_dtypes_alone(tiny):
 def test_onednn_greedy_equals_ar_on_tiny(tiny):
     """Every drafting method (and its fused / auto variants) on the onednn backend: greedy output = AR's there."""
     from lossless_helpers import run
-    from pass_core.events import output_token_ids
+    from pass_core.decoding.events import output_token_ids
     from pass_core.registry import METHODS
-    from pass_core.settings import DecodeSettings
+    from pass_core.decoding.settings import DecodeSettings
 
     packed = packed_copy(tiny)
     settings = DecodeSettings(max_new_tokens=16, num_lookahead=3)
@@ -149,7 +150,7 @@ def test_onednn_greedy_equals_ar_on_tiny(tiny):
 def test_onednn_greedy_outputs_equal_ar_on_the_embedded_model(smollm):
     """The onednn backend keeps float32: every method's greedy output (with its shipped files, fused and auto
     variants included) is identical to AR's on the same backend, token for token."""
-    from pass_core.models import load_model
+    from pass_core.runtime.models import load_model
 
     loaded = apply_backend(load_model(dtype="float32"), "onednn")  # its own copy: the session's model stays plain
     for what, cmp in greedy_comparisons(loaded):
@@ -172,17 +173,18 @@ def test_cli_backend_and_dtype_conflicts_and_trace_folder(tiny_folder, tmp_path,
     assert generate.main(["--method", "ar", "--prompt", "hi", "--model", str(tiny_folder), "--max-new-tokens", "3",
                           "--threads", "1", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["backend"] == default_backend("cpu") and f"backend {out['backend']}" in out["model_description"]
+    # no --backend: auto measured and chose one of the exact backends, and the run says which
+    assert out["backend"] in ("fp32", "onednn") and f"backend {out['backend']}" in out["model_description"]
 
 
 def test_onednn_packs_a_copy_of_the_parallelspec_drafter(tiny, monkeypatch):
     """On the onednn backend ParallelSpec drafts with a packed copy of its drafter (linear layers and the
     draft-vocabulary head through oneDNN, made per run); the original stays plain; its draft logits equal the plain
     drafter's up to float32 rounding; the packed kernel really runs for the drafter's layers and head."""
-    from pass_core.parallelspec import ParallelDrafter
-    from pass_core.parallelspec_drafter import ParallelSpecDrafter, packed_for_onednn
-    from pass_core.settings import DecodeSettings
-    from pass_core.speculative import generate_speculative
+    from pass_core.drafters.parallelspec.model import ParallelDrafter
+    from pass_core.drafters.parallelspec.drafter import ParallelSpecDrafter, packed_for_onednn
+    from pass_core.decoding.settings import DecodeSettings
+    from pass_core.decoding.speculative import generate_speculative
 
     packed = packed_copy(tiny)
     drafter = ParallelDrafter.initialise(tiny, 3, torch.arange(0, tiny.vocab_size, 2), seed=0).for_model(tiny)

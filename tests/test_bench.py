@@ -6,10 +6,9 @@ import json
 
 import pytest
 
-from pass_core import bench
-from pass_core.bench import BenchRun, RunKey, aggregate, load_suite, schedule, setting_key
-from pass_core.events import DraftRecord, StepEvent, TokenRecord, summarize
-from pass_core.backends import default_backend
+from pass_core.bench import run as bench
+from pass_core.bench.run import BenchRun, RunKey, aggregate, load_suite, schedule, setting_key
+from pass_core.decoding.events import DraftRecord, StepEvent, TokenRecord, summarize
 from playground import bench_html
 
 
@@ -223,8 +222,10 @@ def test_main_json_schema_on_tiny_model(tmp_path, tiny_folder, capsys, keep_thre
     assert report["settings"]["methods"] == ["ar", "pass", "fixed-token", "parallelspec"]
     assert report["command"].startswith("python -m pass_core.bench --suite")
     assert report["machine"]["torch_threads"] == 1
-    # no --backend and no --dtype: the default backend, recorded as the one the model ran on
-    assert report["settings"]["backend"] == report["machine"]["backend"] == default_backend("cpu")
+    # no --backend and no --dtype: auto measured on this machine, and the backend it chose is the one recorded
+    choice = report["settings"]["backend_choice"]
+    assert report["settings"]["backend"] == report["machine"]["backend"] == choice["backend"] in ("fp32", "onednn")
+    assert {t["backend"] for t in choice["timings"]} == {"fp32", "onednn"}
     assert len(report["runs"]) == 2 * 3 * 2 * (1 + 2 * 3)
     assert set(report["summary"]) == {"ar", "pass", "fixed-token", "parallelspec"}
     fields = {"speedup": (float,), "speedup_min": (float,), "speedup_max": (float,),
@@ -251,7 +252,7 @@ def test_main_json_schema_on_tiny_model(tmp_path, tiny_folder, capsys, keep_thre
 
 
 def test_markdown_header_of_a_greedy_run_names_no_sampling_settings():
-    from pass_core.bench_report import markdown_report
+    from pass_core.bench.report import markdown_report
 
     report = {"settings": {"temperatures": [0.0], "top_k": 10, "top_p": 1.0}, "machine": {}, "summary": {}}
     header = markdown_report(report).splitlines()[0]
@@ -285,9 +286,9 @@ def test_training_curves_of_the_files_used_reach_the_report(tiny, tmp_path, monk
     """A shipped file that records its agreement-vs-data curve (here a pass-lora file) appears in the report's
     ``training`` record and as lines in the HTML report; a method whose file records nothing is left out."""
     from lossless_helpers import active_adapters
-    from pass_core.bench_report import training_records
-    from pass_core.lookahead import LookaheadEmbeddings
-    from pass_core.shipped import shipped_adapters_path
+    from pass_core.bench.report import training_records
+    from pass_core.drafters.lookahead.embeddings import LookaheadEmbeddings
+    from pass_core.drafters.shipped import shipped_adapters_path
     from playground.bench_html import render_html, training_curves
 
     monkeypatch.setenv("PASS_PLAYGROUND_ASSETS", str(tmp_path))

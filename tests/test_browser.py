@@ -137,10 +137,10 @@ def test_page_races_and_draws(tiny_folder):
 
 @contextlib.contextmanager
 def in_process_page(monkeypatch, width: int, step_delay_s: float = 0.0):
-    """``app.build_demo`` on a tiny model without EOS, served here, and a Chromium page ``width`` px wide on it.
+    """``page.build_demo`` on a tiny model without EOS, served here, and a Chromium page ``width`` px wide on it.
     ``step_delay_s`` slows the race by that much per step event, so that a test can act while it runs."""
     sync_api = require_browser()
-    import app
+    from playground import page
     from playground import race_handlers
     from playground.race_view import PAGE_CSS
     from test_app import free_port
@@ -154,7 +154,7 @@ def in_process_page(monkeypatch, width: int, step_delay_s: float = 0.0):
                 time.sleep(step_delay_s)
                 yield item
         monkeypatch.setattr(race_handlers, "race", slow_race)
-    demo, port = app.build_demo(tiny_loaded(seed=0)), free_port()
+    demo, port = page.build_demo(tiny_loaded(seed=0)), free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, css=PAGE_CSS, quiet=True)
     try:
         with sync_api.sync_playwright() as pw:
@@ -206,7 +206,7 @@ def test_blank_lines_and_step_marks_are_visible():
     no height), and nothing showed where a step ended. A pane of hand-made events with "\\n\\n" shows both."""
     sync_api = require_browser()
     import gradio as gr
-    from pass_core.events import StepEvent, TokenRecord
+    from pass_core.decoding.events import StepEvent, TokenRecord
     from playground.race_view import PAGE_CSS
     from test_app import free_port
 
@@ -334,8 +334,8 @@ def test_step_through_and_token_inspector(monkeypatch, tmp_path, width):
     saves browser-step-through-WIDTH.png, browser-inspector-WIDTH.png and browser-inspector-page-WIDTH.png."""
     import re
 
-    from pass_core.race import race_order
-    from pass_core.trace import load_trace
+    from pass_core.teaching.race import race_order
+    from pass_core.teaching.trace import load_trace
 
     with in_process_page(monkeypatch, width, step_delay_s=0.03) as page:
         race_on(page, max_new_tokens=60)

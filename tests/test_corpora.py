@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-import pass_core.corpora as corpora
-from pass_core.corpora import ReadStats, read_chitchat, read_sharegpt
+import pass_core.training.corpora as corpora
+from pass_core.training.corpora import ReadStats, read_chitchat, read_sharegpt
 
 
 def record(i: int, turns=(("human", "question {i}"), ("gpt", "answer {i}"))) -> dict:
@@ -85,7 +85,7 @@ def test_wheel_files_are_found_without_importing(tmp_path, monkeypatch):
 
 
 def test_conversation_tokens_teacher_forcing_sequence(tiny):
-    from pass_core.corpora import Conversation, conversation_tokens
+    from pass_core.training.corpora import Conversation, conversation_tokens
 
     conv = Conversation("sharegpt", "x", (("user", "Hi there"), ("assistant", "Hello! How can I help?")))
     ids, head = conversation_tokens(tiny.tokenizer, conv, 10_000)
@@ -107,7 +107,7 @@ def test_read_corpus_names_the_missing_wheel(monkeypatch):
 
 
 def test_corpus_prompts_filter_and_parse_answers(tmp_path, monkeypatch):
-    from pass_core.data import corpus_prompts, parse_answers
+    from pass_core.training.data import corpus_prompts, parse_answers
 
     turns = ["How do I sort a list in Python?", "hi", "How do I sort a list in Python?", "Écris un poème très éthéré ééé",
              "x" * 500, "Tell me a joke about cats."]
@@ -124,8 +124,8 @@ def test_corpus_prompts_filter_and_parse_answers(tmp_path, monkeypatch):
 
 
 def test_corpus_answers_are_the_models_greedy_answers_in_shards(tiny, tmp_path, monkeypatch):
-    from pass_core.data import corpus_answers, prompt_lengths
-    from pass_core.text import encode_prompt
+    from pass_core.training.data import corpus_answers, prompt_lengths
+    from pass_core.decoding.text import encode_prompt
 
     turns = [f"Question number {i}: what comes next?" for i in range(5)]
     path = tmp_path / "sg.json"

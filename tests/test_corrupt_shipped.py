@@ -11,10 +11,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import app  # noqa: E402
-from pass_core.lookahead import LookaheadEmbeddings  # noqa: E402
-from pass_core.parallelspec import ParallelDrafter  # noqa: E402
-from pass_core.shipped import shipped_drafter_path, shipped_lookahead_path  # noqa: E402
+from playground import page  # noqa: E402
+from pass_core.drafters.lookahead.embeddings import LookaheadEmbeddings  # noqa: E402
+from pass_core.drafters.parallelspec.model import ParallelDrafter  # noqa: E402
+from pass_core.drafters.shipped import shipped_drafter_path, shipped_lookahead_path  # noqa: E402
 
 
 @pytest.mark.parametrize("kind", ["lookahead", "drafter"])
@@ -30,8 +30,8 @@ def test_damaged_shipped_file_is_named_and_the_app_keeps_serving(tiny, tmp_path,
     data[-2] ^= 0xFF  # alter one byte of the tensors: the checksum catches it
     path.write_bytes(bytes(data))
     with pytest.raises(gr.Error) as err:
-        list(app.race_handler(tiny, "hi", 3, 0.0, 0, 1.0, 8, 0, True, False, ["ar", method]))
+        list(page.race_handler(tiny, "hi", 3, 0.0, 0, 1.0, 8, 0, True, False, ["ar", method]))
     message = str(err.value)
     assert path.name in message and "altered or damaged" in message and str(tmp_path) not in message
-    final = list(app.race_handler(tiny, "hi", 3, 0.0, 0, 1.0, 8, 0, True, False, ["ar", "fixed-token"]))[-1]
+    final = list(page.race_handler(tiny, "hi", 3, 0.0, 0, 1.0, 8, 0, True, False, ["ar", "fixed-token"]))[-1]
     assert any("Finished" in str(value) for value in final if isinstance(value, str))

@@ -9,15 +9,15 @@ import re
 import pytest
 import torch
 
-from pass_core.autoregressive import generate_autoregressive
-from pass_core.bookkeeping import draft_records
-from pass_core.events import output_text, output_token_ids, summarize
-from pass_core.lookahead import LookaheadEmbeddings
-from pass_core.lookahead_drafter import LookaheadDrafter
-from pass_core.sampling import logits_to_probs
-from pass_core.settings import DecodeSettings
-from pass_core.speculative import generate_speculative
-from pass_core.verification import VerificationResult, verify_drafts
+from pass_core.decoding.autoregressive import generate_autoregressive
+from pass_core.decoding.bookkeeping import draft_records
+from pass_core.decoding.events import output_text, output_token_ids, summarize
+from pass_core.drafters.lookahead.embeddings import LookaheadEmbeddings
+from pass_core.drafters.lookahead.drafter import LookaheadDrafter
+from pass_core.decoding.sampling import logits_to_probs
+from pass_core.decoding.settings import DecodeSettings
+from pass_core.decoding.speculative import generate_speculative
+from pass_core.decoding.verification import VerificationResult, verify_drafts
 
 
 def generate_pass(loaded, prompt, settings, la):
@@ -147,7 +147,7 @@ def test_drafts_after_eos_are_not_counted_as_accepted(tiny):
 
 def test_decoding_and_training_leave_the_global_rng_alone(tiny, tmp_path, monkeypatch):
     """Every run uses its own torch.Generator: the global RNG state is the same afterwards."""
-    from pass_core.data import generate_self_data
+    from pass_core.training.data import generate_self_data
     from pass_core.registry import METHODS
 
     monkeypatch.setenv("PASS_PLAYGROUND_CACHE", str(tmp_path))
@@ -180,7 +180,7 @@ def test_vocabulary_comes_from_the_output_head():
 def test_detokenizer_never_freezes_on_a_decode_that_is_not_prefix_stable(tiny):
     """A decode that rewrites earlier text (here: the first character upper-cased once the text is
     longer than 3 characters) must not stop the stream: every later token still adds its text."""
-    from pass_core.text import Detokenizer
+    from pass_core.decoding.text import Detokenizer
 
     class Rewriting:
         def decode(self, ids, **kw):
@@ -202,7 +202,7 @@ def test_detokenizer_never_freezes_on_a_decode_that_is_not_prefix_stable(tiny):
 def test_every_setting_range_is_enforced_at_its_bounds(name):
     """``SETTING_RANGES`` is the one source of ranges (UI sliders, CLI, README): the validator
     accepts both ends and refuses just outside them."""
-    from pass_core.settings import SETTING_RANGES
+    from pass_core.decoding.settings import SETTING_RANGES
 
     lo, hi, default = SETTING_RANGES[name]
     step = 1 if isinstance(lo, int) and isinstance(hi, int) else 0.001

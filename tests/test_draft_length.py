@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-import pass_core.speculative as speculative
+import pass_core.registry as registry
 from lossless_helpers import CASE_IDS, CASES, NoisyTarget, ar_output, exact_law, make_drafter, oracle_run, partly, run
-from pass_core.draft_length import CostAwareDraftLength
-from pass_core.events import DraftRecord, StepEvent, output_token_ids
-from pass_core.settings import DecodeSettings
+from pass_core.decoding.draft_length import CostAwareDraftLength
+from pass_core.decoding.events import DraftRecord, StepEvent, output_token_ids
+from pass_core.decoding.settings import DecodeSettings
 
 #: A cost curve under which drafting pays while drafts are accepted: c(w) = 1 + 0.05 (w - 1).
 FLAT = [1 + 0.05 * (w - 1) for w in range(1, 17)]
@@ -61,7 +61,7 @@ def test_exploration_drafts_every_nth_step():
 def flat_curve(monkeypatch):
     """Every run sees the ``FLAT`` cost curve (1-token pass 40 ms), so that the choices do not depend on
     this machine's timings."""
-    monkeypatch.setattr(speculative, "cached_pass_cost", lambda loaded: {"c": FLAT, "ms": [40.0 * c for c in FLAT]})
+    monkeypatch.setattr(registry, "cached_pass_cost", lambda loaded: {"c": FLAT, "ms": [40.0 * c for c in FLAT]})
 
 
 @pytest.mark.parametrize("key, fused", CASES, ids=CASE_IDS)

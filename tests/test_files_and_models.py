@@ -9,9 +9,9 @@ import sys
 import pytest
 import torch
 
-from pass_core.lookahead import LookaheadEmbeddings
-from pass_core.models import load_model
-from pass_core.text import Detokenizer
+from pass_core.drafters.lookahead.embeddings import LookaheadEmbeddings
+from pass_core.runtime.models import load_model
+from pass_core.decoding.text import Detokenizer
 
 
 def test_lookahead_round_trip(tiny, tmp_path):
@@ -131,9 +131,9 @@ EMBEDDED_PROMPTS = [
 def test_embedded_greedy_every_method_equals_ar(smollm):
     """Every registered method, with its shipped files, reproduces AR's greedy output on the
     embedded model (the fused step too, for the methods it applies to, and cost-aware draft lengths)."""
-    from pass_core.events import compare_outputs
+    from pass_core.decoding.events import compare_outputs
     from pass_core.registry import METHODS
-    from pass_core.settings import DecodeSettings
+    from pass_core.decoding.settings import DecodeSettings
 
     settings = DecodeSettings(max_new_tokens=24, num_lookahead=3)
     ar = {p: list(METHODS["ar"].decode(smollm, p, settings)) for p in EMBEDDED_PROMPTS}
@@ -152,8 +152,8 @@ def test_embedded_greedy_every_method_equals_ar(smollm):
 @pytest.mark.slow
 def test_embedded_model_has_trained_lookahead_for_every_offered_l(smollm):
     """The app offers L = 1..8: each resolves to shipped, trained embeddings with a report."""
-    from pass_core.shipped import assets_dir, resolve_lookahead
-    from pass_core.settings import SETTING_RANGES
+    from pass_core.drafters.shipped import assets_dir, resolve_lookahead
+    from pass_core.decoding.settings import SETTING_RANGES
 
     lo, hi, _ = SETTING_RANGES["num_lookahead"]
     for n in range(lo, hi + 1):
@@ -192,7 +192,7 @@ def test_truncated_lookahead_is_exact(tiny):
 
 
 def test_resolve_lookahead_uses_larger_shipped_file(tiny, tmp_path, monkeypatch):
-    from pass_core import shipped as methods
+    from pass_core.drafters import shipped as methods
 
     monkeypatch.setenv("PASS_PLAYGROUND_ASSETS", str(tmp_path))
     la8 = LookaheadEmbeddings.initialise(tiny, 6, "random", generator=torch.Generator().manual_seed(0))

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pass_core.inspection import inspect_verification, top_n
+from pass_core.decoding.inspection import inspect_verification, top_n
 from pass_core.registry import METHODS
-from pass_core.settings import DecodeSettings
+from pass_core.decoding.settings import DecodeSettings
 
 
 def test_inspection_matches_the_drafts_and_tokens_of_every_step(tiny):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pass_core.lab import BROKEN, MAX_RUNS, run_lab, total_variation, tv_bound
+from pass_core.teaching.lab import BROKEN, MAX_RUNS, run_lab, total_variation, tv_bound
 from pass_core.registry import METHODS
 
 

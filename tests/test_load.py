@@ -17,7 +17,7 @@ import pytest
 from gradio_client import Client
 from gradio_client.utils import Status
 
-import app
+from playground import page
 from test_app import OUTPUT_NAMES, pane_text, running_server
 from tiny import tiny_model, tiny_tokenizer
 
@@ -25,8 +25,8 @@ PROMPTS = [
     "Hello there", "Tell me a story", "What is a rainbow?", "List three fruits",
     "Write a haiku", "Why is the sky blue?", "Count to five", "Say something kind",
 ]
-RACE = list(app.DEFAULT_RACE)
-PANES = [f"{key}_tokens" for key in app.METHODS]
+RACE = list(page.DEFAULT_RACE)
+PANES = [f"{key}_tokens" for key in page.METHODS]
 #: Peak RSS the server may reach during the burst, over its RSS before it (measured: about 60 MB; see below).
 RSS_GROWTH_LIMIT = 300 * 2**20
 
@@ -123,7 +123,7 @@ def test_eight_sessions_race_at_once(server):
 def test_a_visitor_who_leaves_frees_the_queue(server):
     """Cancelling a waiting job takes it out of the queue; cancelling the running race lets the next one start."""
     url, _, log_path = server
-    running = Client(url, verbose=False).submit(*race_args("A long story", 1024, list(app.METHODS)),
+    running = Client(url, verbose=False).submit(*race_args("A long story", 1024, list(page.METHODS)),
                                                 api_name="/race")
     assert wait_for(lambda: running.status().code == Status.PROCESSING or len(running.outputs()) > 0)
     leaver, stayer = (Client(url, verbose=False).submit(*race_args(p, 8), api_name="/race") for p in ("Hi", "Yo"))

@@ -12,12 +12,12 @@ import pytest
 import torch
 
 from lossless_helpers import active_adapters
-from pass_core import train as train_mod
-from pass_core.cache import new_cache
-from pass_core.lookahead import LookaheadEmbeddings
-from pass_core.lookahead_drafter import fused_mask
+from pass_core.training import lookahead as train_mod
+from pass_core.decoding.cache import new_cache
+from pass_core.drafters.lookahead.embeddings import LookaheadEmbeddings
+from pass_core.drafters.lookahead.drafter import fused_mask
 from pass_core.registry import METHODS
-from pass_core.shipped import resolve_adapters, shipped_adapters_path
+from pass_core.drafters.shipped import resolve_adapters, shipped_adapters_path
 from test_train import run_train
 from tiny import tiny_loaded
 
@@ -60,7 +60,7 @@ def test_real_positions_equal_the_frozen_model_over_a_whole_sequence(tiny):
 def test_consecutive_rows_take_the_in_place_path_with_the_same_result(tiny, monkeypatch):
     """Consecutive look-ahead rows (every decoding pass) become a slice and the adapters add in place on a view;
     the general gather + index_add path gives the same logits, and scattered rows still work."""
-    import pass_core.lookahead_adapters as module
+    import pass_core.drafters.lookahead.adapters as module
 
     assert module.as_slice(torch.arange(5, 9)) == slice(5, 9) and module.as_slice(torch.tensor([7])) == slice(7, 8)
     scattered = torch.tensor([3, 5, 6])
@@ -93,7 +93,7 @@ def test_adapters_add_alpha_over_r_times_b_a_x_on_every_path(tiny):
     alpha changes (the pre-scaled copy of B is not reused)."""
     import dataclasses as dc
 
-    from pass_core.lookahead_adapters import GatedLoRA, adapter_targets
+    from pass_core.drafters.lookahead.adapters import GatedLoRA, adapter_targets
 
     decoder = tiny.model.get_decoder()
     lora = GatedLoRA.initialise(decoder, rank=2, alpha=6.0, generator=torch.Generator().manual_seed(3), b_std=0.5)

@@ -16,10 +16,10 @@ import torch
 from lossless_helpers import (CASE_IDS, CASES, accept_first, always, always_accept, ar_output,
                               assert_caches_equal, check_drafter_caches, exact_law, fresh_target_cache,
                               make_drafter, NoisyTarget, oracle_run, partly, resample_from_p, run)
-from pass_core.events import output_text, output_token_ids, summarize
+from pass_core.decoding.events import output_text, output_token_ids, summarize
 from pass_core.registry import METHODS
-from pass_core.sampling import logits_to_probs
-from pass_core.settings import DecodeSettings
+from pass_core.decoding.sampling import logits_to_probs
+from pass_core.decoding.settings import DecodeSettings
 
 PROMPTS = ["hello world", "def f(x):\n    return", "Grüße 😀 ok"]
 L = 3

@@ -9,20 +9,20 @@ import json
 import pytest
 import torch
 
-from pass_core.autoregressive import generate_autoregressive
-from pass_core.cache import cache_len, new_cache
-from pass_core.data import generate_self_data, prompt_lengths
-from pass_core.drafter_data import draft_vocabulary, make_batch, target_features
-from pass_core.drafter_eval import evaluate
-from pass_core.events import output_text, output_token_ids, summarize
-from pass_core.parallelspec import FORMAT, ParallelDrafter
-from pass_core.parallelspec_drafter import ParallelSpecDrafter
+from pass_core.decoding.autoregressive import generate_autoregressive
+from pass_core.decoding.cache import cache_len, new_cache
+from pass_core.training.data import generate_self_data, prompt_lengths
+from pass_core.training.parallelspec_data import draft_vocabulary, make_batch, target_features
+from pass_core.training.parallelspec_eval import evaluate
+from pass_core.decoding.events import output_text, output_token_ids, summarize
+from pass_core.drafters.parallelspec.model import FORMAT, ParallelDrafter
+from pass_core.drafters.parallelspec.drafter import ParallelSpecDrafter
 from pass_core.registry import METHODS
-from pass_core.settings import DecodeSettings
-from pass_core.shipped import assets_dir, resolve_drafter
-from pass_core.speculative import generate_speculative
-from pass_core.target import plain_head, target_forward
-from pass_core.train_drafter import batch_loss
+from pass_core.decoding.settings import DecodeSettings
+from pass_core.drafters.shipped import assets_dir, resolve_drafter
+from pass_core.decoding.speculative import generate_speculative
+from pass_core.decoding.target import plain_head, target_forward
+from pass_core.training.parallelspec import batch_loss
 from tiny import tiny_loaded
 
 
@@ -99,7 +99,7 @@ def test_training_layout_matches_incremental_drafting(tiny, trained):
     ids = torch.randint(0, tiny.vocab_size, (1, 20))
     with torch.no_grad():
         hidden = tiny.model(input_ids=ids, output_hidden_states=True).hidden_states[-1]  # (1, 20, D)
-        from pass_core.parallelspec import additive, group_layout
+        from pass_core.drafters.parallelspec.model import additive, group_layout
 
         anchors = torch.tensor([4, 11, 17])
         allowed, positions, mask_ids = group_layout(19, anchors, 2)
@@ -157,7 +157,7 @@ def test_shipped_drafter_file():
 
 
 def test_train_cli_checkpoints_and_resumes(tiny_folder, tmp_path, monkeypatch, capsys):
-    from pass_core.train_drafter import main
+    from pass_core.training.parallelspec import main
 
     monkeypatch.setenv("PASS_PLAYGROUND_CACHE", str(tmp_path / "cache"))
     prompts = tmp_path / "p.jsonl"
@@ -176,8 +176,8 @@ def test_train_cli_checkpoints_and_resumes(tiny_folder, tmp_path, monkeypatch, c
 
 def test_train_cli_adds_corpus_answers(tiny_folder, tmp_path, monkeypatch):
     """--answers: the model's own answers to corpus prompts join the training data, featurised in shards."""
-    import pass_core.corpora as corpora
-    from pass_core.train_drafter import main
+    import pass_core.training.corpora as corpora
+    from pass_core.training.parallelspec import main
 
     monkeypatch.setenv("PASS_PLAYGROUND_CACHE", str(tmp_path / "cache"))
     corpus = tmp_path / "sg.json"

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from pass_core import bench
-from pass_core.pass_cost import measure_pass_cost, pass_cost_markdown
+from pass_core.bench import run as bench
+from pass_core.runtime.pass_cost import measure_pass_cost, pass_cost_markdown
 
 
 def test_pass_cost_curve_fields_on_the_tiny_model(tiny):
@@ -62,7 +62,7 @@ def test_bench_method_variants(tiny_folder, tmp_path):
 
 
 def test_step_points_and_cost_chart():
-    from pass_core.events import StepEvent, TokenRecord
+    from pass_core.decoding.events import StepEvent, TokenRecord
     from playground.cost_charts import pass_cost_figure, pass_cost_markdown, step_points
 
     def ev(method, step, n_tokens, k, step_s):
@@ -88,7 +88,7 @@ def test_step_points_and_cost_chart():
 
 
 def test_a_curve_measured_on_a_busy_cpu_says_so(tiny):
-    from pass_core.pass_cost import busy_warning, cpu_busy, cpu_load
+    from pass_core.runtime.pass_cost import busy_warning, cpu_busy, cpu_load
     from playground.cost_charts import pass_cost_markdown as page_markdown
 
     curve = measure_pass_cost(tiny, widths=(1, 2), cache_len=8, repeats=1)

@@ -15,7 +15,8 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
-from pass_core import bench, generate, registry
+from pass_core import generate, registry
+from pass_core.bench import run as bench
 from pass_core.registry import BASELINE, METHODS
 from playground import race_charts as charts
 from playground import race_text
@@ -23,7 +24,7 @@ from playground import race_text
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-import app  # noqa: E402
+from playground import page  # noqa: E402
 
 ECHO_COLOUR = "#123456"
 
@@ -52,21 +53,21 @@ def test_registry_records_are_complete_and_distinct():
 
 
 def test_app_offers_every_registered_method(tiny, echo):
-    demo = app.build_demo(tiny)
+    demo = page.build_demo(tiny)
     boxes = [c for c in demo.blocks.values() if isinstance(c, gr.CheckboxGroup) and c.label == "methods to race"]
     assert len(boxes) == 1
     assert [tuple(choice) for choice in boxes[0].choices] == [(m.label, key) for key, m in METHODS.items()]
     assert boxes[0].value == ["ar", "pass", "parallelspec"]  # the default selection
     panes = [c for c in demo.blocks.values() if isinstance(c, gr.HighlightedText)]
     assert [(p.elem_id, p.label) for p in panes] == [(f"pane-{key}", m.label) for key, m in METHODS.items()]
-    assert [p.visible for p in panes] == [key in app.DEFAULT_RACE for key in METHODS]
-    assert [u["visible"] for u in app.pane_visibility(["ar", "echo"])] == [key in ("ar", "echo") for key in METHODS]
-    assert app.race_keys(["echo", "ar"]) == ("ar", "echo")
-    assert app.validate_inputs("Hi", 2, 0.0, 0, 1.0, 8, 0, True, False, ["ar", "echo"])[-1]["is_valid"]
+    assert [p.visible for p in panes] == [key in page.DEFAULT_RACE for key in METHODS]
+    assert [u["visible"] for u in page.pane_visibility(["ar", "echo"])] == [key in ("ar", "echo") for key in METHODS]
+    assert page.race_keys(["echo", "ar"]) == ("ar", "echo")
+    assert page.validate_inputs("Hi", 2, 0.0, 0, 1.0, 8, 0, True, False, ["ar", "echo"])[-1]["is_valid"]
 
 
 def test_app_races_a_registered_method(tiny, echo):
-    outs = list(app.race_handler(tiny, "Hello there", 2, 0.0, 0, 1.0, 6, 0, True, False, ["echo", "ar"],
+    outs = list(page.race_handler(tiny, "Hello there", 2, 0.0, 0, 1.0, 6, 0, True, False, ["echo", "ar"],
                                  update_interval_s=0.0))
     final = outs[-1]
     panes = dict(zip(METHODS, final))
@@ -85,7 +86,7 @@ def test_app_names_no_method_beyond_its_default_selection():
 
 
 def test_charts_take_names_and_colours_from_the_registry(echo):
-    from pass_core.events import StepEvent, TokenRecord, summarize
+    from pass_core.decoding.events import StepEvent, TokenRecord, summarize
 
     events = {key: [StepEvent(method=key, step=1, tokens=(TokenRecord(1, "a", "target"),), step_s=0.01)]
               for key in METHODS}

@@ -83,7 +83,7 @@ here = Path.cwd().resolve()
 assert Path(app.__file__).resolve().parent == here, app.__file__
 assert Path(pass_core.__file__).resolve().parent == here / "pass_core", pass_core.__file__
 assert shipped.assets_dir().resolve() == here / "assets", shipped.assets_dir()
-from pass_core.models import embedded_gguf_path
+from pass_core.runtime.models import embedded_gguf_path
 holder = app.ModelHolder()
 demo = app.build_demo(holder)
 assert any(fn.api_name == "race" for fn in demo.fns.values())

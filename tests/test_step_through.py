@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-import app
-from pass_core.events import TOKEN_LABELS
-from pass_core.race import events_upto, race, race_order
+from playground import page
+from pass_core.decoding.events import TOKEN_LABELS
+from pass_core.teaching.race import events_upto, race, race_order
 from pass_core.registry import METHODS
 from playground import race_charts as charts
 from playground.stepping import MAX_STEP_DELAY_S, NEXT, PREVIOUS, RESUME, StepControl, step_position
@@ -27,11 +27,11 @@ def race_events(tiny, temperature=1.0, max_new_tokens=16):
 
 
 def test_race_order_reproduces_the_live_order(tiny):
-    from pass_core.settings import DecodeSettings
+    from pass_core.decoding.settings import DecodeSettings
 
     settings = DecodeSettings(num_lookahead=2, temperature=1.0, max_new_tokens=14, seed=3)
     decoders = {key: METHODS[key].decode(tiny, "Hello there", settings, METHODS[key].find_files(tiny, 2)[0])
-                for key in app.DEFAULT_RACE}
+                for key in page.DEFAULT_RACE}
     live, events = [], {key: [] for key in decoders}
     for name, event in race(decoders):
         live.append((name, len(events[name])))
@@ -61,13 +61,13 @@ def test_step_position_and_control_limits():
 
 
 def pane_values(out: dict) -> dict:
-    return {key: out[f"{key}_tokens"] for key in app.DEFAULT_RACE}
+    return {key: out[f"{key}_tokens"] for key in page.DEFAULT_RACE}
 
 
 def test_paused_race_steps_next_and_previous(tiny):
     control = StepControl()
     control.pause()  # paused from the start: the race stops after its first step
-    outs = app.race_handler(tiny, "Hello there", 2, 1.0, 0, 1.0, 16, 0, True, False, update_interval_s=0.0,
+    outs = page.race_handler(tiny, "Hello there", 2, 1.0, 0, 1.0, 16, 0, True, False, update_interval_s=0.0,
                             inspect=True, control=control)
     frame = lambda: dict(zip(OUTPUT_NAMES, next(outs), strict=True))  # noqa: E731
     first = frame()
@@ -84,7 +84,7 @@ def test_paused_race_steps_next_and_previous(tiny):
     for n in (1, 2):  # each Next added exactly that step's tokens to its method's pane, and nothing elsewhere
         name, index = order[n]
         grown = events_upto(events, n + 1)
-        for key in app.DEFAULT_RACE:
+        for key in page.DEFAULT_RACE:
             assert pane_values(steps[n])[key] == charts.highlighted_tokens(grown[key]), (n, key)
         before, after = charts.pane_text(pane_values(steps[n - 1])[name]), charts.pane_text(pane_values(steps[n])[name])
         added = "".join(t.text for t in events[name][index].tokens)  # rejected drafts are shown too
@@ -101,14 +101,14 @@ def test_paused_race_steps_next_and_previous(tiny):
     rest = [dict(zip(OUTPUT_NAMES, out, strict=True)) for out in outs]
     assert "Finished" in rest[-1]["run_info"] and rest[-1]["state"]["position"] is None
     full = run(tiny, temperature=1.0, max_new_tokens=16, update_interval_s=0.0, inspect=True)[-1]
-    for key in app.DEFAULT_RACE:  # pausing changed nothing of the output (same seed, same tokens)
+    for key in page.DEFAULT_RACE:  # pausing changed nothing of the output (same seed, same tokens)
         assert rest[-1][f"{key}_tokens"] == full[f"{key}_tokens"], key
 
 
 def test_a_paused_race_computes_nothing(tiny):
     control = StepControl()
     control.pause()
-    outs = app.race_handler(tiny, "Hello there", 2, 0.0, 0, 1.0, 16, 0, update_interval_s=0.0, control=control)
+    outs = page.race_handler(tiny, "Hello there", 2, 0.0, 0, 1.0, 16, 0, update_interval_s=0.0, control=control)
     next(outs)
     got = []
     worker = threading.Thread(target=lambda: got.append(next(outs)), daemon=True)
@@ -123,7 +123,7 @@ def test_a_paused_race_computes_nothing(tiny):
 def test_slow_motion_shows_every_step(tiny):
     control = StepControl(delay_s=0.02)
     start = time.monotonic()
-    outs = [dict(zip(OUTPUT_NAMES, o, strict=True)) for o in app.race_handler(
+    outs = [dict(zip(OUTPUT_NAMES, o, strict=True)) for o in page.race_handler(
         tiny, "Hello there", 2, 0.0, 0, 1.0, 12, 0, update_interval_s=10.0, control=control)]
     steps = sum(map(len, outs[-1]["state"]["events"].values()))
     assert len(outs) == steps + 1  # one update per step (the interval of 10 s would allow one), and the last
@@ -131,15 +131,15 @@ def test_slow_motion_shows_every_step(tiny):
 
 
 def test_step_buttons_after_the_race_render_from_the_state(tiny):
-    final = dict(zip(OUTPUT_NAMES, app.race_handler(tiny, "Hello there", 2, 0.0, 0, 1.0, 10, 0,
+    final = dict(zip(OUTPUT_NAMES, page.race_handler(tiny, "Hello there", 2, 0.0, 0, 1.0, 10, 0,
                                                     update_interval_s=0.0).__iter__().__next__(), strict=True))
     state = run(tiny, max_new_tokens=10, update_interval_s=0.0)[-1]["state"]
     total = sum(map(len, state["events"].values()))
-    back = dict(zip(OUTPUT_NAMES, app.render_state(state, True, step_position(None, total, PREVIOUS)), strict=True))
+    back = dict(zip(OUTPUT_NAMES, page.render_state(state, True, step_position(None, total, PREVIOUS)), strict=True))
     assert back["state"]["position"] == total - 1 and f"step {total - 1} of {total} of the race" in back["run_info"]
     assert back["state"]["events"] == state["events"]  # the whole race stays in the state
     shown = events_upto(state["events"], total - 1)
-    for key in app.DEFAULT_RACE:
+    for key in page.DEFAULT_RACE:
         assert back[f"{key}_tokens"] == charts.highlighted_tokens(shown[key])
     assert final["state"] is not None
 
@@ -201,17 +201,17 @@ def test_a_paused_race_left_alone_resumes_by_itself(tiny, monkeypatch):
     control = StepControl()
     control.pause()
     start = time.monotonic()
-    outs = [dict(zip(OUTPUT_NAMES, o, strict=True)) for o in app.race_handler(
+    outs = [dict(zip(OUTPUT_NAMES, o, strict=True)) for o in page.race_handler(
         tiny, "Hello there", 2, 0.0, 0, 1.0, 8, 0, update_interval_s=0.0, control=control)]
     assert "Finished" in outs[-1]["run_info"] and not control.paused
     assert time.monotonic() - start >= 0.3
 
 
 def test_step_buttons_before_any_race_say_what_to_do(tiny):
-    demo = app.build_demo(tiny)
+    demo = page.build_demo(tiny)
     steppers = [fn.fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "handler"
                 and len(fn.outputs) == len(OUTPUT_NAMES)]
     assert len(steppers) == 4  # Pause, Previous, Next, Resume
     for fn in steppers:
         out = dict(zip(OUTPUT_NAMES, fn(None, True), strict=True))
-        assert out["run_info"] == app.NOTHING_TO_STEP and "Run a race" in out["run_info"]
+        assert out["run_info"] == page.NOTHING_TO_STEP and "Run a race" in out["run_info"]

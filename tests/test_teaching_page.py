@@ -15,10 +15,10 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-import app  # noqa: E402
+from playground import page  # noqa: E402
 from playground import race_handlers  # noqa: E402
 from pass_core.registry import METHODS  # noqa: E402
-from pass_core.trace import load_trace  # noqa: E402
+from pass_core.teaching.trace import load_trace  # noqa: E402
 from playground.teaching import THEORY_NEEDS_AR  # noqa: E402
 from test_app import DRAFTING, OUTPUT_NAMES, pane_text, run, running_app, running_server  # noqa: E402
 
@@ -39,7 +39,7 @@ def test_lab_handler_passes_every_method_and_fails_the_broken_rule(tiny):
     """The tab's handler on the tiny model (300 runs of 3 tokens, as tests/test_lab.py): a ✓ row for each
     registered method, a ✗ row for the broken rule; the progress bar is fed every run."""
     seen = []
-    figure, table = app.lab_handler(tiny, "ab", 300, progress=lambda value, **kw: seen.append(value))
+    figure, table = page.lab_handler(tiny, "ab", 300, progress=lambda value, **kw: seen.append(value))
     rows = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines() if line.startswith("| ")}
     for key, method in METHODS.items():
         assert "✓ pass" in rows[method.label], rows
@@ -47,16 +47,16 @@ def test_lab_handler_passes_every_method_and_fails_the_broken_rule(tiny):
     assert seen[-1] == (300 * (len(METHODS) + 1),) * 2
     assert len(figure.data) == len(METHODS) + 2  # exact law + each method + the broken rule
     with pytest.raises(gr.Error, match="runs"):
-        app.lab_handler(tiny, "ab", 10_000)
+        page.lab_handler(tiny, "ab", 10_000)
 
 
 def test_replay_of_a_race_trace_equals_the_race(tiny):
     final = run(tiny, temperature=1.0, max_new_tokens=12, update_interval_s=0.0, inspect=True)[-1]
     path = final["trace"]
     trace = load_trace(path)
-    assert trace.settings.inspect and set(trace.events) == set(app.DEFAULT_RACE)
+    assert trace.settings.inspect and set(trace.events) == set(page.DEFAULT_RACE)
     assert any(e.inspection for e in trace.events["pass"])  # the inspector's data is recorded
-    replay = dict(zip(OUTPUT_NAMES, app.replay_handler(path, True), strict=True))
+    replay = dict(zip(OUTPUT_NAMES, page.replay_handler(path, True), strict=True))
     for key in METHODS:
         assert replay[f"{key}_tokens"] == final[f"{key}_tokens"], key
     for name in ("tokens_per_s", "speedup", "acceptance_rate", "greedy_check", "theory_text"):
@@ -68,12 +68,12 @@ def test_a_bad_trace_gets_a_named_error(tmp_path):
     bad = tmp_path / "notes.json"
     bad.write_text("not json", encoding="utf-8")
     with pytest.raises(gr.Error, match="not a JSON trace"):
-        app.replay_handler(str(bad))
+        page.replay_handler(str(bad))
     bad.write_text(json.dumps({"schema": "pass-playground-trace/0"}), encoding="utf-8")
     with pytest.raises(gr.Error, match="schema"):
-        app.replay_handler(str(bad))
+        page.replay_handler(str(bad))
     with pytest.raises(gr.Error, match="Choose a trace"):
-        app.replay_handler(None)
+        page.replay_handler(None)
 
 
 def test_race_then_replay_through_gradio_client(tiny_folder, tmp_path):
@@ -82,11 +82,11 @@ def test_race_then_replay_through_gradio_client(tiny_folder, tmp_path):
     with running_app(str(tiny_folder)) as url:
         client = Client(url, verbose=False, download_files=str(tmp_path))
         raced = dict(zip(OUTPUT_NAMES, client.predict("Hello there", 2, 1.0, 0, 1.0, 12, 3, True, False,
-                                                      list(app.DEFAULT_RACE), api_name="/race")))
+                                                      list(page.DEFAULT_RACE), api_name="/race")))
         trace_path = raced["trace"]
         assert load_trace(trace_path).settings.inspect  # races from the page record the inspector's data
         replayed = dict(zip(OUTPUT_NAMES, client.predict(handle_file(trace_path), True, api_name="/replay")))
-        for key in app.DEFAULT_RACE:
+        for key in page.DEFAULT_RACE:
             assert pane_text(replayed[f"{key}_tokens"]) == pane_text(raced[f"{key}_tokens"]), key
             assert replayed[f"{key}_tokens"] == raced[f"{key}_tokens"], key
         bad = tmp_path / "bad.json"
@@ -107,7 +107,7 @@ def test_replay_only_serves_a_trace_without_a_model(tiny, tmp_path):
         client = Client(url, verbose=False, download_files=str(tmp_path))
         replayed = dict(zip(OUTPUT_NAMES, client.predict(handle_file(final["trace"]), True,
                                                          api_name="/replay")))
-        for key in app.DEFAULT_RACE:
+        for key in page.DEFAULT_RACE:
             assert pane_text(replayed[f"{key}_tokens"]) == pane_text(final[f"{key}_tokens"]), key
         with pytest.raises(Exception, match="--replay-only"):
             client.predict("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False, ["ar", "pass"], api_name="/race")
@@ -146,5 +146,5 @@ def test_cost_view_after_a_race_and_auto_draft_lengths(tiny):
         assert all(e.draft_choice.startswith("auto: k = ") for e in events[key]), key
     from playground.teaching import inspector_markdown
     assert "Draft length: auto: k = " in inspector_markdown(events["pass"][1], "PaSS", lookahead=True)
-    replay = dict(zip(OUTPUT_NAMES, app.replay_handler(final["trace"], True), strict=True))
+    replay = dict(zip(OUTPUT_NAMES, page.replay_handler(final["trace"], True), strict=True))
     assert replay["cost"] is None and "does not carry the cost" in replay["cost_text"]

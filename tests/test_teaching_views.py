@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from pass_core.lab import BROKEN, run_lab
+from pass_core.teaching.lab import BROKEN, run_lab
 from pass_core.registry import METHODS
-from pass_core.settings import DecodeSettings
-from pass_core.theory import check_theory
+from pass_core.decoding.settings import DecodeSettings
+from pass_core.teaching.theory import check_theory
 from playground.teaching import inspector_figure, inspector_markdown, lab_figure, theory_figure, theory_markdown
 
 
@@ -56,8 +56,8 @@ def test_theory_and_lab_views(tiny):
 
 
 def test_inspector_chart_shows_an_unlikely_draft_too():
-    from pass_core.events import DraftRecord, StepEvent, TokenRecord
-    from pass_core.inspection import PositionInspection, TopN
+    from pass_core.decoding.events import DraftRecord, StepEvent, TokenRecord
+    from pass_core.decoding.inspection import PositionInspection, TopN
 
     top = TopN(tuple(range(10)), tuple([0.1] * 10))
     event = StepEvent(method="pass", step=2, tokens=(TokenRecord(1, "a", "exact"), TokenRecord(99, "z", "rejected"),

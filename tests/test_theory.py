@@ -8,8 +8,8 @@ import random
 import pytest
 
 from pass_core.registry import METHODS
-from pass_core.settings import DecodeSettings
-from pass_core.theory import (break_even_alpha, check_theory, expected_tokens, expected_tokens_by_position,
+from pass_core.decoding.settings import DecodeSettings
+from pass_core.teaching.theory import (break_even_alpha, check_theory, expected_tokens, expected_tokens_by_position,
                               truncated_geometric)
 
 

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from pass_core.events import output_text, summarize
+from pass_core.decoding.events import output_text, summarize
 from pass_core.registry import METHODS
-from pass_core.settings import DecodeSettings
-from pass_core.trace import SCHEMA, load_trace, make_trace, same_events, save_trace, trace_to_dict
+from pass_core.decoding.settings import DecodeSettings
+from pass_core.teaching.trace import SCHEMA, load_trace, make_trace, same_events, save_trace, trace_to_dict
 
 
 def _race(tiny):

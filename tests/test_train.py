@@ -7,10 +7,10 @@ import json
 import pytest
 import torch
 
-from pass_core import train as train_mod
-from pass_core.cache import new_cache
-from pass_core.lookahead import LookaheadEmbeddings
-from pass_core.lookahead_batch import block_mask, lookahead_logits
+from pass_core.training import lookahead as train_mod
+from pass_core.decoding.cache import new_cache
+from pass_core.drafters.lookahead.embeddings import LookaheadEmbeddings
+from pass_core.training.lookahead_batch import block_mask, lookahead_logits
 
 TEXT = "\n".join([
     "the cat sat on the mat and the cat sat on the mat again",
@@ -76,7 +76,7 @@ def kl_loss(loaded, weight, seqs, num_lookahead):
 
 def test_training_lowers_loss_and_saves(tiny_folder, tmp_path):
     report = run_train(tiny_folder, tmp_path, "--steps", "60", "--lr", "0.01")
-    from pass_core.models import load_model
+    from pass_core.runtime.models import load_model
 
     loaded = load_model(str(tiny_folder))
     la = LookaheadEmbeddings.load(tmp_path / "la.safetensors", loaded)

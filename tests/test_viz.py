@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pass_core import bench
-from pass_core.events import RunSummary, StepEvent, TokenRecord, summarize
+from pass_core.bench import run as bench
+from pass_core.decoding.events import RunSummary, StepEvent, TokenRecord, summarize
 from pass_core.registry import METHODS
 from playground import bench_html
 from playground import race_charts as charts
@@ -374,7 +374,7 @@ def test_greedy_check_explains_near_ties_by_dtype():
 def test_theory_view_notes_and_lab_table():
     """theory_view says why it draws nothing (no AR; no verified drafts yet); lab_markdown marks each row
     against the bound; the lab and theory legends sit in the bottom margin (as the race's charts)."""
-    from pass_core.lab import BROKEN, LabResult
+    from pass_core.teaching.lab import BROKEN, LabResult
     from playground import teaching
 
     assert teaching.theory_view({"pass": [], "parallelspec": []}) == (None, teaching.THEORY_NEEDS_AR)

@@ -1,0 +1,289 @@
+"""Benchmark: ``python -m pass_core.bench`` runs the decoding methods over a prompt suite.
+
+Protocol (docs/algorithms.md section 7): load the model once, warm up each method once, then for
+every temperature, prompt and repeat run AR and, right after it, every other method at every
+L. AR does not depend on L, so one AR run serves all L values of that prompt and repeat.
+Runs never overlap; each decoder times only its model work (``StepEvent.step_s``, device
+synchronised). Speed-up of one repeat = (tokens / compute time of the method over the whole
+suite) / (the same for AR in that repeat); the report gives the median and min / max over
+repeats. Every other metric (docs/algorithms.md section 6) is ``summarize()`` of the concatenated
+events of all runs, so counts are summed over prompts, never averaged per prompt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from pass_core.runtime.backend_choice import choice_line
+from pass_core.runtime.backends import AUTO, BACKEND_CHOICES, BACKENDS, prepare_backend, resolve_backend
+from pass_core.bench.summary import BenchRun, RunKey, aggregate, setting_key  # noqa: F401 (setting_key re-exported)
+from pass_core.bench.report import HTML_MOVED, machine_info, markdown_report, training_records
+from pass_core.decoding.events import StepEvent, output_token_ids
+from pass_core.runtime.models import DEFAULT_MODEL, load_model, pick_device
+from pass_core.runtime.pass_cost import cpu_busy, cpu_load, measure_pass_cost, pass_cost_markdown
+from pass_core.registry import BASELINE, METHODS
+from pass_core.decoding.settings import DecodeSettings
+from pass_core.bench.copies import load_backend_copies, method_backend, split_backend
+from pass_core.bench.suites import SUITES, BenchPrompt, load_suite  # noqa: F401 (part of the bench's API)
+from pass_core.bench.peers import PEERS, check_peers, generate_peer, wall_time_note
+
+WARMUP_TOKENS = 8
+
+
+#: Suffixes of a method name in ``--methods`` that change its settings for that entry only.
+VARIANTS = {"fused": {"fused": True}, "auto": {"auto_drafts": True}}
+
+
+def is_ar_like(name: str) -> bool:
+    """True for AR on any backend and for the peers: runs that do not depend on L."""
+    return name in PEERS or split_backend(name)[0] == BASELINE
+
+
+def split_variant(name: str) -> tuple[str, dict]:
+    """A ``--methods`` entry -> (registered key, settings changes): "parallelspec+auto" ->
+    ("parallelspec", {"auto_drafts": True}); "pass+fused+auto" adds both (extensions, docs/algorithms.md
+    section 4); a backend suffix ("@fp32") is allowed and ignored here (``split_backend``).
+
+    Raises:
+        ValueError: an unknown method, suffix or backend, or +fused on a method the fused step does not apply to.
+    """
+    key, *suffixes = split_backend(name)[0].split("+")
+    if key not in METHODS:
+        raise ValueError(f"Unknown method {key!r}: choose from {', '.join(METHODS)}.")
+    changes = {}
+    for suffix in suffixes:
+        if suffix not in VARIANTS or key == BASELINE:
+            raise ValueError(f"Unknown variant {name!r}: a drafting method may take "
+                             f"{', '.join('+' + v for v in VARIANTS)}.")
+        if suffix == "fused" and not METHODS[key].fusable:
+            raise ValueError(f"{name!r}: the fused step applies to "
+                             f"{', '.join(k for k, m in METHODS.items() if m.fusable)} only.")
+        changes.update(VARIANTS[suffix])
+    return key, changes
+
+
+def schedule(methods: list[str], lookaheads: list[int], temperatures: list[float],
+             num_prompts: int, repeats: int) -> list[RunKey]:
+    """The run order: per T, prompt and repeat, AR first, then AR on other backends and the peers, then every
+    (L, method) right after them.
+
+    Interleaving the methods per prompt and repeat (A B A B ...) makes slow machine drift
+    hit every method alike.
+    """
+    keys = []
+    for t in temperatures:
+        for i in range(num_prompts):
+            for r in range(repeats):
+                if BASELINE in methods:
+                    keys.append(RunKey(BASELINE, None, t, r, i))
+                keys += [RunKey(m, None, t, r, i) for m in methods if m != BASELINE and is_ar_like(m)]
+                keys += [RunKey(m, n, t, r, i) for n in lookaheads for m in methods if not is_ar_like(m)]
+    return keys
+
+
+def run_bench(loaded, prompts: list[BenchPrompt], methods: list[str], lookaheads: list[int],
+              temperatures: list[float], base: DecodeSettings, repeats: int,
+              progress: bool = True, models: dict | None = None) -> tuple[list[BenchRun], dict[str, str]]:
+    """Warm up, then run ``schedule(...)`` one decoder at a time.
+
+    The seed of repeat r is ``base.seed + r`` for every method (sampling only). ``loaded`` runs the entries
+    without a backend suffix; ``models`` maps a backend name to its own loaded copy, for "method@backend"
+    entries (and for the peers: "fp32" when present, the plain eager model a transformers user gets).
+
+    Returns:
+        (the runs in the order they ran, {"method L=n": which look-ahead embeddings were used}).
+    """
+    from tqdm.auto import tqdm
+
+    models = models or {}
+
+    def model_for(name: str):
+        if name in PEERS:
+            return models.get("fp32", loaded)
+        return models[split_backend(name)[1]] if split_backend(name)[1] else loaded
+
+    state, notes = {}, {}
+    for m in methods:
+        for n in lookaheads if not is_ar_like(m) else ():
+            state[m, n], note = METHODS[split_variant(m)[0]].find_files(model_for(m), n)
+            if note:
+                notes[f"{m} L={n}"] = note
+                if progress:
+                    print(f"{m} L={n}: {note}", file=sys.stderr)
+
+    def run(key: RunKey, **changes) -> list[StepEvent]:
+        prompt = prompts[key.prompt_index].prompt
+        if key.method in PEERS:
+            settings = base.with_(temperature=key.temperature, seed=base.seed + key.repeat, **changes)
+            return generate_peer(model_for(key.method), key.method, prompt, settings)
+        method, variant = split_variant(key.method)
+        settings = base.with_(temperature=key.temperature, num_lookahead=key.num_lookahead or lookaheads[0],
+                              seed=base.seed + key.repeat, **variant, **changes)
+        return list(METHODS[method].decode(model_for(key.method), prompt, settings,
+                                           state.get((key.method, key.num_lookahead))))
+
+    for m in methods:  # warm-up: first calls pay for allocations and kernel selection
+        run(RunKey(m, None if is_ar_like(m) else lookaheads[0], temperatures[0], 0, 0),
+            max_new_tokens=min(WARMUP_TOKENS, base.max_new_tokens))
+    runs = []
+    for key in tqdm(schedule(methods, lookaheads, temperatures, len(prompts), repeats),
+                    desc="bench", unit="run", disable=not progress, file=sys.stderr):
+        runs.append(BenchRun(key, prompts[key.prompt_index].category, run(key)))
+    return runs, notes
+
+
+def _csv(text: str, kind, name: str) -> list:
+    try:
+        values = [kind(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"{name} must be a comma-separated list of numbers, got {text!r}.") from None
+    if not values:
+        raise ValueError(f"{name} needs at least one value.")
+    return list(dict.fromkeys(values))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The CLI of ``python -m pass_core.bench``."""
+    p = argparse.ArgumentParser(prog="python -m pass_core.bench", description=__doc__.split("\n")[0])
+    p.add_argument("--suite", default="quick", help="quick (12 prompts), full (60), a .jsonl file of "
+                   '{"category": ..., "prompt": ...} lines, or none (with --pass-cost) (default: quick)')
+    p.add_argument("--methods", default="ar,pass", help=f"comma-separated, from {', '.join(METHODS)}, each with "
+                   "optional variants +fused and +auto (cost-aware draft lengths) and a backend @fp32, @onednn or @bf16 "
+                   "(one loaded copy per backend), e.g. parallelspec+auto, ar@fp32; ar on the run's backend is always "
+                   "run; every speed-up is also given against the fastest AR of the run (default: ar,pass)")
+    p.add_argument("--baselines", default="", help="real peers run on the same model, prompts and settings: "
+                   f"{', '.join(PEERS)} (transformers' generate() and its prompt lookup; default: none)")
+    p.add_argument("--num-lookahead", default="3", help="look-ahead counts L, comma-separated (default: 3)")
+    p.add_argument("--temperature", default="0", help="temperatures, comma-separated; 0 = greedy (default: 0)")
+    p.add_argument("--top-k", type=int, default=10, help="top-k when sampling, 0 = off (default: 10, the paper's)")
+    p.add_argument("--top-p", type=float, default=1.0, help="nucleus top-p when sampling (default: 1.0 = off)")
+    p.add_argument("--max-new-tokens", type=int, default=48, help="tokens per run (default: 48)")
+    p.add_argument("--repeats", type=int, default=1, help="runs per prompt and method (default: 1)")
+    p.add_argument("--model", default=DEFAULT_MODEL, help=f"model name, folder or .gguf (default: {DEFAULT_MODEL})")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps (default: auto)")
+    p.add_argument("--dtype", default="auto",
+                   help="auto (float32 on the default backend), float32, bfloat16 or float16 (plain eager PyTorch; "
+                        "default: auto)")
+    p.add_argument("--backend", choices=list(BACKEND_CHOICES), help="how the passes of every entry without "
+                   "@backend are computed (AR too): "
+                   + "; ".join(f"{b.name}: {b.description}" for b in (AUTO, *BACKENDS.values()))
+                   + " (sets --dtype; default: auto on a CPU, else fp32, unless --dtype is given)")
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--seed", type=int, default=0, help="seed of repeat 0; repeat r uses seed + r (default: 0)")
+    p.add_argument("--fused", action="store_true", help="PaSS methods use the fused step (an extension)")
+    p.add_argument("--limit", type=int, help="only the first N prompts (smoke runs)")
+    p.add_argument("--json", metavar="OUT", help="write the full report as JSON")
+    p.add_argument("--html", metavar="OUT", help=argparse.SUPPRESS)  # moved to the UI package: a clear error
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--pass-cost", action="store_true",
+                   help="also measure the pass-cost curve c(w), w = 1..16 (time of a w-token pass / a 1-token "
+                        "pass, cache of 200 tokens); with --suite none only the curve is measured")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; print markdown; exit 1 if a greedy run differs from AR (a bug)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        methods = list(dict.fromkeys([BASELINE] + [m.strip() for m in args.methods.split(",") if m.strip()]))
+        for m in methods:
+            split_variant(m)  # raises for an unknown method, variant or backend
+        methods += check_peers([b.strip() for b in args.baselines.split(",") if b.strip()])
+        lookaheads = _csv(args.num_lookahead, int, "--num-lookahead")
+        temperatures = _csv(args.temperature, float, "--temperature")
+        if min(args.repeats, args.limit or 1, args.threads or 1) < 1:
+            raise ValueError("--repeats, --limit and --threads must be at least 1.")
+        base = DecodeSettings(max_new_tokens=args.max_new_tokens, top_k=args.top_k, top_p=args.top_p,
+                              seed=args.seed, fused=args.fused)
+        for n in lookaheads:
+            for t in temperatures:
+                base.with_(num_lookahead=n, temperature=t)  # validates every setting before loading
+        base.with_(seed=args.seed + args.repeats - 1)
+        if args.suite == "none" and not args.pass_cost:
+            raise ValueError("--suite none runs nothing: add --pass-cost (the curve alone) or name a suite.")
+        prompts = [] if args.suite == "none" else load_suite(args.suite)[: args.limit]
+        if args.html:  # pass_core never imports plotly: the figures live with the UI (playground/)
+            raise ValueError(HTML_MOVED)
+    except ValueError as err:
+        parser.error(str(err))
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    start = time.perf_counter()
+    log = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
+    try:
+        device = pick_device(args.device)
+        backend, dtype = resolve_backend(args.backend, args.dtype, device)
+        loaded = load_model(args.model, device=args.device, dtype=dtype, progress=log)
+        if backend:
+            prepare_backend(loaded, backend, args.threads, progress=log)
+        if loaded.backend_choice:
+            log(choice_line(loaded.backend_choice))
+        methods, models, skipped = load_backend_copies(args, methods, loaded, device, log)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"model: {loaded.describe()}; {len(prompts)} prompts", file=sys.stderr)
+    load, cores = cpu_load()
+    if loaded.device.type == "cpu" and cpu_busy(load, cores):
+        print(f"warning: the CPU is busy (load {load:.1f} on {cores} cores): timings will be noisy; "
+              "on a shared CPU --threads 1 avoids the worst slow-downs", file=sys.stderr)
+    curve = None
+    if args.pass_cost:
+        curve = measure_pass_cost(loaded)
+        print(pass_cost_markdown(curve) + "\n")
+    runs, notes = run_bench(loaded, prompts, methods, lookaheads, temperatures, base, args.repeats,
+                            progress=not args.no_progress, models=models) if prompts else ([], {})
+    notes.update(skipped)
+    if any(m in PEERS for m in methods):
+        notes["hf-* peers"] = wall_time_note()
+    backends = {m: method_backend(m, loaded) for m in methods}
+    report = {
+        "command": "python -m pass_core.bench " + shlex.join(sys.argv[1:] if argv is None else argv),
+        "machine": machine_info(loaded),
+        "settings": {**{k: v for k, v in base.to_dict().items() if k not in ("num_lookahead", "temperature")},
+                     "suite": args.suite, "num_prompts": len(prompts), "methods": methods,
+                     "num_lookahead": lookaheads, "temperatures": temperatures, "repeats": args.repeats,
+                     "model": loaded.name, "model_description": loaded.describe(), "limit": args.limit,
+                     "threads": torch.get_num_threads(), "warmup_tokens": WARMUP_TOKENS,
+                     "method_backends": backends, "backend_choice": loaded.backend_choice,
+                     "backend": loaded.backend or {"float32": "fp32", "bfloat16": "bf16"}.get(
+                         str(loaded.dtype).replace("torch.", ""), str(loaded.dtype))},
+        "method_notes": notes,
+        **({"pass_cost": curve} if curve else {}),
+        "training": training_records(loaded, methods, lookaheads[-1]),
+        "summary": aggregate(runs, lookaheads, temperatures, str(loaded.dtype).replace("torch.", ""),
+                             backends=backends),
+        "runs": [{"method": r.key.method, "num_lookahead": r.key.num_lookahead, "temperature": r.key.temperature,
+                  "repeat": r.key.repeat, "prompt_index": r.key.prompt_index, "category": r.category,
+                  "tokens": len(output_token_ids(r.events)), "steps": len(r.events),
+                  "compute_time_s": sum(e.step_s for e in r.events),
+                  "finish_reason": r.events[-1].finish_reason if r.events else None} for r in runs],
+    }
+    report["wall_s"] = time.perf_counter() - start
+    if runs:
+        print(markdown_report(report))
+    print(f"\nwall time {report['wall_s']:.1f} s (model loaded, warm-up and {len(runs)} runs)", file=sys.stderr)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1), encoding="utf-8")
+    differ = [(f"{m} {k}", e) for m, d in report["summary"].items() for k, e in d.items()
+              if e["exact_match_rate"] is not None and e["exact_match_rate"] < 1.0]
+    ties = [name for name, e in differ if e["near_tie_differences"] == round((1 - e["exact_match_rate"]) * e["runs"])]
+    if ties:
+        print(f"note: greedy output differs from AR for {', '.join(ties)} only at near-ties within "
+              f"{report['machine']['dtype']} rounding (wide and one-token passes round differently; use float32).",
+              file=sys.stderr)
+    bad = [name for name, _ in differ if name not in ties]
+    if bad:
+        print(f"BUG: greedy output differs from AR for {', '.join(bad)} (the decoders must be lossless).",
+              file=sys.stderr)
+        return 1
+    return 0
+

@@ -1,0 +1,45 @@
+"""The benchmark's prompt suites: ``quick`` and ``full`` (``assets/bench/*.jsonl``) or a JSONL file of
+``{"category": ..., "prompt": ...}`` lines."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from pass_core.drafters.shipped import assets_dir
+
+SUITES = ("quick", "full")
+
+
+@dataclass(frozen=True)
+class BenchPrompt:
+    """One line of a suite file: ``{"category": ..., "prompt": ...}``."""
+
+    category: str
+    prompt: str
+
+
+def load_suite(suite: str) -> list[BenchPrompt]:
+    """Prompts of ``quick``, ``full`` (``assets/bench/*.jsonl``) or a JSONL file.
+
+    Raises:
+        ValueError: a missing file, a line that is not ``{"category", "prompt"}`` JSON, no prompts.
+    """
+    path = assets_dir() / "bench" / f"{suite}.jsonl" if suite in SUITES else Path(suite).expanduser()
+    if not path.is_file():
+        raise ValueError(f"Suite {suite!r} not found: use quick, full or a .jsonl file ({path} does not exist).")
+    prompts = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}, line {n}: not JSON ({err.msg}).") from err
+        if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
+            raise ValueError(f'{path}, line {n}: expected {{"category": ..., "prompt": "non-empty text"}}.')
+        prompts.append(BenchPrompt(str(row.get("category") or "uncategorised"), row["prompt"]))
+    if not prompts:
+        raise ValueError(f"Suite {path} holds no prompts.")
+    return prompts

@@ -1,0 +1,71 @@
+"""KV-cache handling shared by every decoder: one cache discipline, one timer.
+
+Invariant after every step of every decoder: the cache holds every committed token
+except the last one (the pending token, fed at the start of the next step).
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from transformers import DynamicCache
+
+
+def new_cache(model) -> DynamicCache:
+    """An empty ``DynamicCache`` for ``model`` (batch size 1)."""
+    return DynamicCache(config=model.config)
+
+
+def cache_len(cache) -> int:
+    """Tokens currently held by the cache."""
+    return int(cache.get_seq_length())
+
+
+def crop_to(cache, length: int) -> None:
+    """Keep the first ``length`` positions of the cache (drops look-ahead / rejected entries).
+
+    Raises:
+        AssertionError: when the cache holds fewer than ``length`` positions (a bug).
+    """
+    held = cache_len(cache)
+    assert held >= length, f"cache holds {held} positions, cannot crop to {length}"
+    if held > length:
+        cache.crop(length - held)  # transformers 5: crop(-n) drops the last n entries
+
+
+def check_invariant(cache, committed_total: int) -> None:
+    """Assert the cache invariant: cache = committed tokens minus the pending one.
+
+    Args:
+        committed_total: prompt tokens + generated tokens so far (pending included).
+    """
+    held = cache_len(cache)
+    assert held == committed_total - 1, (
+        f"cache invariant broken: cache holds {held} positions but {committed_total} tokens are "
+        f"committed (expected {committed_total - 1}: all but the pending token)"
+    )
+
+
+class StepClock:
+    """Wall-clock timer for model work, synchronising the device at each reading.
+
+    ``torch.cuda.synchronize`` (or the MPS equivalent) runs before each reading so
+    that asynchronous kernels are counted in the step that launched them
+    (docs/algorithms.md section 7).
+    """
+
+    def __init__(self, device: torch.device):
+        self.device = torch.device(device)
+
+    def sync(self) -> None:
+        """Wait for the device to finish queued work."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        elif self.device.type == "mps":
+            torch.mps.synchronize()
+
+    def now(self) -> float:
+        """Seconds, after synchronising the device."""
+        self.sync()
+        return time.perf_counter()

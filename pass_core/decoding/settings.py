@@ -1,0 +1,114 @@
+"""Decoding settings: one frozen dataclass, validated once at the boundary.
+
+The UI, the CLI and the benchmark read their ranges and defaults from
+``SETTING_RANGES`` and ``DecodeSettings`` so that no layer repeats a literal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+#: (minimum, maximum, default) for every numeric setting. The UI builds its
+#: sliders from this table; ``DecodeSettings.validate`` enforces it.
+SETTING_RANGES: dict[str, tuple[float, float, float]] = {
+    "num_lookahead": (1, 8, 3),
+    "temperature": (0.0, 2.0, 0.0),
+    "top_k": (0, 200, 0),
+    "top_p": (0.01, 1.0, 1.0),
+    "max_new_tokens": (1, 1024, 96),
+    "seed": (0, 2**31 - 1, 0),
+}
+
+
+def _fmt(bound: float) -> str:
+    """A range bound as people read it: whole numbers with thousands separators, others as %g."""
+    return f"{int(bound):,}" if float(bound).is_integer() else f"{bound:g}"
+
+
+def _default(name: str) -> float:
+    return SETTING_RANGES[name][2]
+
+
+@dataclass(frozen=True)
+class DecodeSettings:
+    """Everything one decoding run needs besides the model and the prompt.
+
+    Attributes:
+        max_new_tokens: stop after this many generated tokens (>= 1).
+        temperature: 0 means greedy (argmax); > 0 divides the logits.
+        top_k: keep the k most likely tokens; 0 disables the filter.
+        top_p: nucleus filter, keep the smallest set with mass >= top_p; in (0, 1].
+        seed: seeds the one ``torch.Generator`` of the run.
+        num_lookahead: L, the number of look-ahead tokens / drafts per step (PaSS,
+            Monea et al. 2023, section 2). Ignored by autoregressive decoding.
+        chat_template: wrap the prompt in the tokenizer's chat template; False
+            feeds the raw text.
+        fused: PaSS only, an *extension* beyond the paper (docs/algorithms.md section 4):
+            the next step's look-ahead blocks ride on the verification pass, so a
+            step costs one forward pass instead of two.
+        inspect: events carry the token inspector's data (``StepEvent.inspection``: top-n of p, q
+            and the residual per verified position); a few ``topk`` calls per step.
+        auto_drafts: cost-aware draft lengths, an *extension* (docs/algorithms.md section 4,
+            ``draft_length.CostAwareDraftLength``): each step verifies k <= ``num_lookahead`` drafts
+            (0 = a plain target step), chosen from the measured pass-cost curve and this run's acceptance
+            so far; the output stays exactly the target's.
+
+    Raises (from ``validate``):
+        ValueError: a setting outside its range, with the allowed range in the message.
+    """
+
+    max_new_tokens: int = int(_default("max_new_tokens"))
+    temperature: float = float(_default("temperature"))
+    top_k: int = int(_default("top_k"))
+    top_p: float = float(_default("top_p"))
+    seed: int = int(_default("seed"))
+    num_lookahead: int = int(_default("num_lookahead"))
+    chat_template: bool = True
+    fused: bool = False
+    inspect: bool = False
+    auto_drafts: bool = False
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    @property
+    def greedy(self) -> bool:
+        """True when temperature is 0 (argmax decoding)."""
+        return self.temperature == 0.0
+
+    def validate(self) -> "DecodeSettings":
+        """Check every field against ``SETTING_RANGES``; return self.
+
+        Raises:
+            ValueError: naming the setting, the bad value and the allowed range.
+        """
+        checks = {
+            "num_lookahead": ("number of look-ahead tokens L", int),
+            "max_new_tokens": ("max new tokens", int),
+            "top_k": ("top-k", int),
+            "seed": ("seed", int),
+            "temperature": ("temperature", float),
+            "top_p": ("top-p", float),
+        }
+        for name, (label, kind) in checks.items():
+            value = getattr(self, name)
+            lo, hi, _ = SETTING_RANGES[name]
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{label} must be a number, got {value!r}")
+            if kind is int and int(value) != value:
+                raise ValueError(f"{label} must be a whole number, got {value!r}")
+            if not lo <= value <= hi:
+                raise ValueError(
+                    f"{label} must be between {_fmt(lo)} and {_fmt(hi)}, got {value!r}"
+                    + (" (use 0 for greedy decoding)" if name == "temperature" and value < 0 else "")
+                    + (" (1 disables it)" if name == "top_p" else "")
+                )
+        return self
+
+    def with_(self, **changes) -> "DecodeSettings":
+        """A validated copy with some fields changed."""
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        """Plain dict, for JSON output."""
+        return asdict(self)

@@ -1,0 +1,123 @@
+"""The pass-cost curve c(w): the time of a target pass over w new tokens divided by a one-token pass
+(docs/algorithms.md section 4, "cost-aware draft length"). It decides whether speculation can win on a
+machine: a step that yields E tokens for a pass over k+1 tokens beats AR only when E > c(k+1).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+
+import torch
+
+from pass_core.decoding.cache import StepClock, crop_to, new_cache
+from pass_core.decoding.target import plain_head, target_forward
+from pass_core.decoding.text import count
+
+#: Widths measured by default: every draft count the app offers plus the fused step's wider passes.
+DEFAULT_WIDTHS = tuple(range(1, 17))
+
+
+@torch.inference_mode()
+def measure_pass_cost(loaded, widths=DEFAULT_WIDTHS, cache_len: int = 200, repeats: int = 5,
+                      seed: int = 0) -> dict:
+    """Measure c(w) on ``loaded``'s device, as the verification pass runs it (``target.target_forward``,
+    logits for all w rows).
+
+    Protocol: fill a KV cache with ``cache_len`` random tokens once; then, ``repeats`` times, run one
+    pass of every width in turn (interleaved, so slow drift hits every width alike), each timed
+    with the device synchronised and cropped back to ``cache_len`` afterwards; one untimed round
+    first as a warm-up. c(w) = median ms of width w / median ms of width 1.
+
+    Args:
+        loaded: a ``LoadedModel``.
+        widths: pass widths w (tokens per pass), each >= 1; 1 is always measured.
+        cache_len: tokens already in the cache (a typical prompt + answer so far).
+        repeats: timed rounds (>= 1).
+        seed: seeds the random token ids (its own generator; not the global RNG).
+
+    Returns:
+        {"widths": [w...], "ms": [median ms...], "c": [c(w)...], "cache_len": int, "repeats": int,
+        "device": str, "dtype": str, "threads": int, "load_average_1min": float or None (before the passes),
+        "cores": int} (see ``busy_warning``).
+
+    Raises:
+        ValueError: a width < 1, ``repeats`` < 1, or a cache too long for the model's context.
+    """
+    widths = sorted({1, *(int(w) for w in widths)})
+    if widths[0] < 1 or repeats < 1 or cache_len < 1:
+        raise ValueError("widths, repeats and cache_len must be at least 1.")
+    if loaded.max_positions is not None and cache_len + widths[-1] > loaded.max_positions:
+        raise ValueError(f"cache_len {cache_len} + width {widths[-1]} exceeds the model's context "
+                         f"({loaded.max_positions} positions).")
+    load, cores = cpu_load()  # before our own passes add to it
+    model, dev, clock = loaded.model, loaded.device, StepClock(loaded.device)
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, loaded.vocab_size, (1, cache_len + widths[-1]), generator=gen).to(dev)
+    cache, plain = new_cache(model), plain_head(model)
+    target_forward(model, cache, torch.tensor([cache_len - 1], device=dev), input_ids=ids[:, :cache_len], plain=plain)
+    times: dict[int, list[float]] = {w: [] for w in widths}
+    for round_ in range(repeats + 1):  # round 0 warms up every shape
+        for w in widths:
+            x = ids[:, cache_len:cache_len + w]
+            t0 = clock.now()
+            target_forward(model, cache, torch.arange(w, device=dev), input_ids=x, plain=plain)
+            t1 = clock.now()
+            crop_to(cache, cache_len)
+            if round_:
+                times[w].append((t1 - t0) * 1000)
+    ms = [statistics.median(times[w]) for w in widths]
+    return {"widths": widths, "ms": ms, "c": [m / ms[0] for m in ms], "cache_len": cache_len, "repeats": repeats,
+            "device": str(dev), "dtype": str(loaded.dtype).replace("torch.", ""), "threads": torch.get_num_threads(),
+            "load_average_1min": load, "cores": cores}
+
+
+def cpu_load() -> tuple[float | None, int]:
+    """(1-minute load average or None where the OS has none, CPU cores this process may use: its affinity mask,
+    which containers and Spaces narrow, else ``os.cpu_count()``)."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return load, cores
+
+
+def cpu_busy(load: float | None, cores: int) -> bool:
+    """True when other jobs keep the CPU busy: a 1-minute load average above the cores + 0.5 (our own model
+    loading adds at most its threads, and less on average). The bench warns at start-up, and ``busy_warning``."""
+    return load is not None and load > cores + 0.5
+
+
+def busy_warning(curve: dict) -> str:
+    """A warning when ``curve`` was measured on a CPU that other jobs kept busy (``cpu_busy``), else "". Such a
+    curve overstates c(w) (a new-user run measured c(2) = 6.7 on a shared 2-core CPU with 2 threads, against
+    1.1-1.3 idle), and cost-aware draft lengths and the cost chart read it."""
+    load, cores = curve.get("load_average_1min"), curve.get("cores")
+    if curve.get("device") != "cpu" or not cores or not cpu_busy(load, cores):
+        return ""
+    return (f"Measured while the CPU was busy (load average {load:.1f} on {cores} cores): other jobs distort these "
+            "timings. Restart when the machine is idle to measure again; on a shared CPU, --threads 1 avoids the "
+            "worst slow-downs.")
+
+
+#: Cached curves by model object: (loaded model's id, device, dtype, threads) -> curve.
+_CURVES: dict[tuple, dict] = {}
+
+
+def cached_pass_cost(loaded, widths=DEFAULT_WIDTHS, repeats: int = 3) -> dict:
+    """``measure_pass_cost`` once per loaded model, device, dtype and thread count (a few seconds for
+    SmolLM2-135M on a CPU), then from memory. The cache is the shorter of 200 tokens and half the
+    model's context. Returns the curve dict of ``measure_pass_cost``."""
+    key = (id(loaded.model), str(loaded.device), str(loaded.dtype), torch.get_num_threads())
+    if key not in _CURVES:
+        cache_len = 200 if loaded.max_positions is None else max(1, min(200, loaded.max_positions // 2))
+        widths = [w for w in widths if loaded.max_positions is None or cache_len + w <= loaded.max_positions]
+        _CURVES[key] = measure_pass_cost(loaded, widths, cache_len=cache_len, repeats=repeats)
+    return _CURVES[key]
+
+
+def pass_cost_markdown(curve: dict) -> str:
+    """The curve as a markdown table (w, ms, c(w))."""
+    head = (f"Pass cost on {curve['device']} ({curve['dtype']}, {count(curve['threads'], 'thread')}), cache of "
+            f"{curve['cache_len']} tokens, median of {curve['repeats']} interleaved rounds:")
+    rows = [f"| {w} | {m:.1f} | {c:.2f} |" for w, m, c in zip(curve["widths"], curve["ms"], curve["c"])]
+    warning = [f"**{busy_warning(curve)}**", ""] if busy_warning(curve) else []
+    return "\n".join([head, "", *warning, "| w (tokens per pass) | ms | c(w) |", "|---|---|---|", *rows])

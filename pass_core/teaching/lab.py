@@ -1,0 +1,136 @@
+"""The losslessness lab: sample short continuations many times with every method and compare each
+empirical distribution with the exact law computed from the model (Leviathan et al. 2022,
+theorem 1: speculative sampling gives exactly the target's distribution; docs/algorithms.md section 2).
+
+A deliberately broken acceptance rule (always accept) runs beside them as a negative control:
+its distribution must be visibly off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from pass_core.decoding.events import output_token_ids
+from pass_core.registry import METHODS
+from pass_core.decoding.sampling import logits_to_probs
+from pass_core.decoding.settings import DecodeSettings
+from pass_core.decoding.text import encode_prompt
+from pass_core.decoding.verification import verify_drafts
+
+#: Key of the negative control in a ``LabResult``.
+BROKEN = "pass, always accept"
+#: Runs per method at most (the page's cap: about a minute for all methods on a 2-core CPU).
+MAX_RUNS = 400
+
+
+def exact_law(loaded, prompt: str, settings: DecodeSettings, depth: int) -> dict[tuple[int, ...], float]:
+    """P(first ``depth`` tokens) of plain sampling from the target, by enumerating the tree of
+    tokens with non-zero processed probability (top-k keeps it small: k^depth leaves).
+
+    Returns:
+        {token ids: probability}, summing to 1.
+    """
+    ids = encode_prompt(loaded.tokenizer, prompt, settings.chat_template)
+    law: dict[tuple[int, ...], float] = {}
+
+    def walk(prefix: list[int], prob: float) -> None:
+        if len(prefix) == depth:
+            law[tuple(prefix)] = prob
+            return
+        with torch.inference_mode():
+            logits = loaded.model(input_ids=torch.tensor([ids + prefix], device=loaded.device)).logits[0, -1]
+        p = logits_to_probs(logits, settings)
+        for t in p.nonzero().flatten().tolist():
+            walk(prefix + [t], prob * float(p[t]))
+
+    walk([], 1.0)
+    return law
+
+
+def always_accept(draft_ids, draft_probs, target_probs, generator):
+    """A broken acceptance rule (negative control): every draft is kept, the bonus drawn from p_{k+1}."""
+    k = int(draft_ids.shape[0])
+    result = verify_drafts(draft_ids, draft_probs, target_probs, generator)
+    token = int(torch.multinomial(target_probs[k], 1, generator=generator))
+    return dataclasses.replace(result, num_accepted=k, next_token=token, next_is_bonus=True)
+
+
+def total_variation(law: dict, empirical: dict) -> float:
+    """Total-variation distance 0.5 * sum |P(x) - Q(x)| between two distributions over outcomes."""
+    return 0.5 * sum(abs(law.get(x, 0.0) - empirical.get(x, 0.0)) for x in set(law) | set(empirical))
+
+
+def tv_bound(law: dict, runs: int) -> float:
+    """The check's bound: 3 x the expected TV of ``runs`` exact samples, sum over outcomes of
+    sqrt(2 P (1 - P) / (pi runs)) / 2 *(our choice: a correct sampler stays under it with high
+    probability; a biased one exceeds it once its bias is larger than the noise)*."""
+    return 3 * 0.5 * sum(math.sqrt(2 * p * (1 - p) / (math.pi * runs)) for p in law.values())
+
+
+@dataclass(frozen=True)
+class LabResult:
+    """Empirical laws against the exact one.
+
+    Attributes:
+        exact: {outcome: probability} from the model.
+        empirical: method key (and ``BROKEN``) -> {outcome: share of runs}.
+        tv: method key -> total-variation distance to ``exact``.
+        bound: ``tv_bound(exact, runs)``.
+        runs: runs per method; depth: tokens per run.
+    """
+
+    exact: dict[tuple[int, ...], float]
+    empirical: dict[str, dict[tuple[int, ...], float]]
+    tv: dict[str, float]
+    bound: float
+    runs: int
+    depth: int
+
+    def passed(self, key: str) -> bool:
+        """True when ``key``'s TV is under the bound."""
+        return self.tv[key] < self.bound
+
+
+def run_lab(loaded, prompt: str, runs: int, depth: int = 3, top_k: int = 2, temperature: float = 1.0,
+            num_lookahead: int = 2, keys: list[str] | None = None,
+            progress: Callable[[int, int], None] | None = None) -> LabResult:
+    """Run ``runs`` seeded continuations of ``depth`` tokens with each method and the broken rule.
+
+    Args:
+        loaded: a ``LoadedModel``.
+        prompt: the user's text (chat template applied).
+        runs: continuations per method, 1..``MAX_RUNS``.
+        keys: registered methods to run (default: all); the broken rule always runs.
+        progress: called with (runs done, runs in all) after every run.
+
+    Raises:
+        ValueError: ``runs`` or ``depth`` out of range, an unknown method, or a bad prompt.
+    """
+    if not 1 <= runs <= MAX_RUNS or not 1 <= depth <= 6:
+        raise ValueError(f"The lab takes 1-{MAX_RUNS} runs of 1-6 tokens, got {runs} runs of {depth}.")
+    keys = list(METHODS) if keys is None else keys
+    unknown = [k for k in keys if k not in METHODS]
+    if unknown:
+        raise ValueError(f"Unknown method(s) {', '.join(unknown)}: choose from {', '.join(METHODS)}.")
+    settings = DecodeSettings(max_new_tokens=depth, temperature=temperature, top_k=top_k, num_lookahead=num_lookahead)
+    exact = exact_law(loaded, prompt, settings, depth)
+    plan = [(k, k, dict()) for k in keys] + [(BROKEN, "pass", dict(verify_fn=always_accept))]
+    state = {method: METHODS[method].find_files(loaded, num_lookahead)[0] for _, method, _ in plan}
+    empirical, done = {}, 0
+    for name, method, kw in plan:
+        counts: dict[tuple[int, ...], int] = {}
+        for seed in range(runs):
+            events = METHODS[method].decode(loaded, prompt, settings.with_(seed=seed), state[method], **kw)
+            out = tuple(output_token_ids(events)[:depth])
+            counts[out] = counts.get(out, 0) + 1
+            done += 1
+            if progress:
+                progress(done, runs * len(plan))
+        empirical[name] = {x: c / runs for x, c in counts.items()}
+    return LabResult(exact, empirical, {k: total_variation(exact, v) for k, v in empirical.items()},
+                     tv_bound(exact, runs), runs, depth)

@@ -1,0 +1,82 @@
+"""Fair side-by-side race of several decoders on one device (docs/algorithms.md section 7).
+
+Decoders never run at the same time: one process alternates their steps and always
+advances the decoder whose own accumulated compute time is smallest, so that every
+pane shows what its method had produced after the same compute time.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator
+
+from pass_core.decoding.events import StepEvent
+
+
+def race(decoders: dict[str, Iterable[StepEvent]]) -> Iterator[tuple[str, StepEvent]]:
+    """Interleave decoders by accumulated compute time.
+
+    Args:
+        decoders: name -> generator of ``StepEvent`` (e.g. from ``methods.make_decoder``).
+            Each generator does its model work inside ``next()``, timed in ``step_s``.
+
+    Yields:
+        (name, event) in the order the steps ran. Ties go to the earlier name in
+        ``decoders``. A finished decoder drops out; the race ends when all have.
+
+    Raises:
+        Whatever a decoder raises (e.g. ``ValueError`` for a bad prompt), unchanged.
+    """
+    clocks = {name: 0.0 for name in decoders}
+    live = {name: iter(gen) for name, gen in decoders.items()}
+    while live:
+        name = min(live, key=lambda n: clocks[n])
+        try:
+            event = next(live[name])
+        except StopIteration:
+            del live[name]
+            continue
+        clocks[name] += event.step_s
+        yield name, event
+        if event.finished:
+            live.pop(name, None)
+
+
+def race_order(events: dict[str, list[StepEvent]]) -> list[tuple[str, int]]:
+    """The order in which ``race`` ran recorded events: (name, index into ``events[name]``) per step.
+
+    ``race`` picks the next decoder from the compute times of the events before it alone, so feeding it
+    the recorded lists again reproduces the order of the live race (a trace's replay, the step-through).
+
+    Args:
+        events: name -> that decoder's ``StepEvent`` list, in the order the race was given them.
+
+    Returns:
+        One (name, index) pair per event, ``sum(len(v) for v in events.values())`` pairs.
+    """
+    seen = {name: 0 for name in events}
+    order = []
+    for name, _ in race({name: iter(evs) for name, evs in events.items()}):
+        order.append((name, seen[name]))
+        seen[name] += 1
+    return order
+
+
+def events_upto(events: dict[str, list[StepEvent]], position: int | None,
+                order: list[tuple[str, int]] | None = None) -> dict[str, list[StepEvent]]:
+    """The race's state after its first ``position`` steps (on the shared compute clock).
+
+    Args:
+        events: name -> the decoder's ``StepEvent`` list.
+        position: how many steps of ``race_order(events)`` to keep, clipped to 0..all; None keeps all.
+        order: ``race_order(events)`` when the caller has it already.
+
+    Returns:
+        name -> the prefix of its events that ran within the first ``position`` steps (every name kept).
+    """
+    if position is None:
+        return {name: list(evs) for name, evs in events.items()}
+    order = race_order(events) if order is None else order
+    counts = {name: 0 for name in events}
+    for name, _ in order[:max(0, position)]:
+        counts[name] += 1
+    return {name: list(evs[:counts[name]]) for name, evs in events.items()}

