@@ -25,9 +25,12 @@ def test_a_setting_that_collapses_under_load_is_not_chosen():
     timings = [Timing("fp32", 1, 40.0, 41.0), Timing("fp32", 2, 36.0, 180.0)]
     best, why = pick(timings)
     assert (best.backend, best.threads) == ("fp32", 1) and "1.5x" in why
-    # every setting collapses: the fastest under load
-    best, why = pick([Timing("fp32", 1, 40.0, 90.0), Timing("onednn", 2, 30.0, 150.0)])
-    assert (best.backend, best.threads) == ("fp32", 1) and "under load" in why
+    # every thread count collapses: the one fastest under load, and at it the fastest backend quiet
+    best, why = pick([Timing("fp32", 1, 40.0, 90.0), Timing("onednn", 1, 38.0, 95.0), Timing("onednn", 2, 30.0, 150.0)])
+    assert (best.backend, best.threads) == ("onednn", 1) and "under load" in why
+    # threads fixed by the user (one thread count): the backend is the fastest quiet, whatever the load does
+    best, _ = pick([Timing("fp32", 2, 107.0, 270.0), Timing("onednn", 2, 132.0, 200.0)])
+    assert best.backend == "fp32"
     with pytest.raises(ValueError):
         pick([])
 

@@ -13,6 +13,7 @@ events of all runs, so counts are summed over prompts, never averaged per prompt
 from __future__ import annotations
 
 import argparse
+from contextlib import nullcontext
 import json
 import shlex
 import sys
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from pass_core.runtime.backend_choice import choice_line
+from pass_core.runtime.backend_choice import BusyCore, choice_line
 from pass_core.runtime.backends import AUTO, BACKEND_CHOICES, BACKENDS, prepare_backend, resolve_backend
 from pass_core.bench.summary import BenchRun, RunKey, aggregate, setting_key  # noqa: F401 (setting_key re-exported)
 from pass_core.bench.report import HTML_MOVED, machine_info, markdown_report, training_records
@@ -182,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="OUT", help="write the full report as JSON")
     p.add_argument("--html", metavar="OUT", help=argparse.SUPPRESS)  # moved to the UI package: a clear error
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--busy-core", action="store_true",
+                   help="run the suite while another process spins on one core (how a setting holds up when the "
+                        "app's server, a browser or a second visitor takes a core); after the model is loaded")
     p.add_argument("--pass-cost", action="store_true",
                    help="also measure the pass-cost curve c(w), w = 1..16 (time of a w-token pass / a 1-token "
                         "pass, cache of 200 tokens); with --suite none only the curve is measured")
@@ -239,8 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.pass_cost:
         curve = measure_pass_cost(loaded)
         print(pass_cost_markdown(curve) + "\n")
-    runs, notes = run_bench(loaded, prompts, methods, lookaheads, temperatures, base, args.repeats,
-                            progress=not args.no_progress, models=models) if prompts else ([], {})
+    with BusyCore() if args.busy_core else nullcontext():
+        runs, notes = run_bench(loaded, prompts, methods, lookaheads, temperatures, base, args.repeats,
+                                progress=not args.no_progress, models=models) if prompts else ([], {})
     notes.update(skipped)
     if any(m in PEERS for m in methods):
         notes["hf-* peers"] = wall_time_note()
@@ -254,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
                      "model": loaded.name, "model_description": loaded.describe(), "limit": args.limit,
                      "threads": torch.get_num_threads(), "warmup_tokens": WARMUP_TOKENS,
                      "method_backends": backends, "backend_choice": loaded.backend_choice,
+                     "busy_core": args.busy_core,
                      "backend": loaded.backend or {"float32": "fp32", "bfloat16": "bf16"}.get(
                          str(loaded.dtype).replace("torch.", ""), str(loaded.dtype))},
         "method_notes": notes,
