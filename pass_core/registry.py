@@ -13,6 +13,7 @@ from pass_core.decoding.drafting import Drafter
 from pass_core.decoding.events import StepEvent
 from pass_core.drafters.lookahead.drafter import LookaheadDrafter
 from pass_core.drafters.parallelspec.drafter import ParallelSpecDrafter
+from pass_core.drafters.prompt_lookup import PromptLookupDrafter
 from pass_core.decoding.settings import DecodeSettings
 from pass_core.drafters.shipped import resolve_adapters, resolve_drafter, resolve_lookahead
 from pass_core.decoding.speculative import generate_speculative
@@ -21,6 +22,7 @@ from pass_core.decoding.verification import verify_drafts
 
 #: Okabe-Ito colour-blind-safe palette (Okabe & Ito 2008), for method lines and bars.
 _BLUE, _GREEN, _ORANGE, _PURPLE, _SKY = "#0072B2", "#009E73", "#E69F00", "#CC79A7", "#56B4E9"
+_VERMILLION = "#D55E00"
 
 #: The speed-up baseline: every speed-up is measured against it in the same run.
 BASELINE = "ar"
@@ -107,6 +109,10 @@ METHODS: dict[str, Method] = {m.key: m for m in (
     Method("parallelspec", "ParallelSpec (parallel drafter)", "ParallelSpec", _ORANGE,
            "a one-layer parallel drafter proposes k drafts in one pass from k [MASK] tokens (Xiao et al. 2024)",
            file_option="drafter", resolve=resolve_drafter, drafter=lambda d, s: ParallelSpecDrafter(d)),
+    Method("prompt-lookup", "Prompt lookup (copies from the context)", "prompt lookup", _VERMILLION,
+           "drafts the tokens that followed the last n-gram's earlier occurrence in the prompt and the output; "
+           "no file, any model (Saxena 2023; transformers' prompt_lookup_num_tokens)",
+           drafter=lambda _, s: PromptLookupDrafter()),
 )}
 
 

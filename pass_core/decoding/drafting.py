@@ -52,6 +52,8 @@ class Proposal:
         drafter_passes: forward passes of a separate drafter model (ParallelSpec: 1).
         exact_margin: top-1 minus top-2 logit where ``exact`` was sampled (greedy runs), or None.
         exact_top: top-n of the distribution ``exact`` was drawn from (``DecodeSettings.inspect``).
+        note: one line on where the drafts came from, for the token inspector (prompt lookup: where in the
+            context its n-gram matched), or "".
     """
 
     drafts: torch.Tensor
@@ -61,6 +63,7 @@ class Proposal:
     drafter_passes: int = 0
     exact_margin: float | None = None
     exact_top: TopN | None = None
+    note: str = ""
 
 
 def no_drafts(vocab_size: int, device, **counts) -> Proposal:

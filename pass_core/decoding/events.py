@@ -97,6 +97,8 @@ class StepEvent:
         inspection: the token inspector's data (``DecodeSettings.inspect``), else ().
         draft_choice: with cost-aware draft lengths (``DecodeSettings.auto_drafts``), which k this step
             chose and why (``draft_length.DraftLengthChoice.note``); "" otherwise.
+        draft_note: what the drafter says about this step's drafts (``drafting.Proposal.note``; prompt lookup:
+            where in the context the drafts were copied from), or "".
     """
 
     method: str
@@ -112,6 +114,7 @@ class StepEvent:
     num_verified_drafts: int = 0
     inspection: tuple[PositionInspection, ...] = ()
     draft_choice: str = ""
+    draft_note: str = ""
 
     @property
     def verified_drafts(self) -> bool:

@@ -125,7 +125,7 @@ def generate_speculative(loaded, prompt: str, settings: DecodeSettings, drafter:
         t1 = clock.now()
         exact, passes = proposal.exact, proposal.target_passes + 1
         counts = dict(method=method, step=step, drafter_passes=proposal.drafter_passes,
-                      draft_choice=choice.note if choice else "")
+                      draft_choice=choice.note if choice else "", draft_note=proposal.note)
         if exact is not None:
             uncached = [exact]  # the drafting pass cached every earlier token
             if exact in state.eos or state.remaining <= 1:  # the exact token ends the run
