@@ -49,8 +49,9 @@ def metric_texts(summaries: dict[str, RunSummary | None]) -> dict[str, str]:
               for k, s in summaries.items() if k != base]
     rates = []
     for key, s in drafting_summaries(summaries).items():
-        rate = "–" if s is None or s.acceptance_rate is None else \
-            f"{s.acceptance_rate:.1%} ({s.accepted_drafts} of {s.drafted_tokens} drafts)"
+        rate = "–" if s is None or s.acceptance_rate is None else (
+            f"{s.acceptance_rate:.1%} ({s.accepted_drafts} of {s.judged_drafts} judged drafts; "
+            f"{s.drafted_tokens} drafted)")
         rates.append(f"{short_name(key)} {rate}")
     return {
         "tokens_per_s": each("tokens_per_s", ".1f"),

@@ -196,10 +196,21 @@ def theory_figure(checks: dict[str, TheoryCheck], names: dict[str, str], colours
     return go.Figure(traces, layout)
 
 
-def theory_markdown(checks: dict[str, TheoryCheck]) -> str:
-    """One line per method: expected vs measured tokens per verification step, predicted vs
-    measured speed-up, and the verdict sentence."""
-    return "  \n".join(check.sentence for check in checks.values())
+def theory_markdown(checks: dict[str, TheoryCheck], names: dict[str, str] | None = None) -> str:
+    """One line per method: expected vs measured tokens per verification step, predicted vs measured speed-up and
+    the verdict sentence; then alpha by position, and what accepted / drafted (the estimator a student computes
+    first) would predict, with why it is not alpha. ``names``: method key -> name (default: the key)."""
+    names = names or {}
+    lines = [check.sentence for check in checks.values()]
+    by_position = [f"{names.get(key, key)} " + " / ".join(_fmt(a, ".2f") for a in c.alpha_by_position)
+                   + f" (predicts {c.predicted_tokens_by_position:.2f})" for key, c in checks.items()]
+    lines.append("alpha by draft position d_1..d_k, accepted / judged there: " + "  ·  ".join(by_position))
+    naive = [f"{names.get(key, key)} {c.accepted} / {c.drafted} = {c.drafted_alpha:.2f} would predict "
+             f"{c.drafted_predicted_tokens:.2f}" for key, c in checks.items() if c.drafted > c.judged]
+    if naive:
+        lines.append("Why not accepted / drafted? " + "; ".join(naive) + ": the drafts after a step's first rejection "
+                     "are never judged, and counting them as failures makes alpha too small.")
+    return "  \n".join(lines)
 
 
 def lab_figure(result: LabResult, names: dict[str, str], decode=str) -> go.Figure:
@@ -270,7 +281,7 @@ def theory_view(events: dict[str, list[StepEvent]], revision: str = "race") -> t
         return None, THEORY_WAITING
     fig = theory_figure(checks, {k: METHODS[k].short_name for k in checks}, {k: METHODS[k].colour for k in checks},
                         revision)
-    return fig, theory_markdown(checks)
+    return fig, theory_markdown(checks, {k: METHODS[k].short_name for k in checks})
 
 
 def replay_note(trace: Trace) -> str:

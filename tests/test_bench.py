@@ -43,7 +43,9 @@ def test_summarize_formulas_on_hand_made_events():
     assert s.tokens_per_forward_pass == pytest.approx(13 / 8)
     assert s.mean_accepted_tokens == pytest.approx(13 / 4)
     assert s.accepted_drafts_per_step == pytest.approx(5 / 4)
-    assert s.acceptance_rate == pytest.approx(5 / 12)
+    # alpha on the judged drafts: 1 + 2 + 3 + 2 = 8 (the accepted and the first rejected of each step)
+    assert s.judged_drafts == 8 and s.acceptance_rate == pytest.approx(5 / 8)
+    assert s.drafted_acceptance_rate == pytest.approx(5 / 12)
     # position 1: accepted in 3 of 4 steps, all 4 reached it; position 2: accepted once, reached by the
     # 3 steps that accepted position 1; position 3: accepted once, reached only by the 3-accept step
     assert s.per_position_unconditional == pytest.approx([3 / 4, 1 / 4, 1 / 4])

@@ -70,11 +70,11 @@ def test_compute_line_counts_drafter_passes_apart():
 
 def test_metric_texts_use_the_speedup_and_short_names():
     ar = summary(method="ar", tokens=10, steps=10, tokens_per_s=20.0, tokens_per_forward_pass=1.0)
-    ps = summary(method="pass", tokens=10, steps=4, tokens_per_s=30.0, accepted_drafts=3, drafted_tokens=8,
-                 acceptance_rate=3 / 8)
+    ps = summary(method="pass", tokens=10, steps=4, tokens_per_s=30.0, accepted_drafts=3, judged_drafts=8,
+                 drafted_tokens=12, acceptance_rate=3 / 8)
     texts = race_text.metric_texts({"ar": ar, "pass": ps, "parallelspec": None})
     assert texts["speedup"] == "PaSS 1.50×  ·  ParallelSpec –×"
-    assert texts["acceptance_rate"] == "PaSS 37.5% (3 of 8 drafts)  ·  ParallelSpec –"
+    assert texts["acceptance_rate"] == "PaSS 37.5% (3 of 8 judged drafts; 12 drafted)  ·  ParallelSpec –"
     assert texts["tokens_per_s"] == "AR 20.0  ·  PaSS 30.0  ·  ParallelSpec –"
 
 

@@ -26,7 +26,7 @@ PEERS: dict[str, dict] = {
 UNSEEN_FIELDS = ("tokens_per_forward_pass", "mean_accepted_tokens", "accepted_drafts_per_step", "acceptance_rate",
                  "per_position_conditional", "per_position_unconditional", "acceptance_histogram", "ms_per_step",
                  "steps", "forward_passes", "drafted_tokens", "accepted_drafts", "verification_steps",
-                 "drafter_passes")
+                 "drafter_passes", "judged_drafts")
 
 
 def check_peers(names: list[str]) -> list[str]:

@@ -18,7 +18,7 @@ SUMMARY_FIELDS = ("tokens_per_forward_pass", "mean_accepted_tokens", "accepted_d
                   "acceptance_rate", "per_position_conditional", "per_position_unconditional",
                   "acceptance_histogram", "tokens_per_s", "ms_per_step", "tokens", "steps",
                   "forward_passes", "drafted_tokens", "accepted_drafts", "compute_time_s", "verification_steps",
-                  "drafter_passes")
+                  "drafter_passes", "judged_drafts")
 
 @dataclass(frozen=True)
 class RunKey:

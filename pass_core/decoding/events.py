@@ -65,6 +65,7 @@ class DraftRecord:
         u: the uniform draw compared with min(1, p/q); None when never examined.
         decision: "accepted", "rejected" or "not_verified" (after the first rejection,
             or cut off by EOS / max_new_tokens).
+        p_res: trees: p_res(d), the residual the node was tried against (section 4b); else None.
     """
 
     position: int
@@ -74,6 +75,7 @@ class DraftRecord:
     p: float
     u: float | None
     decision: str
+    p_res: float | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,7 @@ class StepEvent:
             chose and why (``draft_length.DraftLengthChoice.note``); "" otherwise.
         draft_note: what the drafter says about this step's drafts (``drafting.Proposal.note``; prompt lookup:
             where in the context the drafts were copied from), or "".
+        tree_parents: a tree step: each draft's parent node (-1 = the root; position = depth); () = a chain.
     """
 
     method: str
@@ -115,6 +118,7 @@ class StepEvent:
     inspection: tuple[PositionInspection, ...] = ()
     draft_choice: str = ""
     draft_note: str = ""
+    tree_parents: tuple[int, ...] = ()
 
     @property
     def verified_drafts(self) -> bool:
@@ -175,12 +179,17 @@ class RunSummary:
         drafter_passes: forward passes of a separate drafter model (ParallelSpec; 0 otherwise).
         drafted_tokens: drafts sent to verification.
         accepted_drafts: drafts accepted (and part of the output).
+        judged_drafts: drafts the acceptance rule examined: every accepted one and the first rejected one of
+            each step (docs/algorithms.md section 1); drafts after a rejection, or cut off by EOS or the
+            token budget, are never judged.
         tokens_per_forward_pass: tokens / forward_passes (AR: 1.00).
         mean_accepted_tokens: tokens of verification steps / verification steps, Spec-Bench's
             definition (counts the resampled or bonus token, and PaSS's exact token); tokens / steps
             when no step verified drafts (AR: 1.00).
         accepted_drafts_per_step: accepted_drafts / verification steps, gpt-fast's (AR: 0).
-        acceptance_rate: accepted_drafts / drafted_tokens (None without drafts).
+        acceptance_rate: alpha = accepted_drafts / judged_drafts (None without judged drafts): the
+            conditional acceptance of docs/algorithms.md section 6, the rate the truncated-geometric law of
+            section 2.3 is fitted on. ``drafted_acceptance_rate`` is accepted / drafted, for comparison.
         per_position_unconditional: for draft position i, verification steps where d_i was
             accepted / verification steps.
         per_position_conditional: accepted at i / verification steps that reached i; None for
@@ -214,6 +223,13 @@ class RunSummary:
     finish_reason: str | None = None
     verification_steps: int = 0
     drafter_passes: int = 0
+    judged_drafts: int = 0
+
+    @property
+    def drafted_acceptance_rate(self) -> float | None:
+        """accepted_drafts / drafted_tokens (None without drafts): what a student computes first, and too small
+        an estimate of alpha, since it counts the drafts after a rejection, which no rule examined, as failures."""
+        return self.accepted_drafts / self.drafted_tokens if self.drafted_tokens else None
 
     def to_dict(self) -> dict:
         """Plain dict for JSON export."""
@@ -228,7 +244,8 @@ METRIC_FORMULAS: dict[str, str] = {
     "mean_accepted_tokens": "tokens of verification steps / verification steps, counts the resampled or bonus "
                             "token (Spec-Bench; AR = 1.00)",
     "accepted_drafts_per_step": "accepted drafts / verification steps (gpt-fast; AR = 0)",
-    "acceptance_rate": "accepted drafts / drafted tokens",
+    "acceptance_rate": "accepted drafts / judged drafts (the accepted ones and the first rejected one of each step)",
+    "drafted_acceptance_rate": "accepted drafts / drafted tokens (counts never-judged drafts as failures)",
     "per_position_unconditional": "verification steps where draft i was accepted / verification steps",
     "per_position_conditional": "accepted at position i / verification steps that reached position i",
     "acceptance_histogram": "share of verification steps that accepted 0, 1, ..., k drafts",
@@ -254,6 +271,7 @@ def summarize(events, method: str | None = None) -> RunSummary:
     passes = sum(e.forward_passes for e in events)
     drafted = sum(len(e.drafts) for e in verifying)
     accepted = sum(e.num_accepted for e in verifying)
+    judged = sum(d.decision in ("accepted", "rejected") for e in verifying for d in e.drafts)
     max_pos = max((d.position for e in verifying for d in e.drafts), default=0)
     uncond, cond = [], []
     for i in range(1, max_pos + 1):
@@ -277,7 +295,7 @@ def summarize(events, method: str | None = None) -> RunSummary:
         tokens_per_forward_pass=tokens / passes if passes else 0.0,
         mean_accepted_tokens=ver_tokens / n_ver if n_ver else (tokens / steps if steps else 0.0),
         accepted_drafts_per_step=accepted / n_ver if n_ver else 0.0,
-        acceptance_rate=accepted / drafted if drafted else None,
+        acceptance_rate=accepted / judged if judged else None,
         per_position_unconditional=uncond,
         per_position_conditional=cond,
         acceptance_histogram=[h / n_ver for h in hist] if n_ver else [],
@@ -289,6 +307,7 @@ def summarize(events, method: str | None = None) -> RunSummary:
         finish_reason=events[-1].finish_reason if events else None,
         verification_steps=n_ver,
         drafter_passes=sum(e.drafter_passes for e in events),
+        judged_drafts=judged,
     )
 
 

@@ -4,7 +4,9 @@ section 3; docs/algorithms.md sections 2 and 4).
 With k drafts per step, each accepted with probability alpha independently (the i.i.d.
 assumption of Leviathan et al.), the number m of accepted drafts in a step follows a truncated
 geometric law and a verification step yields (1 - alpha^(k+1)) / (1 - alpha) tokens. A step that
-costs c AR steps then runs at that many tokens per c: the predicted speed-up.
+costs c AR steps then runs at that many tokens per c: the predicted speed-up. alpha is measured on the judged
+drafts only (accepted / judged, docs/algorithms.md section 6): the law describes the drafts the rule examines,
+and the drafts after a rejection never are.
 """
 
 from __future__ import annotations
@@ -73,11 +75,19 @@ class TheoryCheck:
     """Theory against measurement for one drafting method in one run.
 
     Attributes:
-        alpha: measured draft acceptance rate (accepted / drafted).
+        alpha: measured draft acceptance rate on the judged drafts (accepted / judged, docs/algorithms.md
+            section 6): the rate the truncated-geometric law is fitted on.
+        alpha_by_position: conditional acceptance of d_1..d_k (accepted at i / steps whose rule judged d_i;
+            None for a position never judged).
+        accepted / judged / drafted: the run's counts behind alpha (judged <= drafted).
+        drafted_alpha: accepted / drafted, the estimator a student computes first (too small: it counts the
+            drafts after a rejection, which no rule examined, as failures); None without drafts.
         k: drafts per verification step (the most any step verified).
         predicted_histogram / measured_histogram: share of verification steps accepting 0..k drafts.
         predicted_tokens / measured_tokens: tokens per verification step (PaSS's exact token
             included in both when the method has one).
+        predicted_tokens_by_position: the same from ``alpha_by_position`` (no i.i.d. assumption).
+        drafted_predicted_tokens: what ``drafted_alpha`` would predict (None without drafts).
         cost: measured cost of a verification step in AR steps (its mean model time / the mean of
             AR's steps after the prefill).
         predicted_speedup / measured_speedup: tokens per step / cost, and the race's speed-up.
@@ -86,10 +96,17 @@ class TheoryCheck:
     """
 
     alpha: float
+    alpha_by_position: list[float | None]
+    accepted: int
+    judged: int
+    drafted: int
+    drafted_alpha: float | None
     k: int
     predicted_histogram: list[float]
     measured_histogram: list[float]
     predicted_tokens: float
+    predicted_tokens_by_position: float
+    drafted_predicted_tokens: float | None
     measured_tokens: float
     cost: float
     predicted_speedup: float
@@ -100,6 +117,9 @@ class TheoryCheck:
 
 def check_theory(events, ar_events, name: str = "the method") -> TheoryCheck | None:
     """Compare a drafting method's run with the theory, using the AR run beside it (same race).
+
+    alpha is accepted / judged drafts (``RunSummary.acceptance_rate``): with it the truncated-geometric law
+    predicts the measured tokens per verification step (docs/algorithms.md sections 2.3 and 6).
 
     Args:
         events: the drafting method's ``StepEvent`` list.
@@ -118,6 +138,7 @@ def check_theory(events, ar_events, name: str = "the method") -> TheoryCheck | N
     alpha, k = summary.acceptance_rate, len(summary.acceptance_histogram) - 1
     extra = int(any(t.label == "exact" for e in verifying for t in e.tokens))  # PaSS: 1 exact token per step
     predicted = extra + expected_tokens(alpha, k)
+    naive = summary.drafted_acceptance_rate
     cost = statistics.fmean(e.step_s for e in verifying) / statistics.fmean(ar_steps)
     ar = summarize(ar_events)
     speedup = summary.tokens_per_s / ar.tokens_per_s if ar.tokens_per_s and summary.tokens_per_s else None
@@ -125,11 +146,16 @@ def check_theory(events, ar_events, name: str = "the method") -> TheoryCheck | N
     verdict = ("and speculation can win here" if even is not None and alpha >= even else
                f"and it wins only if alpha rises above {even:.2f}" if even is not None else
                f"and it cannot win here at k = {k}, even if every draft were accepted")
-    sentence = (f"{name}: alpha = {alpha:.2f} at k = {k} predicts {predicted:.2f} tokens per verification step "
+    sentence = (f"{name}: alpha = {alpha:.2f} ({summary.accepted_drafts} accepted of {summary.judged_drafts} judged "
+                f"drafts) at k = {k} predicts {predicted:.2f} tokens per verification step "
                 f"(measured {summary.mean_accepted_tokens:.2f}); a verification step costs {cost:.2f} AR steps "
                 f"here, so the predicted speed-up is {predicted / cost:.2f}x (measured "
                 f"{'-' if speedup is None else f'{speedup:.2f}x'}), {verdict}.")
-    return TheoryCheck(alpha, k, truncated_geometric(alpha, k), list(summary.acceptance_histogram), predicted,
+    return TheoryCheck(alpha, list(summary.per_position_conditional), summary.accepted_drafts,
+                       summary.judged_drafts, summary.drafted_tokens, naive, k, truncated_geometric(alpha, k),
+                       list(summary.acceptance_histogram), predicted,
+                       extra + expected_tokens_by_position(summary.per_position_conditional[:k]),
+                       None if naive is None else extra + expected_tokens(naive, k),
                        summary.mean_accepted_tokens, cost, predicted / cost, speedup, even, sentence)
 
 
