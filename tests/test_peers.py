@@ -1,0 +1,65 @@
+"""Real peers in the benchmark: transformers' own ``generate()`` on the same model writes the same greedy tokens
+as the project's AR (so the bench compares like with like), and its runs flow through the same summary."""
+
+from __future__ import annotations
+
+import pytest
+
+from pass_core.bench.peers import PEERS, blank_unseen, check_peers, generate_peer
+from pass_core.bench.summary import BenchRun, RunKey, aggregate
+from pass_core.decoding.events import output_token_ids
+from pass_core.decoding.settings import DecodeSettings
+from pass_core.registry import METHODS
+
+PROMPTS = ["hello world", "def f(x):\n    return", "The quick brown fox"]
+
+
+def _ar(loaded, prompt, settings):
+    return output_token_ids(METHODS["ar"].decode(loaded, prompt, settings))
+
+
+@pytest.mark.parametrize("peer", list(PEERS))
+def test_greedy_peer_tokens_equal_ar_on_the_tiny_model(tiny, peer):
+    settings = DecodeSettings(max_new_tokens=24, temperature=0.0)
+    for prompt in PROMPTS:
+        events = generate_peer(tiny, peer, prompt, settings)
+        assert output_token_ids(events) == _ar(tiny, prompt, settings), (peer, prompt)
+        assert events[-1].finish_reason in ("eos", "max_new_tokens") and all(e.step_s >= 0 for e in events)
+
+
+def test_a_peer_that_differs_is_seen(tiny):
+    """The comparison can fail: a peer run with fewer tokens is not equal to AR."""
+    settings = DecodeSettings(max_new_tokens=24, temperature=0.0)
+    short = generate_peer(tiny, "hf-generate", PROMPTS[0], settings.with_(max_new_tokens=12))
+    assert output_token_ids(short) != _ar(tiny, PROMPTS[0], settings)
+
+
+def test_unknown_peer_is_refused_by_name():
+    with pytest.raises(ValueError, match="Unknown baseline 'vllm'.*hf-generate"):
+        check_peers(["hf-generate", "vllm"])
+
+
+def test_peer_runs_in_the_summary_and_the_fastest_ar(tiny):
+    """Peers and AR on another name go through ``aggregate``: speed-ups against the fastest AR entry, per-step
+    metrics a peer cannot see blanked, exact match against AR."""
+    settings = DecodeSettings(max_new_tokens=8, temperature=0.0)
+    runs = []
+    for i, prompt in enumerate(PROMPTS[:2]):
+        runs.append(BenchRun(RunKey("ar", None, 0.0, 0, i), "c", list(METHODS["ar"].decode(tiny, prompt, settings))))
+        runs.append(BenchRun(RunKey("hf-generate", None, 0.0, 0, i), "c",
+                             generate_peer(tiny, "hf-generate", prompt, settings)))
+    summary = aggregate(runs, [3], [0.0], backends={"ar": "fp32", "hf-generate": "fp32"})
+    peer, ar = summary["hf-generate"]["L=3,T=0"], summary["ar"]["L=3,T=0"]
+    assert peer["exact_match_rate"] == 1.0 and peer["mean_accepted_tokens"] is None and peer["tokens_per_s"] > 0
+    assert ar["fastest_ar"] == "ar" and ar["speedup_vs_fastest_ar"] == pytest.approx(1.0)
+    assert peer["speedup_vs_fastest_ar"] == pytest.approx(peer["tokens_per_s"] / ar["tokens_per_s"], rel=1e-6)
+    assert blank_unseen({"steps": 3, "tokens_per_s": 2.0, "by_category": {"c": {"steps": 1}}}) == \
+        {"steps": None, "tokens_per_s": 2.0, "by_category": {"c": {"steps": None}}}
+
+
+@pytest.mark.slow
+def test_greedy_hf_generate_equals_ar_on_the_embedded_model(smollm):
+    settings = DecodeSettings(max_new_tokens=32, temperature=0.0)
+    for prompt in ["Write a haiku about rain", "Repeat this sentence exactly: the cat sat on the mat."]:
+        for peer in PEERS:
+            assert output_token_ids(generate_peer(smollm, peer, prompt, settings)) == _ar(smollm, prompt, settings)
