@@ -34,6 +34,25 @@ def crop_to(cache, length: int) -> None:
         cache.crop(length - held)  # transformers 5: crop(-n) drops the last n entries
 
 
+def keep_positions(cache, start: int, keep: list[int]) -> None:
+    """Compact the cache after a tree verification: move the K/V of positions ``keep`` (absolute,
+    increasing, all >= ``start``: the accepted path's nodes) to the slots ``start, start + 1, ...`` in
+    every layer, and drop everything after them (docs/algorithms.md section 4b).
+
+    Raises:
+        AssertionError: a position outside the cache or before ``start`` (a bug).
+    """
+    held = cache_len(cache)
+    assert all(start <= i < held for i in keep), f"cannot keep positions {keep} of a cache of {held} from {start}"
+    if list(keep) != list(range(start, start + len(keep))):  # a chain's path is already in place
+        src = torch.tensor(keep, dtype=torch.long)
+        for layer in cache.layers:  # transformers 5 DynamicLayer: keys / values (1, H, T, Dh)
+            index = src.to(layer.keys.device)
+            layer.keys[:, :, start:start + len(keep)] = layer.keys[:, :, index]  # the gather copies first
+            layer.values[:, :, start:start + len(keep)] = layer.values[:, :, index]
+    crop_to(cache, start + len(keep))
+
+
 def check_invariant(cache, committed_total: int) -> None:
     """Assert the cache invariant: cache = committed tokens minus the pending one.
 
