@@ -36,6 +36,7 @@ from playground.race_view import (HIDE_REJECTED_JS, INTRO, METRIC_LABELS, PAGE_C
                                      setting_range)
 from playground.stepping import MAX_STEP_DELAY_S, NEXT, PREVIOUS, RESUME, StepControl, step_position
 from playground.components import trace_file
+from playground.teaching_panels import whatif_accordion
 from playground.teaching import (INSPECTOR_HINT, LAB_DEFAULT_RUNS, LAB_INTRO, LAB_PROMPT, THEORY_BEFORE_RACE,
                                  inspect_selection, token_namer)
 # the handlers, re-exported: tests and API users reach them as playground.page.<name>
@@ -257,6 +258,7 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
             with gr.Accordion("Pass cost on this machine", open=True):
                 cost_plot = gr.Plot(label="cost of a pass over w tokens, and what each method yields per step")
                 cost_md = gr.Markdown(COST_WAITING, elem_id="cost-sentences")
+            wire_whatif = whatif_accordion()  # "What if…": alpha, k and a cost curve -> predicted speed-up
             with gr.Accordion("Traces: download a race, replay one without a model", open=True):
                 with gr.Row(equal_height=True):
                     trace_download = gr.DownloadButton("Download trace (JSON), after a race",
@@ -277,6 +279,7 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
             lab_plot = gr.Plot(label="empirical distributions vs the exact law")
             lab_md = gr.Markdown(elem_id="lab-table")
         state = gr.State(None)
+        wire_whatif(state)
         timer = gr.Timer(1.0, active=not holder.ready)
 
         inputs = [prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused, methods,

@@ -1,0 +1,136 @@
+"""The "What if…" panel's values: predicted tokens per step and speed-up for a chosen alpha, k and pass-cost curve
+(``pass_core.teaching.whatif``, docs/algorithms.md section 4), with this run's measured points marked. Pure:
+numbers and events in, a Plotly figure and markdown out; no Gradio (``whatif_panel`` builds the accordion).
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from pass_core.registry import METHODS
+from pass_core.teaching.theory import check_theory
+from pass_core.teaching.whatif import FLAT_CURVE, H200_CURVE, WhatIfRow, parse_curve, what_if
+
+#: Cost-curve presets as the radio shows them.
+MACHINE, H200, FLAT, TYPED = ("this machine (measured)", "H200 GPU (shipped)", "flat (GPU-like)", "typed in")
+PRESETS = (MACHINE, H200, FLAT, TYPED)
+#: The typed-in box's first value: a CPU-like curve, each token adding a fifth of a pass.
+TYPED_EXAMPLE = "1, 1.2, 1.4, 1.6, 1.8, 2.0, 2.2, 2.4, 2.6"
+K_MAX = 8  # as the race's look-ahead range
+_CHAIN, _PASS = "#009E73", "#0072B2"
+_AXIS = dict(gridcolor="#e5e7eb", zerolinecolor="#d1d5db", linecolor="#9ca3af", showline=True)
+NO_MACHINE_CURVE = ("*This machine's pass cost is measured at the first race: run one (or pick another curve). A "
+                    "replayed trace carries no cost curve.*")
+
+
+def curve_for(preset: str, machine_curve: dict | None, typed: str) -> tuple[tuple[float, ...] | None, str]:
+    """(c(1), c(2), ... for the preset, a short name for it) or (None, why there is none).
+
+    Raises:
+        ValueError: an unknown preset, or typed text that is not a list of positive numbers (naming the box).
+    """
+    if preset == MACHINE:
+        if not machine_curve:
+            return None, NO_MACHINE_CURVE
+        return tuple(machine_curve["c"]), f"this machine ({machine_curve['device']}, {machine_curve['dtype']})"
+    if preset == H200:
+        return H200_CURVE, "H200, SmolLM2-135M, float32"
+    if preset == FLAT:
+        return FLAT_CURVE, "flat c(w) = 1"
+    if preset == TYPED:
+        return parse_curve(typed), "typed in"
+    raise ValueError(f"cost curve: choose one of {', '.join(PRESETS)}, got {preset!r}.")
+
+
+def run_points(events: dict | None, fused: bool = False) -> dict[str, tuple[int, float, float | None, float, str]]:
+    """This run's measured points: method key -> (k, tokens per verification step, measured speed-up (None before
+    AR has run), alpha on the judged drafts, "pass" for a two-pass look-ahead method else "chain"), from
+    ``check_theory`` against AR; {} without AR or without a verification step."""
+    if not events or "ar" not in events:
+        return {}
+    points = {}
+    for key, evs in events.items():
+        if key == "ar" or key not in METHODS:
+            continue
+        check = check_theory(evs, events["ar"], METHODS[key].short_name)
+        if check is not None:
+            loop = "pass" if METHODS[key].fusable and not fused else "chain"
+            points[key] = (check.k, check.measured_tokens, check.measured_speedup, check.alpha, loop)
+    return points
+
+
+def whatif_figure(rows: list[WhatIfRow], k: int, points: dict | None = None) -> go.Figure:
+    """Two panels over k = 1..: predicted tokens per step (top) and speed-up over AR (bottom) for the chain and
+    PaSS's two-pass loop; the chosen k as a dotted line, AR's 1.0x as a grey line, and this run's measured points
+    (filled, in the method's colour) over the curve of their loop."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        subplot_titles=("tokens per step", "speed-up over AR"))
+    ks = [r.k for r in rows]
+    for name, tokens, speed, colour in (("chain (one verification pass)", [r.chain_tokens for r in rows],
+                                         [r.chain_speedup for r in rows], _CHAIN),
+                                        ("PaSS two-pass loop", [r.pass_tokens for r in rows],
+                                         [r.pass_speedup for r in rows], _PASS)):
+        fig.add_trace(go.Scatter(x=ks, y=tokens, mode="lines+markers", line=dict(color=colour), name=name,
+                                 legendgroup=name), row=1, col=1)
+        fig.add_trace(go.Scatter(x=ks, y=speed, mode="lines+markers", line=dict(color=colour), name=name,
+                                 legendgroup=name, showlegend=False), row=2, col=1)
+    for key, (mk, tokens, speed, alpha, loop) in (points or {}).items():
+        method = METHODS[key]
+        label = f"this run: {method.short_name} (α {alpha:.2f}, {'PaSS loop' if loop == 'pass' else 'chain'})"
+        fig.add_trace(go.Scatter(x=[mk], y=[tokens], mode="markers", name=label, legendgroup=key,
+                                 marker=dict(color=method.colour, size=13, symbol="diamond",
+                                             line=dict(color="black", width=1))), row=1, col=1)
+        if speed is not None:
+            fig.add_trace(go.Scatter(x=[mk], y=[speed], mode="markers", name=label, legendgroup=key, showlegend=False,
+                                     marker=dict(color=method.colour, size=13, symbol="diamond",
+                                                 line=dict(color="black", width=1))), row=2, col=1)
+    fig.add_hline(y=1.0, line=dict(color="#9ca3af", dash="dash"), row=2, col=1)
+    fig.add_vline(x=k, line=dict(color="#6b7280", dash="dot"))
+    fig.update_xaxes(dtick=1, **_AXIS)
+    fig.update_xaxes(title_text="drafts per step k", row=2, col=1)
+    fig.update_yaxes(rangemode="tozero", **_AXIS)
+    fig.update_layout(height=520, margin=dict(l=45, r=10, t=30, b=10), paper_bgcolor="white", plot_bgcolor="white",
+                      legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0))
+    return fig
+
+
+def whatif_markdown(rows: list[WhatIfRow], alpha: float, k: int, curve_name: str, drafter_cost: float,
+                    points: dict | None = None) -> str:
+    """The numbers at the chosen k with the formulas they come from, and a line per measured point."""
+    row = next((r for r in rows if r.k == k), None)
+    if row is None:
+        return f"⚠ The {curve_name} curve gives c(w) up to w = {rows[-1].k + 1 if rows else 1}: choose k ≤ " \
+               f"{rows[-1].k if rows else 0}."
+    lines = [f"At α = {alpha:.2f}, k = {k}, cost curve {curve_name}: c({k + 1}) = {row.pass_cost / 2:.2f}.",
+             f"**Chain**: E = (1 − α^(k+1)) / (1 − α) = {row.chain_tokens:.2f} tokens per step for c(k+1) + c_d = "
+             f"{row.chain_cost:.2f} AR steps (drafter c_d = {drafter_cost:.2f}): **{row.chain_speedup:.2f}x**.",
+             f"**PaSS two-pass loop**: 1 + E = {row.pass_tokens:.2f} tokens per step (one exact token) for 2 c(k+1) = "
+             f"{row.pass_cost:.2f} AR steps: **{row.pass_speedup:.2f}x**."]
+    for key, (mk, tokens, speed, a, loop) in (points or {}).items():
+        measured = "–" if speed is None else f"{speed:.2f}x"
+        lines.append(f"This run, {METHODS[key].short_name}: α = {a:.2f} at k = {mk}, {tokens:.2f} tokens per "
+                     f"verification step, measured {measured} (the diamond; set α and k to match it to compare "
+                     f"with its curve).")
+    return "  \n".join(lines)
+
+
+def whatif_view(alpha, k, preset: str, typed: str, drafter_cost, state: dict | None) -> tuple[go.Figure | None, str]:
+    """The panel for its controls and the page's race state (``race_handlers.render``'s last output: its events,
+    ``fused`` and this machine's curve); (None, a message naming the control) for bad input."""
+    try:
+        alpha, k, drafter_cost = float(alpha), int(k), float(drafter_cost)
+        if not 0 <= alpha <= 1 or not 1 <= k <= K_MAX or drafter_cost < 0:
+            raise ValueError(f"α must be in 0..1, k in 1..{K_MAX} and the drafter cost >= 0; got α = {alpha}, "
+                             f"k = {k}, drafter cost = {drafter_cost}.")
+        machine = ((state or {}).get("show") or {}).get("curve")
+        curve, name = curve_for(preset, machine, typed)
+        if curve is None:
+            return None, name
+        if len(curve) < 2:
+            raise ValueError(f"c(w) typed in: give c(1) and at least c(2); got {len(curve)} value.")
+        rows = what_if(alpha, curve, K_MAX, drafter_cost)
+    except (TypeError, ValueError) as err:
+        return None, f"⚠ {err}"
+    points = run_points((state or {}).get("events"), bool((state or {}).get("fused")))
+    return whatif_figure(rows, k, points), whatif_markdown(rows, alpha, k, name, drafter_cost, points)

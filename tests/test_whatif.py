@@ -1,0 +1,81 @@
+"""The "What if…" panel: predicted speed-ups against docs/algorithms.md section 4's formulas by hand, the curve
+presets, bad input named, and this run's measured points."""
+
+from __future__ import annotations
+
+import pytest
+
+from pass_core.decoding.events import DraftRecord, StepEvent, TokenRecord
+from pass_core.teaching.whatif import FLAT_CURVE, H200_CURVE, chain_speedup, parse_curve, pass_speedup, what_if
+from playground import whatif
+
+CPU_LIKE = "1, 1.5, 2, 2.5, 3, 3.5"  # c(w) = (w + 1) / 2: every width costs something different
+
+
+def by_hand(alpha: float, k: int, c: list[float], drafter: float) -> tuple[float, float]:
+    """Section 4: chain S = E_k / (c(k+1) + c_d); PaSS S = (2 + accepted drafts per step) / (2 c(k+1)), with
+    E_k = 1 + alpha + ... + alpha^k and accepted drafts per step = E_k - 1."""
+    e = sum(alpha ** i for i in range(k + 1))
+    return e / (c[k] + drafter), (2 + (e - 1)) / (2 * c[k])
+
+
+def test_predicted_speedups_follow_the_formula():
+    c = [(w + 1) / 2 for w in range(1, 7)]
+    for alpha, k, drafter in ((0.6, 3, 0.05), (0.2, 1, 0.0), (1.0, 5, 0.1), (0.0, 2, 0.0)):
+        chain, pass_ = by_hand(alpha, k, c, drafter)
+        assert chain_speedup(alpha, k, parse_curve(CPU_LIKE), drafter) == pytest.approx(chain)
+        assert pass_speedup(alpha, k, parse_curve(CPU_LIKE)) == pytest.approx(pass_)
+    # alpha = 0.6, k = 3 on the flat curve: E = 2.176, chain 2.176 / 1.05 = 2.072x, PaSS 3.176 / 2 = 1.588x
+    assert chain_speedup(0.6, 3, FLAT_CURVE, 0.05) == pytest.approx(2.0724, abs=1e-4)
+    assert pass_speedup(0.6, 3, FLAT_CURVE) == pytest.approx(1.588, abs=1e-4)
+    # on the shipped H200 curve c(4) = 1.027: PaSS at alpha 0.5, k 3 yields 2.875 tokens for 2.054 AR steps
+    assert pass_speedup(0.5, 3, H200_CURVE) == pytest.approx(2.875 / 2.054, abs=1e-4)
+    rows = what_if(0.6, parse_curve(CPU_LIKE), 8, 0.05)
+    assert [r.k for r in rows] == [1, 2, 3, 4, 5]  # c(6) is the last width: k <= 5
+    assert rows[2].chain_speedup == pytest.approx(by_hand(0.6, 3, c, 0.05)[0])
+    assert rows[2].pass_tokens == pytest.approx(1 + rows[2].chain_tokens) and rows[2].pass_cost == pytest.approx(5.0)  # 2 c(4)
+
+
+def test_view_states_the_formula_numbers_at_the_chosen_k():
+    fig, text = whatif.whatif_view(0.6, 3, whatif.TYPED, CPU_LIKE, 0.05, None)
+    chain, pass_ = by_hand(0.6, 3, [(w + 1) / 2 for w in range(1, 7)], 0.05)
+    assert f"**{chain:.2f}x**" in text and f"**{pass_:.2f}x**" in text
+    speed = [t for t in fig.data if t.xaxis == "x2"]  # the lower panel: speed-up per k
+    assert speed[0].y[2] == pytest.approx(chain) and speed[1].y[2] == pytest.approx(pass_)
+    fig, text = whatif.whatif_view(0.6, 3, whatif.H200, "", 0.0, None)
+    assert "**2.12x**" in text and "**1.55x**" in text  # chain 2.176 / 1.027 (H200 c(4)); PaSS 3.176 / 2.054
+
+
+def test_bad_input_is_named_and_no_machine_curve_says_why():
+    assert whatif.whatif_view(0.5, 3, whatif.MACHINE, "", 0.0, None) == (None, whatif.NO_MACHINE_CURVE)
+    fig, text = whatif.whatif_view(0.5, 3, whatif.TYPED, "1, x, 2", 0.0, None)
+    assert fig is None and text.startswith("⚠ c(w) typed in: 'x' is not a number")
+    assert "positive" in whatif.whatif_view(0.5, 3, whatif.TYPED, "1, -2", 0.0, None)[1]
+    assert "choose k ≤ 1" in whatif.whatif_view(0.5, 3, whatif.TYPED, "1, 1.5", 0.0, None)[1]
+    assert "α must be in 0..1" in whatif.whatif_view(1.5, 3, whatif.FLAT, "", 0.0, None)[1]
+    assert parse_curve("2; 3") == (1.0, 1.5)  # divided by c(1)
+    with pytest.raises(ValueError, match="c\\(w\\) typed in"):
+        parse_curve("  ")
+
+
+def _step(method: str, accepted: int, k: int, step: int) -> StepEvent:
+    exact = [TokenRecord(1, "e", "exact")] if method == "pass" else []
+    tail = [TokenRecord(4, "s", "resampled")] if accepted < k else [TokenRecord(5, "b", "bonus")]
+    drafts = tuple(DraftRecord(i + 1, 2, "a", 0.5, 0.5, 0.1, "accepted" if i < accepted else
+                               "rejected" if i == accepted else "not_verified") for i in range(k))
+    return StepEvent(method, step, tuple(exact + [TokenRecord(2, "a", "accepted")] * accepted + tail), drafts,
+                     forward_passes=2 if method == "pass" else 1, step_s=0.02, num_verified_drafts=k)
+
+
+def test_this_runs_points_are_marked_on_their_loop():
+    ar = [StepEvent("ar", i + 1, (TokenRecord(9, "t", "target"),), step_s=0.01) for i in range(6)]
+    events = {"ar": ar, "pass": [_step("pass", m, 3, i + 1) for i, m in enumerate((0, 1, 1, 0))],
+              "parallelspec": [_step("parallelspec", m, 2, i + 1) for i, m in enumerate((2, 1))]}
+    points = whatif.run_points(events)
+    assert points["pass"][0] == 3 and points["pass"][3] == pytest.approx(2 / 6) and points["pass"][4] == "pass"
+    assert points["parallelspec"][:2] == (2, 2.5) and points["parallelspec"][4] == "chain"
+    assert whatif.run_points(events, fused=True)["pass"][4] == "chain"  # the fused step: one pass per step
+    fig, text = whatif.whatif_view(0.5, 3, whatif.FLAT, "", 0.0, {"events": events, "fused": False})
+    diamonds = [t for t in fig.data if t.marker.symbol == "diamond"]
+    assert len(diamonds) == 4 and "This run, PaSS: α = 0.33 at k = 3" in text
+    assert whatif.run_points({"pass": events["pass"]}) == {}  # no AR: no unit of cost
