@@ -64,6 +64,9 @@ def test_folder_holds_the_repo_sources_only(space):
     assert (space / "app.py").read_bytes() == (REPO / "app.py").read_bytes()
     assert not list(space.rglob("__pycache__"))
     assert not (space / "tests").exists() and not (space / "spaces").exists()
+    # only what the app needs: no experiment scripts or their result files
+    assert not (space / "experiments").exists() and not list(space.rglob("*.py.orig"))
+    assert not [p for p in (space / "assets").rglob("*") if p.suffix == ".py" or "results" in p.parts]
 
 
 def test_build_refuses_to_replace_an_unrelated_folder(tmp_path):
@@ -73,17 +76,14 @@ def test_build_refuses_to_replace_an_unrelated_folder(tmp_path):
     assert (tmp_path / "precious.txt").exists()
 
 
-def test_assembled_app_imports_and_builds_its_demo(space):
-    """A fresh interpreter in the Space folder: importing app launches nothing, build_demo works,
-    and (where the embedded model is installed) the model loads offline from that folder's pass_core."""
-    code = """
-import sys, app, pass_core, pass_core.shipped as shipped
+#: Run in a fresh interpreter in the Space folder: its own app and pass_core, not the repository's.
+SPACE_APP_CHECK = """
+import sys, app, pass_core, pass_core.drafters.shipped as shipped
 from pathlib import Path
 here = Path.cwd().resolve()
 assert Path(app.__file__).resolve().parent == here, app.__file__
 assert Path(pass_core.__file__).resolve().parent == here / "pass_core", pass_core.__file__
 assert shipped.assets_dir().resolve() == here / "assets", shipped.assets_dir()
-from pass_core.runtime.models import embedded_gguf_path
 holder = app.ModelHolder()
 demo = app.build_demo(holder)
 assert any(fn.api_name == "race" for fn in demo.fns.values())
@@ -91,17 +91,33 @@ import gradio as gr
 from pass_core.registry import METHODS
 box = next(c for c in demo.blocks.values() if isinstance(c, gr.CheckboxGroup))
 assert [key for _, key in box.choices] == list(METHODS), box.choices
-if embedded_gguf_path() is not None:
+if "--load" in sys.argv:
     holder.start()
     print("MODEL", holder.wait(timeout_s=120).describe())
 print("BUILT")
 """
+
+
+def run_space_app(space: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PASS_PLAYGROUND_ASSETS")}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=space, env=env, capture_output=True, text=True,
-                          timeout=240)
+    return subprocess.run([sys.executable, "-c", SPACE_APP_CHECK, *args], cwd=space, env=env, capture_output=True,
+                          text=True, timeout=240)
+
+
+def test_assembled_app_imports_and_builds_its_demo(space):
+    """A fresh interpreter in the Space folder: importing app launches nothing, and build_demo works from that
+    folder's own app, pass_core and assets."""
+    proc = run_space_app(space)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "BUILT" in proc.stdout
+    assert "BUILT" in proc.stdout and "MODEL" not in proc.stdout
+
+
+def test_assembled_app_loads_the_embedded_model_offline(space, embedded_gguf):
+    """The same, and the embedded model loads offline from the Space folder's pass_core."""
+    proc = run_space_app(space, "--load")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "MODEL SmolLM2" in proc.stdout and "BUILT" in proc.stdout, proc.stdout
 
 
 def test_readme_states_the_zerogpu_figure_and_its_source():
