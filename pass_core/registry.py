@@ -14,8 +14,9 @@ from pass_core.decoding.events import StepEvent
 from pass_core.drafters.lookahead.drafter import LookaheadDrafter
 from pass_core.drafters.parallelspec.drafter import ParallelSpecDrafter
 from pass_core.drafters.prompt_lookup import PromptLookupDrafter
-from pass_core.decoding.settings import DecodeSettings
+from pass_core.decoding.settings import TREE_AUTO, DecodeSettings
 from pass_core.drafters.shipped import resolve_adapters, resolve_drafter, resolve_lookahead
+from pass_core.drafters.trees import choose_tree_size, shipped_tree
 from pass_core.decoding.speculative import generate_speculative
 from pass_core.runtime.pass_cost import cached_pass_cost
 from pass_core.decoding.verification import verify_drafts
@@ -44,6 +45,8 @@ class Method:
             explicit path, the shipped file, or an untrained fallback) and says which in ``note``.
             None for a method that needs no file.
         drafter: ``(state, settings) -> Drafter`` for the speculative loop; None for plain AR.
+        tree: it drafts token trees (``DecodeSettings.tree_nodes``, an extension, docs/algorithms.md
+            section 4b) from the shipped shapes (``drafters.trees``).
     """
 
     key: str
@@ -55,6 +58,7 @@ class Method:
     fusable: bool = False
     resolve: Callable[[Any, int, str | None], tuple[Any, str]] | None = None
     drafter: Callable[[Any, DecodeSettings], Drafter] | None = None
+    tree: bool = False
 
     def find_files(self, loaded, num_drafts: int, path: str | None = None) -> tuple[Any, str]:
         """``resolve`` for this method, or (None, "") when it needs no file.
@@ -76,10 +80,14 @@ class Method:
             verify_fn / inspect_fn: test seams of ``generate_speculative`` (drafting methods only).
 
         Raises:
-            ValueError: bad prompt, or a file for another model.
+            ValueError: bad prompt, a file for another model, or a tree for a method without trees.
         """
         if self.drafter is None:
             return generate_autoregressive(loaded, prompt, settings)
+        if settings.tree_nodes and not self.tree:
+            raise ValueError(f"{self.label} does not draft token trees: use tree nodes 0 (a chain)")
+        if settings.tree_nodes == TREE_AUTO:  # the shipped size this machine's pass cost favours
+            settings = settings.with_(tree_nodes=choose_tree_size(self.key, cached_pass_cost(loaded)))
         if state is None:
             state, _ = self.find_files(loaded, settings.num_lookahead)
         curve = cached_pass_cost(loaded) if settings.auto_drafts else None  # measured once per loaded model
@@ -96,19 +104,20 @@ METHODS: dict[str, Method] = {m.key: m for m in (
            "the target model alone, one forward pass per token"),
     Method("pass", "PaSS", "PaSS", _GREEN,
            "the target drafts for itself with L learned look-ahead embeddings (Monea et al. 2023)",
-           file_option="lookahead", fusable=True, resolve=resolve_lookahead,
-           drafter=lambda la, s: LookaheadDrafter(la, fused=s.fused)),
+           file_option="lookahead", fusable=True, resolve=resolve_lookahead, tree=True,
+           drafter=lambda la, s: LookaheadDrafter(la, fused=s.fused, tree=shipped_tree("pass", s.tree_nodes))),
     Method("fixed-token", "PaSS, fixed-token baseline", "fixed-token", _PURPLE,
            "PaSS with an existing, untrained token in every look-ahead slot (the paper's baseline)",
            fusable=True, resolve=_fixed_token, drafter=lambda la, s: LookaheadDrafter(la, fused=s.fused)),
     Method("pass-lora", "PaSS + look-ahead adapters", "PaSS+adapters", _SKY,
            "extension: PaSS with low-rank adapters that act only at the look-ahead positions, so every real "
            "position still computes exactly the frozen model's p (one model, lossless)",
-           file_option="adapters", fusable=True, resolve=resolve_adapters,
-           drafter=lambda la, s: LookaheadDrafter(la, fused=s.fused)),
+           file_option="adapters", fusable=True, resolve=resolve_adapters, tree=True,
+           drafter=lambda la, s: LookaheadDrafter(la, fused=s.fused, tree=shipped_tree("pass-lora", s.tree_nodes))),
     Method("parallelspec", "ParallelSpec (parallel drafter)", "ParallelSpec", _ORANGE,
            "a one-layer parallel drafter proposes k drafts in one pass from k [MASK] tokens (Xiao et al. 2024)",
-           file_option="drafter", resolve=resolve_drafter, drafter=lambda d, s: ParallelSpecDrafter(d)),
+           file_option="drafter", resolve=resolve_drafter, tree=True,
+           drafter=lambda d, s: ParallelSpecDrafter(d, tree=shipped_tree("parallelspec", s.tree_nodes))),
     Method("prompt-lookup", "Prompt lookup (copies from the context)", "prompt lookup", _VERMILLION,
            "drafts the tokens that followed the last n-gram's earlier occurrence in the prompt and the output; "
            "no file, any model (Saxena 2023; transformers' prompt_lookup_num_tokens)",

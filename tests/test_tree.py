@@ -3,12 +3,20 @@ passes, the greedy shape construction, the tree acceptance rule, and cache compa
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import random
 
 import pytest
 import torch
 
-from lossless_helpers import assert_caches_equal, fresh_target_cache
+from lossless_helpers import (ar_output, assert_caches_equal, check_drafter_caches, fresh_target_cache, make_drafter,
+                              run)
+from pass_core.decoding.drafting import Drafter
+from pass_core.decoding.events import output_token_ids
+from pass_core.decoding.settings import DecodeSettings
+from pass_core.decoding.text import encode_prompt
+from pass_core.registry import METHODS
 from pass_core.decoding.cache import cache_len, keep_positions, new_cache
 from pass_core.decoding.target import target_forward
 from pass_core.decoding.tree import TreeSpec, best_tree, chain
@@ -146,3 +154,184 @@ def test_verify_tree_greedy():
                                 "accepted", "not_verified")
     with pytest.raises(ValueError, match="0..5"):
         verify_tree(SHAPE, ids + 10, q, p, None)
+
+
+# ------------------------------------------------------------------ the loop with trees, every tree-capable method
+TREE_CASES = [key for key, m in METHODS.items() if m.tree]
+PROMPTS = ["hello world", "def f(x):\n    return", "Grüße 😀 ok"]
+
+
+def tree_drafter(loaded, key, settings, tree=SHAPE):
+    """The method's own drafter (untrained fallback on the tiny model) drafting ``tree``."""
+    drafter = make_drafter(loaded, key, settings)
+    drafter.shape = tree
+    return drafter
+
+
+class TreeOracle(Drafter):
+    """Wraps a method's tree drafter (which still runs: its passes and caches) and replaces the node tokens: at
+    position d the target's greedy token (``truth``) is the candidate of rank ``ranks[d - 1]`` (None: of no rank),
+    every other candidate is wrong. ``choose(tree) -> ranks`` runs once per step; ``expected`` maps the index
+    of a step's first draft in prompt + output to the path it must accept (the longest along those ranks)."""
+
+    def __init__(self, inner, truth, vocab_size, choose):
+        self.inner, self.truth, self.vocab_size, self.choose, self.expected = inner, truth, vocab_size, choose, {}
+
+    reads_hidden_states = property(lambda self: self.inner.reads_hidden_states)
+    caches = property(lambda self: self.inner.caches)
+
+    def start(self, run):
+        super().start(run)
+        self.inner.start(run)
+
+    def propose(self, uncached, committed, max_drafts):
+        prop = self.inner.propose(uncached, committed, max_drafts)
+        if prop.tree is None or not len(prop.drafts):
+            return prop
+        first, tree = len(committed) + (prop.exact is not None), prop.tree
+        ranks = self.choose(tree)
+        ids = []
+        for path in tree.paths:
+            truth = self.truth[first + len(path) - 1] if first + len(path) - 1 < len(self.truth) else 0
+            ids.append(truth if path[-1] == ranks[len(path) - 1] else (truth + 1 + path[-1]) % self.vocab_size)
+        path = ()
+        while len(path) < len(ranks) and path + (ranks[len(path)],) in tree.paths:
+            path += (ranks[len(path)],)
+        self.expected[first] = path
+        ids = torch.tensor(ids)
+        return dataclasses.replace(prop, drafts=ids, q=torch.nn.functional.one_hot(ids, self.vocab_size).float())
+
+    def extension(self, n_cached, num_real, k):
+        return self.inner.extension(n_cached, num_real, k)
+
+    def accepted(self, m, out, extra_rows, num_new):
+        self.inner.accepted(m, out, extra_rows, num_new)
+
+
+def right(seed):
+    """Ranks along a random root-to-leaf path of the tree: the whole path is right."""
+    rng = random.Random(seed)
+    return lambda tree: list(tree.paths[rng.choice(tree.leaf_paths())[-1]]) + [None] * tree.max_depth
+
+
+def wrong(tree):
+    return [None] * tree.max_depth
+
+
+def partly(seed):
+    """Ranks along a random path, cut at a random depth: right for 0..depth nodes, then wrong."""
+    rng = random.Random(seed)
+
+    def choose(tree):
+        ranks = list(tree.paths[rng.choice(tree.leaf_paths())[-1]])
+        cut = rng.randint(0, len(ranks))
+        return ranks[:cut] + [None] * (tree.max_depth - cut + 1)
+    return choose
+
+
+def oracle_tree_run(loaded, key, prompt, settings, choose, truth_output=None, tree=SHAPE, **kw):
+    truth = encode_prompt(loaded.tokenizer, prompt, settings.chat_template) + (
+        truth_output if truth_output is not None else ar_output(loaded, prompt, settings))
+    oracle = TreeOracle(tree_drafter(loaded, key, settings, tree), truth, loaded.vocab_size, choose)
+    return oracle, run(loaded, key, prompt, settings, oracle, **kw)
+
+
+def accepted_paths(event) -> tuple[int, ...]:
+    """The accepted node's ranks of a tree step (from its drafts and tree_parents alone)."""
+    ranks = []
+    for j, d in enumerate(event.drafts):
+        if d.decision == "accepted":
+            siblings = [i for i, parent in enumerate(event.tree_parents) if parent == event.tree_parents[j]]
+            ranks.append(siblings.index(j))
+    return tuple(ranks)
+
+
+@pytest.mark.parametrize("key", TREE_CASES)
+@pytest.mark.parametrize("kind", ["right", "wrong", "partly"])
+def test_tree_greedy_equals_ar(tiny, key, kind):
+    """Greedy output with right, wrong and partly-right trees equals AR; each full step accepts exactly the path
+    the oracle put the target's tokens on, and right / partly-right trees accept paths through later siblings."""
+    settings = DecodeSettings(max_new_tokens=24, num_lookahead=3)
+    through_sibling = 0
+    for seed, prompt in enumerate(PROMPTS):
+        choose = {"right": right(seed), "wrong": wrong, "partly": partly(seed)}[kind]
+        oracle, events = oracle_tree_run(tiny, key, prompt, settings, choose)
+        assert output_token_ids(events) == ar_output(tiny, prompt, settings), (key, kind, prompt)
+        tree_steps, first = [], len(encode_prompt(tiny.tokenizer, prompt, settings.chat_template))
+        for event in events:
+            exact = event.tokens[0].label == "exact"
+            if event.num_verified_drafts == SHAPE.num_nodes and not event.finished:
+                expected = oracle.expected[first + exact]
+                assert accepted_paths(event) == expected
+                assert len(event.new_token_ids) == exact + len(expected) + 1
+                tree_steps.append(event)
+            first += len(event.new_token_ids)
+        assert len(tree_steps) >= 3
+        through_sibling += sum(any(r > 0 for r in accepted_paths(e)) for e in tree_steps)
+        if kind == "wrong":
+            assert all(e.num_accepted == 0 for e in events)
+    if kind != "wrong":
+        assert through_sibling > 0, "no accepted path went through a non-first sibling"
+
+
+@pytest.mark.parametrize("key", TREE_CASES)
+def test_tree_own_drafts_equal_ar(tiny, key):
+    settings = DecodeSettings(max_new_tokens=24, num_lookahead=3)
+    for prompt in PROMPTS:
+        events = run(tiny, key, prompt, settings, tree_drafter(tiny, key, settings))
+        assert output_token_ids(events) == ar_output(tiny, prompt, settings)
+        assert any(e.tree_parents == SHAPE.parents for e in events)
+
+
+@pytest.mark.parametrize("key", TREE_CASES)
+def test_tree_eos_on_a_path(tiny, key, monkeypatch):
+    """EOS = the token at output index e: every run ends exactly there like AR; EOS arrives as an accepted node
+    of a tree path (also through a later sibling), and accepted nodes past EOS do not count as accepted."""
+    settings = DecodeSettings(max_new_tokens=20, num_lookahead=3)
+    full = ar_output(tiny, PROMPTS[0], settings)
+    firsts = [e for e, t in enumerate(full) if t not in full[:e]][:8]
+    roles, sibling_eos = set(), 0
+    for e in firsts:
+        monkeypatch.setattr(tiny.model.generation_config, "eos_token_id", full[e])
+        for choose in (right(e), partly(e), right(e + 100)):
+            _, events = oracle_tree_run(tiny, key, PROMPTS[0], settings, choose, truth_output=full)
+            assert output_token_ids(events) == full[: e + 1] and events[-1].finish_reason == "eos"
+            last = events[-1]
+            role = [t for t in last.tokens if t.committed][-1].label
+            roles.add(role)
+            assert last.num_accepted == sum(t.label == "accepted" for t in last.tokens)
+            if role == "accepted" and last.tree_parents:
+                sibling_eos += any(r > 0 for r in accepted_paths(last))
+    assert "accepted" in roles and sibling_eos > 0, (roles, sibling_eos)
+
+
+@pytest.mark.parametrize("key", TREE_CASES)
+def test_tree_caches_after_compaction_equal_fresh_forward(tiny, key):
+    """After every tree step that accepted a path with a later sibling: target cache (keys and values, every
+    layer) = a fresh forward over the committed tokens but the pending one; drafter caches likewise."""
+    settings = DecodeSettings(max_new_tokens=40, num_lookahead=3)
+    checked = 0
+    for seed, prompt in enumerate(PROMPTS):
+        after_step = []
+        _, events = oracle_tree_run(tiny, key, prompt, settings, partly(seed), stream=True,
+                                    inspect_fn=after_step.append)
+        for event in events:
+            state = after_step.pop()
+            if event.num_accepted and any(r > 0 for r in accepted_paths(event)) and not event.finished:
+                ref, hidden = fresh_target_cache(tiny, state["committed"][:-1])
+                assert_caches_equal(state["target_cache"], ref, "target cache")
+                check_drafter_caches(tiny, state["drafter"], state["committed"], hidden)
+                checked += 1
+    assert checked >= 3, f"only {checked} steps through a later sibling checked"
+
+
+@pytest.mark.parametrize("key", TREE_CASES)
+def test_one_chain_tree_gives_the_chain_events(tiny, key):
+    """A tree that is one chain (top-1 candidates) gives exactly the chain's events (greedy; timings aside)."""
+    settings = DecodeSettings(max_new_tokens=24, num_lookahead=3)
+    timing = {"drafting_s", "verification_s", "step_s"}
+    for prompt in PROMPTS:
+        as_chain = run(tiny, key, prompt, settings, make_drafter(tiny, key, settings))
+        as_tree = run(tiny, key, prompt, settings, tree_drafter(tiny, key, settings, chain(3)))
+        strip = [{k: v for k, v in e.to_dict().items() if k not in timing} for e in as_chain]
+        assert strip == [{k: v for k, v in e.to_dict().items() if k not in timing} for e in as_tree]

@@ -30,7 +30,7 @@ from pass_core.decoding.events import StepEvent, output_token_ids
 from pass_core.runtime.models import DEFAULT_MODEL, load_model, pick_device
 from pass_core.runtime.pass_cost import cpu_busy, cpu_load, measure_pass_cost, pass_cost_markdown
 from pass_core.registry import BASELINE, METHODS
-from pass_core.decoding.settings import DecodeSettings
+from pass_core.decoding.settings import TREE_AUTO, DecodeSettings
 from pass_core.bench.copies import load_backend_copies, method_backend, split_backend
 from pass_core.bench.suites import SUITES, BenchPrompt, load_suite  # noqa: F401 (part of the bench's API)
 from pass_core.bench.peers import PEERS, check_peers, generate_peer, wall_time_note
@@ -39,7 +39,9 @@ WARMUP_TOKENS = 8
 
 
 #: Suffixes of a method name in ``--methods`` that change its settings for that entry only.
-VARIANTS = {"fused": {"fused": True}, "auto": {"auto_drafts": True}}
+VARIANTS = {"fused": {"fused": True}, "auto": {"auto_drafts": True},
+            # token trees (extension): the shipped shape of N nodes, or the size chosen for this machine
+            **{f"tree{n}": {"tree_nodes": n} for n in (4, 8, 16)}, "tree": {"tree_nodes": TREE_AUTO}}
 
 
 def is_ar_like(name: str) -> bool:
@@ -66,7 +68,10 @@ def split_variant(name: str) -> tuple[str, dict]:
         if suffix == "fused" and not METHODS[key].fusable:
             raise ValueError(f"{name!r}: the fused step applies to "
                              f"{', '.join(k for k, m in METHODS.items() if m.fusable)} only.")
+        if suffix.startswith("tree") and not METHODS[key].tree:
+            raise ValueError(f"{name!r}: token trees apply to {', '.join(k for k, m in METHODS.items() if m.tree)} only.")
         changes.update(VARIANTS[suffix])
+    DecodeSettings(**changes)  # a combination the settings refuse (+fused+tree8) fails here, before any run
     return key, changes
 
 
@@ -156,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--suite", default="quick", help="quick (12 prompts), full (60), a .jsonl file of "
                    '{"category": ..., "prompt": ...} lines, or none (with --pass-cost) (default: quick)')
     p.add_argument("--methods", default="ar,pass", help=f"comma-separated, from {', '.join(METHODS)}, each with "
-                   "optional variants +fused and +auto (cost-aware draft lengths) and a backend @fp32, @onednn or @bf16 "
+                   "optional variants +fused, +auto (cost-aware draft lengths), +tree4/8/16 or +tree (token trees) and a backend @fp32, @onednn or @bf16 "
                    "(one loaded copy per backend), e.g. parallelspec+auto, ar@fp32; ar on the run's backend is always "
                    "run; every speed-up is also given against the fastest AR of the run (default: ar,pass)")
     p.add_argument("--baselines", default="", help="real peers run on the same model, prompts and settings: "

@@ -17,6 +17,7 @@ import torch
 from pass_core.decoding.inspection import TopN
 from pass_core.decoding.settings import DecodeSettings
 from pass_core.decoding.target import TargetOutput
+from pass_core.decoding.tree import TreeSpec
 
 
 @dataclass
@@ -54,6 +55,9 @@ class Proposal:
         exact_top: top-n of the distribution ``exact`` was drawn from (``DecodeSettings.inspect``).
         note: one line on where the drafts came from, for the token inspector (prompt lookup: where in the
             context its n-gram matched), or "".
+        tree: the shape when the drafts are a token tree's N nodes in its node order (docs/algorithms.md
+            section 4b; ``drafts`` (N,), ``q`` (N, V) one-hot: deterministic top-i candidates), or None for
+            a chain d_1..d_k.
     """
 
     drafts: torch.Tensor
@@ -64,6 +68,7 @@ class Proposal:
     exact_margin: float | None = None
     exact_top: TopN | None = None
     note: str = ""
+    tree: TreeSpec | None = None
 
 
 def no_drafts(vocab_size: int, device, **counts) -> Proposal:
@@ -126,7 +131,8 @@ class Drafter:
 
         Args:
             m: accepted drafts.
-            out: the verification pass's output (hidden states when ``reads_hidden_states``).
+            out: the verification pass's output (hidden states when ``reads_hidden_states``); after a
+                tree, its rows along the accepted path only (the uncached tokens, then the m nodes).
             extra_rows: (E, V) logits of the ``extension`` rows (E = 0 without one).
             num_new: positions the target cache gained for good (uncached tokens + m drafts).
         """

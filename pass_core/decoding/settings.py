@@ -20,6 +20,10 @@ SETTING_RANGES: dict[str, tuple[float, float, float]] = {
 }
 
 
+#: Largest token tree (``DecodeSettings.tree_nodes``), and the value that picks the size per machine.
+MAX_TREE_NODES, TREE_AUTO = 64, -1
+
+
 def _fmt(bound: float) -> str:
     """A range bound as people read it: whole numbers with thousands separators, others as %g."""
     return f"{int(bound):,}" if float(bound).is_integer() else f"{bound:g}"
@@ -52,6 +56,10 @@ class DecodeSettings:
             ``draft_length.CostAwareDraftLength``): each step verifies k <= ``num_lookahead`` drafts
             (0 = a plain target step), chosen from the measured pass-cost curve and this run's acceptance
             so far; the output stays exactly the target's.
+        tree_nodes: token trees, an *extension* (docs/algorithms.md section 4b): 0 verifies a chain of
+            drafts; N > 0 verifies the method's shipped tree of N nodes in one pass (deterministic top-i
+            candidates per position); ``TREE_AUTO`` (-1) the shipped size with the most expected tokens per
+            unit of pass cost on this machine. Not with ``fused`` or ``auto_drafts``.
 
     Raises (from ``validate``):
         ValueError: a setting outside its range, with the allowed range in the message.
@@ -67,6 +75,7 @@ class DecodeSettings:
     fused: bool = False
     inspect: bool = False
     auto_drafts: bool = False
+    tree_nodes: int = 0
 
     def __post_init__(self) -> None:
         self.validate()
@@ -103,6 +112,13 @@ class DecodeSettings:
                     + (" (use 0 for greedy decoding)" if name == "temperature" and value < 0 else "")
                     + (" (1 disables it)" if name == "top_p" else "")
                 )
+        nodes = self.tree_nodes
+        if isinstance(nodes, bool) or not isinstance(nodes, int) or not TREE_AUTO <= nodes <= MAX_TREE_NODES:
+            raise ValueError(f"tree nodes must be a whole number between {TREE_AUTO} and {MAX_TREE_NODES} "
+                             f"(0 = a chain, {TREE_AUTO} = the size chosen for this machine), got {nodes!r}")
+        if nodes and (self.fused or self.auto_drafts):
+            raise ValueError("token trees (tree nodes != 0) cannot be combined with the fused step or with "
+                             "cost-aware draft lengths yet: switch those off or use a chain (tree nodes 0)")
         return self
 
     def with_(self, **changes) -> "DecodeSettings":

@@ -26,7 +26,7 @@ from typing import Callable, Iterator
 import torch
 
 from pass_core.decoding.bookkeeping import draft_records, start_run, step_proposal, token_records
-from pass_core.decoding.cache import StepClock, cache_len, check_invariant, crop_to, new_cache
+from pass_core.decoding.cache import StepClock, cache_len, check_invariant, keep_positions, new_cache
 from pass_core.decoding.draft_length import CostAwareDraftLength
 from pass_core.decoding.drafting import Drafter, Extension, TargetRun
 from pass_core.decoding.events import StepEvent
@@ -34,18 +34,24 @@ from pass_core.decoding.inspection import PositionInspection, inspect_verificati
 from pass_core.decoding.sampling import logit_margins, logits_to_probs
 from pass_core.decoding.settings import DecodeSettings
 from pass_core.decoding.target import TargetOutput, plain_head, target_forward
+from pass_core.decoding.tree import TreeSpec
+from pass_core.decoding.tree_verification import (TreeVerification, along_path, first_rejected, tree_draft_records,
+                                                  tree_step_proposal, verify_tree)
 from pass_core.decoding.verification import VerificationResult, verify_drafts
 
 #: The acceptance rule's signature (a test seam for negative controls).
 VerifyFn = Callable[..., VerificationResult]
+#: The token-tree acceptance rule's signature (``tree_verification.verify_tree``; a test seam).
+VerifyTreeFn = Callable[..., TreeVerification]
 #: Called after every step with ``target_cache``, ``drafter`` and ``committed`` ids (a test seam).
 InspectFn = Callable[[dict], None]
 
 
 def verification_pass(run: TargetRun, real: list[int], k: int, extension: Extension | None,
-                      hidden_states: bool = False) -> tuple[TargetOutput, torch.Tensor]:
+                      hidden_states: bool = False, tree: TreeSpec | None = None) -> tuple[TargetOutput, torch.Tensor]:
     """One target pass over the real tokens ``real`` (uncached tokens, then k drafts), plus the
-    drafter's extension rows; ``hidden_states`` also returns the target's hidden states.
+    drafter's extension rows; ``hidden_states`` also returns the target's hidden states. With a ``tree``
+    the k drafts are its nodes, under its attention mask and position ids (docs/algorithms.md section 4b).
 
     Returns:
         (output whose ``logits`` are (k+1, V): the rows of the last k+1 real tokens, i.e. p_1..p_{k+1};
@@ -55,8 +61,13 @@ def verification_pass(run: TargetRun, real: list[int], k: int, extension: Extens
     ids = torch.tensor([real], device=dev)  # (1, R)
     last = torch.arange(len(real) - k - 1, len(real), device=dev)  # rows of p_1..p_{k+1}
     if extension is None:
+        mask = positions = None
+        if tree is not None:  # the nodes see the prefix, their ancestors and themselves
+            n_cached, num_real = cache_len(run.cache), len(real) - k
+            mask = tree.attention_mask(n_cached, num_real, model.get_input_embeddings().weight.dtype, dev)
+            positions = tree.position_ids(n_cached, num_real, dev)
         out = target_forward(model, run.cache, last, input_ids=ids, hidden_states=hidden_states,
-                             plain=run.plain_head)
+                             attention_mask=mask, position_ids=positions, plain=run.plain_head)
         return out, out.logits[:0]
     extra = torch.arange(len(real), len(real) + extension.embeds.shape[1], device=dev)  # (E,) query rows
     rows = torch.cat([last, extra])
@@ -83,7 +94,8 @@ def _inspect(inspect_fn: InspectFn | None, cache, drafter: Drafter, state) -> No
 
 @torch.inference_mode()
 def generate_speculative(loaded, prompt: str, settings: DecodeSettings, drafter: Drafter, *, method: str,
-                         verify_fn: VerifyFn = verify_drafts, inspect_fn: InspectFn | None = None,
+                         verify_fn: VerifyFn = verify_drafts,
+                         verify_tree_fn: VerifyTreeFn = verify_tree, inspect_fn: InspectFn | None = None,
                          pass_cost: dict | None = None) -> Iterator[StepEvent]:
     """Speculative decoding with any ``Drafter`` (batch size 1).
 
@@ -94,6 +106,7 @@ def generate_speculative(loaded, prompt: str, settings: DecodeSettings, drafter:
         drafter: proposes the drafts (``LookaheadDrafter`` for PaSS, ``ParallelSpecDrafter``, ...).
         method: the registry key written into every event.
         verify_fn: the acceptance rule (test seam for broken rules).
+        verify_tree_fn: the acceptance rule of token trees (test seam for broken rules).
         inspect_fn: test seam, see ``InspectFn``.
         pass_cost: this machine's pass-cost curve (``runtime.pass_cost``), needed when
             ``settings.auto_drafts`` is on: the loop is given it and never measures the machine itself.
@@ -101,7 +114,8 @@ def generate_speculative(loaded, prompt: str, settings: DecodeSettings, drafter:
     Yields:
         One ``StepEvent`` per step: tokens labelled exact / accepted / rejected / resampled / bonus,
         every verified draft with q, p, u and its decision, ``num_verified_drafts`` = k, target and
-        drafter passes, and drafting / verification times in seconds (device synchronised).
+        drafter passes, and drafting / verification times in seconds (device synchronised). A token-tree
+        step (``Proposal.tree``, not a chain) has one draft per node and ``tree_parents``.
 
     Raises:
         ValueError: an empty prompt or one too long for the model's context, or ``settings.auto_drafts``
@@ -136,40 +150,53 @@ def generate_speculative(loaded, prompt: str, settings: DecodeSettings, drafter:
                                 forward_passes=passes - 1, drafting_s=t1 - t0, step_s=t1 - t0, finish_reason=reason,
                                 inspection=top)
                 return
-        k = min(len(proposal.drafts), state.remaining - (exact is not None) - 1, budget)  # drafts that fit
+        limit = min(state.remaining - (exact is not None) - 1, budget)  # draft positions that fit
+        tree = proposal.tree.within(limit) if proposal.tree is not None else None
+        tree = None if tree is not None and tree.is_chain else tree  # a one-chain tree runs as the chain it is
+        k = min(len(proposal.drafts), limit) if tree is None else tree.num_nodes  # drafts (tree: nodes) verified
         drafts, q = proposal.drafts[:k], proposal.q[:k]
         # 2. verify
         n_cached = cache_len(cache)
         real = uncached + drafts.tolist()
         out, extra_rows = verification_pass(run, real, k, drafter.extension(n_cached, len(real), k),
-                                            drafter.reads_hidden_states)
-        p = logits_to_probs(out.logits, settings)  # (k+1, V)
-        result = verify_fn(drafts, q, p, gen)
+                                            drafter.reads_hidden_states, tree)
+        p = logits_to_probs(out.logits, settings)  # (k+1, V); a tree: the root's row, then one per node
+        result = verify_fn(drafts, q, p, gen) if tree is None else verify_tree_fn(tree, drafts, q, p, gen)
         m = result.num_accepted
-        # 3. roll back: keep the uncached tokens and the m accepted drafts
+        path = list(range(m)) if tree is None else list(result.path)  # the accepted drafts' indices
+        # 3. roll back: keep the uncached tokens and the m accepted drafts (a tree: gathered to follow them)
         num_new = len(uncached) + m
-        crop_to(cache, n_cached + num_new)
+        keep_positions(cache, n_cached + len(uncached), [n_cached + len(uncached) + j for j in path])
         t2 = clock.now()
-        drafter.accepted(m, out, extra_rows, num_new)
+        drafter.accepted(m, out if tree is None else along_path(out, len(uncached), path), extra_rows, num_new)
         t3 = clock.now()
         # 4. commit
-        records, reason = state.take(step_proposal(exact, drafts.tolist(), result))
+        propose = step_proposal if tree is None else tree_step_proposal
+        records, reason = state.take(propose(exact, drafts.tolist(), result))
+        rows = [0] + [j + 1 for j in path]  # p rows of the accepted drafts' parents and of the next token
         margins = None
-        if settings.greedy:  # p rows of the accepted drafts and of the next token
-            margins = ([proposal.exact_margin] if exact is not None else []) + logit_margins(out.logits[: m + 1])
+        if settings.greedy:
+            margins = ([proposal.exact_margin] if exact is not None else []) + logit_margins(out.logits[rows])
         if not reason:
             check_invariant(cache, len(state.committed))
         uncached = [state.output[-1]]
         _inspect(inspect_fn, cache, drafter, state)
         # 5. emit
         # display data for the token inspector, after the timed work
-        inspection = inspect_verification(p, q, m, exact=proposal.exact_top) if settings.inspect else ()
-        rejected = int(drafts[m]) if m < k else None
-        q_draft = q[torch.arange(k), drafts].tolist()
+        if tree is None:
+            inspection = inspect_verification(p, q, m, exact=proposal.exact_top) if settings.inspect else ()
+            rejected = int(drafts[m]) if m < k else None
+            q_draft = q[torch.arange(k), drafts].tolist()
+            records_of_drafts = draft_records(state.detok, drafts.tolist(), q_draft, result if k else None, records)
+        else:  # along the accepted path; every node's q, p, p_res and decision are in its draft record
+            inspection = inspect_verification(p[rows], q[path], m, exact=proposal.exact_top) if settings.inspect else ()
+            j = first_rejected(tree, result)
+            rejected = int(drafts[j]) if j is not None else None
+            records_of_drafts = tree_draft_records(state.detok, tree, drafts.tolist(), result, records)
         event = StepEvent(**counts, tokens=token_records(records, rejected, state.detok, (exact is not None) + m, margins),
-                          drafts=draft_records(state.detok, drafts.tolist(), q_draft, result if k else None, records),
-                          num_verified_drafts=k, forward_passes=passes, drafting_s=(t1 - t0) + (t3 - t2),
-                          verification_s=t2 - t1, step_s=t3 - t0, finish_reason=reason, inspection=inspection)
+                          drafts=records_of_drafts, num_verified_drafts=k, forward_passes=passes,
+                          drafting_s=(t1 - t0) + (t3 - t2), verification_s=t2 - t1, step_s=t3 - t0,
+                          finish_reason=reason, inspection=inspection, tree_parents=tree.parents if tree else ())
         if lengths is not None:
             lengths.observe(event)
         yield event

@@ -19,6 +19,7 @@ import heapq
 import json
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Callable
 
 import torch
 
@@ -157,6 +158,22 @@ class TreeSpec:
         nodes = torch.tensor([root + d for d in self.depths], dtype=torch.long)
         return torch.cat([real, nodes])[None].to(device)
 
+    def candidates(self, logits: torch.Tensor) -> torch.Tensor:
+        """The node tokens a parallel drafter proposes: node j is the rank-``ranks[j]`` candidate of the
+        logits for its depth (deterministic top-i candidates; siblings are distinct tokens).
+
+        Args:
+            logits: (P, V) float drafter logits of draft positions 1..P, P >= ``max_depth``.
+
+        Returns:
+            (N,) int64 token ids in node order.
+        """
+        if self.num_nodes == 0:
+            return torch.zeros(0, dtype=torch.long, device=logits.device)
+        top = logits[: self.max_depth].topk(self.max_rank + 1, dim=-1).indices  # (depth, ranks)
+        depth = torch.tensor(self.depths, device=logits.device) - 1
+        return top[depth, torch.tensor(self.ranks, device=logits.device)]
+
     # ------------------------------------------------------------------ shapes
     def expected_tokens(self, acceptance: list[list[float]]) -> float:
         """E = 1 + sum over nodes of P(the node's path is accepted) under Medusa's independence model,
@@ -200,7 +217,8 @@ def _path_value(path: tuple[int, ...], acceptance: list[list[float]]) -> float:
     return value
 
 
-def best_tree(acceptance: list[list[float]], num_nodes: int) -> TreeSpec:
+def best_tree(acceptance: list[list[float]], num_nodes: int,
+              value: Callable[[tuple[int, ...]], float] | None = None) -> TreeSpec:
     """The static tree of ``num_nodes`` nodes with the largest expected tokens per step, grown greedily
     (Medusa's recipe, Cai et al. 2024, section 2.3.3): add, one at a time, the node whose path has the
     largest expected acceptance among the children of the nodes already in the tree.
@@ -210,6 +228,9 @@ def best_tree(acceptance: list[list[float]], num_nodes: int) -> TreeSpec:
             for draft position d + 1 is the target's token, given that the path above it was accepted;
             one row per position the drafter gives, each a list of ranks.
         num_nodes: N >= 0.
+        value: optional measured acceptance of a node's whole rank path (e.g. the share of held-out steps on
+            which that path was right, no independence assumed); it must not grow along a path. The table
+            then only says which ranks each position offers.
 
     Returns:
         A ``TreeSpec`` with min(N, available nodes) nodes (ties go to the smaller rank path).
@@ -223,11 +244,12 @@ def best_tree(acceptance: list[list[float]], num_nodes: int) -> TreeSpec:
         raise ValueError("acceptance rates must lie in [0, 1]")
     frontier: list[tuple[float, tuple[int, ...]]] = []
 
-    def offer(parent: tuple[int, ...], value: float) -> None:
+    def offer(parent: tuple[int, ...], parent_value: float) -> None:
         depth = len(parent)
         if depth < len(acceptance):
             for rank, a in enumerate(acceptance[depth]):
-                heapq.heappush(frontier, (-value * float(a), parent + (rank,)))
+                path = parent + (rank,)
+                heapq.heappush(frontier, (-(parent_value * float(a) if value is None else value(path)), path))
 
     offer((), 1.0)
     chosen: list[tuple[int, ...]] = []

@@ -23,6 +23,7 @@ from pass_core.decoding.inspection import top_n
 from pass_core.drafters.lookahead.embeddings import LookaheadEmbeddings
 from pass_core.decoding.sampling import logit_margins, logits_to_probs, sample
 from pass_core.decoding.target import TargetOutput, target_forward
+from pass_core.decoding.tree import TreeSpec
 
 
 def fused_mask(n_cached: int, num_real: int, block: int, num_blocks: int, dtype: torch.dtype,
@@ -64,13 +65,18 @@ class LookaheadDrafter(Drafter):
     Args:
         lookahead: the look-ahead embeddings ((L*R, D); trained, or the fixed-token baseline).
         fused: use the fused step (an extension beyond the paper).
+        tree: a token tree (an extension, docs/algorithms.md section 4b): the look-ahead positions' top-i
+            fill its nodes (deterministic candidates, q one-hot), cut below depth L; None drafts a chain.
 
-    Raises (from ``start``):
-        ValueError: look-ahead embeddings trained for another model.
+    Raises:
+        ValueError: a tree with the fused step (not supported); from ``start``: look-ahead embeddings
+            trained for another model.
     """
 
-    def __init__(self, lookahead: LookaheadEmbeddings, fused: bool = False):
-        self.lookahead, self.fused = lookahead, bool(fused)
+    def __init__(self, lookahead: LookaheadEmbeddings, fused: bool = False, tree: TreeSpec | None = None):
+        if fused and tree is not None:
+            raise ValueError("token trees do not work with the fused step yet: use one or the other")
+        self.lookahead, self.fused, self.shape = lookahead, bool(fused), tree
 
     def start(self, run: TargetRun) -> None:
         super().start(run)
@@ -80,6 +86,7 @@ class LookaheadDrafter(Drafter):
         self.draft_rows = torch.tensor(self.lookahead.draft_indices(), device=run.loaded.device)  # (L,) in a block
         self.next: tuple[torch.Tensor, torch.Tensor] | None = None  # fused: drafts and q for the next step
         self.adapters = self.lookahead.adapters  # look-ahead adapters (pass-lora, extension) or None
+        self.tree = self.shape.within(len(self.draft_rows)) if self.shape is not None else None
 
     def _gate(self, rows: torch.Tensor):
         """Context for a pass whose look-ahead tokens sit at query ``rows`` (G,): the look-ahead adapters
@@ -109,11 +116,16 @@ class LookaheadDrafter(Drafter):
                                     plain=self.run.plain_head).logits  # (1 + L*R, V)
         p_exact = logits_to_probs(logits[:1], self.run.settings)  # (1, V)
         exact = int(sample(p_exact, self.run.generator)[0])
-        drafts, q = self._sample_drafts(logits[1 + self.draft_rows])
+        tree = None
+        if self.tree is not None:  # the look-ahead positions' top-i fill the tree (section 4b)
+            tree, drafts = self.tree, self.tree.candidates(logits[1 + self.draft_rows])  # (N,)
+            q = torch.nn.functional.one_hot(drafts, logits.shape[-1]).to(torch.float32)  # (N, V)
+        else:
+            drafts, q = self._sample_drafts(logits[1 + self.draft_rows])
         crop_to(self.run.cache, cache_len(self.run.cache) - self.block)  # look-ahead entries never survive
         margin = logit_margins(logits[:1])[0] if self.run.settings.greedy else None
         top = top_n(p_exact[0]) if self.run.settings.inspect else None
-        return Proposal(drafts, q, exact=exact, target_passes=1, exact_margin=margin, exact_top=top)
+        return Proposal(drafts, q, exact=exact, target_passes=1, exact_margin=margin, exact_top=top, tree=tree)
 
     def step_cost(self) -> dict:
         if self.fused:  # 1 pending + k drafts, then one look-ahead block per acceptance length 0..k

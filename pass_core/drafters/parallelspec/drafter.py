@@ -26,6 +26,7 @@ from pass_core.decoding.drafting import Drafter, Proposal, TargetRun, no_drafts
 from pass_core.drafters.parallelspec.model import ParallelDrafter, TargetParts
 from pass_core.decoding.sampling import logits_to_probs, sample
 from pass_core.decoding.target import TargetOutput
+from pass_core.decoding.tree import TreeSpec
 
 
 def packed_for_onednn(drafter: ParallelDrafter, parts: TargetParts) -> tuple[ParallelDrafter, TargetParts]:
@@ -62,6 +63,9 @@ class ParallelSpecDrafter(Drafter):
             is not cheaper than a 4-token one)*. It depends on the drafter alone, so the output stays
             exactly the target's. None: the drafter file's calibrated value (``info["min_confidence"]``;
             0 = always k drafts).
+        tree: a token tree (an extension, docs/algorithms.md section 4b): the per-position top-i of the one
+            drafter pass fill its nodes (deterministic candidates, q one-hot), cut below depth k; None
+            drafts a chain d_i ~ q_i.
 
     k = min(``settings.num_lookahead``, ``drafter.num_draft``): a drafter trained for k drafts gives
     fewer exactly as trained (mask i never sees later masks).
@@ -72,8 +76,8 @@ class ParallelSpecDrafter(Drafter):
 
     reads_hidden_states = True
 
-    def __init__(self, drafter: ParallelDrafter, min_confidence: float | None = None):
-        self.drafter = drafter
+    def __init__(self, drafter: ParallelDrafter, min_confidence: float | None = None, tree: TreeSpec | None = None):
+        self.drafter, self.shape = drafter, tree
         self.min_confidence = float(drafter.info.get("min_confidence", 0.0) if min_confidence is None
                                     else min_confidence)
 
@@ -85,6 +89,9 @@ class ParallelSpecDrafter(Drafter):
         if getattr(run.loaded, "backend", None) == "onednn":
             self.pass_drafter, self.parts = packed_for_onednn(self.drafter, self.parts)
         self.k_max = min(run.settings.num_lookahead, self.drafter.num_draft)
+        self.tree = self.shape.within(self.k_max) if self.shape is not None else None
+        if self.tree is not None:
+            self.k_max = self.tree.max_depth  # no drafter row beyond the tree's deepest node
         self.cache = self.pass_drafter.new_cache()
         self.pending_hidden: torch.Tensor | None = None  # (1, P, F*D): h_t of positions not yet read
 
@@ -104,6 +111,11 @@ class ParallelSpecDrafter(Drafter):
         self.pending_hidden = None
         if self.min_confidence > 0 and float(logits[0].float().softmax(-1).max()) < self.min_confidence:
             return no_drafts(loaded.vocab_size, loaded.device, drafter_passes=1)  # unsure of d_1: plain step
+        if self.tree is not None:  # the top-i of each position fill the tree (section 4b)
+            tree = self.tree.within(k)
+            drafts = tree.candidates(logits)  # (N,)
+            q = torch.nn.functional.one_hot(drafts, logits.shape[-1]).to(torch.float32)  # (N, V)
+            return Proposal(drafts, q, drafter_passes=1, tree=tree)
         q = logits_to_probs(logits, self.run.settings)  # (k, V)
         return Proposal(sample(q, self.run.generator), q, drafter_passes=1)
 
