@@ -17,6 +17,7 @@ from pass_core.decoding.events import output_token_ids
 from pass_core.decoding.settings import DecodeSettings
 from pass_core.decoding.text import encode_prompt
 from pass_core.registry import METHODS
+from pass_core.teaching.lab import exact_law, total_variation, tv_bound
 from pass_core.decoding.cache import cache_len, keep_positions, new_cache
 from pass_core.decoding.target import target_forward
 from pass_core.decoding.tree import TreeSpec, best_tree, chain
@@ -335,3 +336,92 @@ def test_one_chain_tree_gives_the_chain_events(tiny, key):
         as_tree = run(tiny, key, prompt, settings, tree_drafter(tiny, key, settings, chain(3)))
         strip = [{k: v for k, v in e.to_dict().items() if k not in timing} for e in as_chain]
         assert strip == [{k: v for k, v in e.to_dict().items() if k not in timing} for e in as_tree]
+
+
+# ------------------------------------------------------------------ sampled distribution
+WINDOW, RUNS = 4, 600
+#: Depth 2 (L = 2): two candidates for the first position, one under each.
+SAMPLING_SHAPE = TreeSpec(((0,), (1,), (0, 0), (1, 0)))
+
+
+class NoisyTree(TreeOracle):
+    """Wraps a method's tree drafter (which still runs) and replaces each node's token with a deterministic
+    candidate from the target's own ranking at the node's parent (a fresh forward, memoised): on contexts of even
+    token sum the ranks are (2nd, 3rd) of p, else (1st, 2nd). With top-k 2 the 3rd has p = 0, so every decision
+    happens: a first child accepted, a later sibling accepted, all children rejected (resampled from p_res, far
+    from p), a leaf reached (bonus)."""
+
+    def __init__(self, inner, loaded):
+        self.inner, self.loaded, self.memo = inner, loaded, {}
+
+    def ranking(self, context: list[int]) -> list[int]:
+        key = tuple(context)
+        if key not in self.memo:
+            with torch.no_grad():
+                logits = self.loaded.model(input_ids=torch.tensor([context])).logits[0, -1]
+            top = logits.topk(3).indices.tolist()
+            self.memo[key] = top[1:] if sum(context) % 2 == 0 else top[:2]
+        return self.memo[key]
+
+    def propose(self, uncached, committed, max_drafts):
+        prop = self.inner.propose(uncached, committed, max_drafts)
+        if prop.tree is None or not len(prop.drafts):
+            return prop
+        context, ids = committed + ([prop.exact] if prop.exact is not None else []), []
+        for j, path in enumerate(prop.tree.paths):
+            above = [ids[a] for a in prop.tree.path_to(j)[:-1]]
+            ids.append(self.ranking(context + above)[path[-1]])
+        ids = torch.tensor(ids)
+        return dataclasses.replace(prop, drafts=ids, q=torch.nn.functional.one_hot(ids, self.loaded.vocab_size).float())
+
+
+def always_accept_tree(tree, draft_ids, draft_probs, target_probs, generator):
+    """Broken rule (negative control): follow the first child down to a leaf, the bonus from p there."""
+    result = verify_tree(tree, draft_ids, draft_probs, target_probs, generator)
+    path = [tree.children(-1)[0]]
+    while tree.children(path[-1]):
+        path.append(tree.children(path[-1])[0])
+    token = int(torch.multinomial(target_probs[path[-1] + 1], 1, generator=generator))
+    return dataclasses.replace(result, path=tuple(path), next_token=token, next_is_bonus=True)
+
+
+def resample_from_p_tree(tree, draft_ids, draft_probs, target_probs, generator):
+    """Subtly broken rule (negative control): when every child is rejected, draw from p, not from p_res."""
+    result = verify_tree(tree, draft_ids, draft_probs, target_probs, generator)
+    if not result.next_is_bonus:
+        row = result.path[-1] + 1 if result.path else 0
+        result = dataclasses.replace(result, next_token=int(torch.multinomial(target_probs[row], 1,
+                                                                                  generator=generator)))
+    return result
+
+
+def tree_outcomes(tiny, key, settings, **kw):
+    inner = tree_drafter(tiny, key, settings, SAMPLING_SHAPE)
+    noisy = NoisyTree(inner, tiny)
+    counts, seen = {}, set()
+    for seed in range(RUNS):
+        events = run(tiny, key, "ab", settings.with_(seed=seed), noisy, **kw)
+        out = tuple(output_token_ids(events)[:WINDOW])
+        counts[out] = counts.get(out, 0) + 1 / RUNS
+        seen |= {t.label for e in events for t in e.tokens} | {d.decision for e in events for d in e.drafts}
+        seen |= {"sibling"} if any(any(r > 0 for r in accepted_paths(e)) for e in events if e.tree_parents) else set()
+    return counts, seen
+
+
+@pytest.mark.parametrize("key", TREE_CASES)
+def test_tree_sampling_matches_exact_law_and_broken_rules_fail(tiny, key):
+    """First 4 tokens at temperature 1, top-k 2 (16 outcomes; a bonus token can fall inside the window), L = 2:
+    the empirical law of the tree rule stays within ``lab.tv_bound`` of the exact law, and both broken rules
+    (always accept; resample from p instead of p_res) exceed it with the same runs."""
+    settings = DecodeSettings(max_new_tokens=WINDOW, num_lookahead=2, temperature=1.0, top_k=2)
+    law = exact_law(tiny, "ab", settings, WINDOW)
+    bound = tv_bound(law, RUNS)
+    counts, seen = tree_outcomes(tiny, key, settings)
+    assert {"accepted", "rejected", "resampled", "bonus", "sibling"} <= seen, seen
+    tv = total_variation(law, counts)
+    print(f"\n{key} tree: TV {tv:.4f}, bound {bound:.4f}")
+    assert tv < bound
+    for broken in (always_accept_tree, resample_from_p_tree):
+        tv_broken = total_variation(law, tree_outcomes(tiny, key, settings, verify_tree_fn=broken)[0])
+        print(f"{key} tree {broken.__name__}: TV {tv_broken:.4f}")
+        assert tv_broken > bound, f"{broken.__name__}: TV {tv_broken:.4f} under the bound {bound:.4f}"
