@@ -15,13 +15,24 @@ from pass_core.registry import METHODS
 from pass_core.decoding.settings import DecodeSettings
 from pass_core.decoding.text import check_prompt
 
-#: The example prompts offered under the prompt box.
+#: The example prompts offered under the prompt box: free text first, then grounded prompts (the answer copies
+#: from the prompt: where prompt lookup shines and a trained drafter need not).
 EXAMPLES = [
     "Write a Python function that checks whether a string is a palindrome.",
     "Tell a short story about a lighthouse keeper who finds a message in a bottle.",
     "Explain in simple words how a rainbow forms.",
     "List five tips for learning a new language.",
     "Explique en quelques phrases pourquoi le ciel est bleu.",
+    "Repeat this sentence exactly: The quick brown fox jumps over the lazy dog near the quiet river bank.",
+    "Summarize this paragraph: The town library now lends tools such as drills, ladders and sewing machines, as well "
+    "as board games and telescopes. The program began after a survey showed that many people owned tools they used "
+    "only once a year. In its first year the library lent out over four thousand items.",
+    "Rewrite this paragraph with the name Maria instead of Anna: Anna woke up early on Saturday and walked to the "
+    "market. Anna bought fresh bread and a bag of apples. On the way home, Anna met her old teacher.",
+    "Fix the bug in this code and show the corrected code:\n\ndef average(numbers):\n    total = 0\n    for n in "
+    "numbers:\n        total += n\n    return total / len(number)",
+    "Continue this list with three more items:\n1. Monday: water the plants\n2. Tuesday: take out the recycling\n"
+    "3. Wednesday: clean the kitchen",
 ]
 
 #: The numeric inputs in the order of the race's arguments: setting -> (label, step, hint shown after the range).

@@ -172,7 +172,7 @@ def test_run_bench_calls_decoders_in_interleaved_order(monkeypatch, tiny):
 
 def test_load_suite(tmp_path):
     quick = load_suite("quick")
-    assert len(quick) == 12 and {p.category for p in quick} >= {"chat", "code", "math"}
+    assert len(quick) == 16 and {p.category for p in quick} >= {"chat", "code", "math", "grounded"}
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"category": "chat", "prompt": "hi"}\n{"category": "chat"}\n', encoding="utf-8")
     with pytest.raises(ValueError, match="line 2"):

@@ -187,3 +187,19 @@ def test_embedded_model_greedy_equals_ar_and_transformers(smollm):
     assert tokens == output_token_ids(run(smollm, "ar", COPY_PROMPT, settings))
     assert tokens == output_token_ids(generate_peer(smollm, "hf-prompt-lookup", COPY_PROMPT, settings))
     assert summarize(events).mean_accepted_tokens > 2.0  # copying a sentence: most drafts are right
+
+
+# ------------------------------------------------------------------ grounded prompts
+def test_suites_and_page_examples_hold_grounded_prompts():
+    from pass_core.bench.suites import load_suite
+    from playground.race_inputs import EXAMPLES
+
+    kinds = ("Summarize this paragraph", "Rewrite this", "Fix ", "Continue this list")
+    for suite, size in (("quick", 4), ("full", 10)):
+        grounded = [p.prompt for p in load_suite(suite) if p.category == "grounded"]
+        assert len(grounded) == size, suite
+        assert all(any(p.startswith(kind) for p in grounded) for kind in kinds), suite
+    assert any(p.prompt.startswith("Repeat this sentence exactly: ") for p in load_suite("full")
+               if p.category == "grounded")
+    assert any(e.startswith("Repeat this sentence exactly: ") for e in EXAMPLES)
+    assert all(any(e.startswith(kind) for e in EXAMPLES) for kind in kinds)
