@@ -46,10 +46,15 @@ TOKEN_COLORS: dict[str, str] = {
 
 _AXIS = dict(gridcolor="#e5e7eb", zerolinecolor="#d1d5db", linecolor="#9ca3af", showline=True)
 
-#: A pane's step separator: an unlabelled zero-width space between two steps' tokens, drawn as a thin bar by
-#: the page's CSS (``STEP_MARK_CSS_SELECTOR``) so that a student can count the tokens of each step.
+#: A pane's step separator: an unlabelled zero-width space between two steps' tokens, drawn by the page's CSS
+#: (``STEP_MARK_CSS``) so that a student can count the tokens of each step.
 STEP_MARK = "\u200b"
 STEP_MARK_CSS_SELECTOR = ".token-pane .token:not(.highlighted):has(.text.unlabeled)"
+#: The step mark's look: a dotted line taller than the text, with a gap on each side and never selected with the
+#: text, so that it cannot pass for a character ("|", "l", "I") in code; the zero-width space stays unseen.
+STEP_MARK_CSS = (f"{STEP_MARK_CSS_SELECTOR} {{border-left: 2px dotted #94a3b8; width: 0; height: 1.7em; "
+                 "margin: 0 5px !important; padding: 0 !important; vertical-align: middle; overflow: hidden; "
+                 "user-select: none; background: none !important}")
 #: Step axes span at least this many steps, so that a chart with one or two points mid-race keeps sane axes.
 MIN_STEPS_SHOWN = 10
 #: The first step holds the prompt prefill (and, without a warm-up, one-time set-up costs): the latency chart

@@ -24,6 +24,7 @@ from playground.cost_charts import cost_view
 from playground.race_charts import highlighted_tokens
 from playground.race_inputs import chosen_methods, hide_paths, input_problems, lab_runs_problem, methods_problem, \
     prompt_problem, whole, zerogpu_duration
+from playground.race_text import baseline_label
 from playground.race_view import METRIC_LABELS, race_view
 from playground.stepping import NEXT, PREVIOUS, RESUME, StepControl, step_line, step_position
 from playground.teaching import lab_figure, lab_markdown, replay_note, theory_view
@@ -66,7 +67,7 @@ def race_keys(methods) -> tuple[str, ...]:
 def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finished: bool, drafter_note: str,
            charts_now: bool = True, *, chat_template: bool = True, run_note: str = "", dtype: str = "float32",
            revision: str = "race", trace_path: str | None = None, position: int | None = None, live: bool = False,
-           own_model: bool = True, theory_now: bool = True, curve: dict | None = None) -> tuple:
+           own_model: bool = True, theory_now: bool = True, curve: dict | None = None, baseline: str = "") -> tuple:
     """Every output of the race (``race_view`` of the events so far), in ``build_demo``'s output order: one pane
     per registered method (empty when not racing; the page hides it), 5 metrics, greedy check, 4 figures (or
     ``gr.skip()`` unless ``charts_now``: Plotly redraws are the browser's heaviest work), the theory figure and
@@ -77,13 +78,15 @@ def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finishe
     ``own_model``: the events come from the page's model (the inspector may decode token ids with it).
     ``theory_now``: redraw the theory view too (with the charts; a live race does it on every
     ``THEORY_EVERY``-th chart redraw). ``curve``: this machine's pass-cost curve (``pass_cost``): the cost chart
-    and its lines are drawn with the theory (None: the chart says why it is missing)."""
+    and its lines are drawn with the theory (None: the chart says why it is missing). ``baseline``: what AR ran
+    on (``race_text.baseline_label``), shown with the speed-up."""
     shown, headline = events, None
     if position is not None:
         order = race_order(events)
         shown, headline = events_upto(events, position, order), step_line(events, order, position, live)
     view = race_view(shown, show_rejected, greedy, fused, finished and position is None, with_figures=charts_now,
-                     chat_template=chat_template, note=run_note, dtype=dtype, revision=revision, headline=headline)
+                     chat_template=chat_template, note=run_note, dtype=dtype, revision=revision, headline=headline,
+                     baseline=baseline)
     theory = theory_view(shown, revision) if theory_now and charts_now else (gr.skip(), gr.skip())
     cost = cost_view(shown, curve, revision) if theory_now and charts_now else (gr.skip(), gr.skip())
     return (
@@ -98,7 +101,8 @@ def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finishe
         drafter_note,
         {"events": events, "greedy": greedy, "fused": fused, "finished": finished, "note": drafter_note,
          "position": position, "own_model": own_model,
-         "show": dict(chat_template=chat_template, run_note=run_note, dtype=dtype, revision=revision, curve=curve)},
+         "show": dict(chat_template=chat_template, run_note=run_note, dtype=dtype, revision=revision, curve=curve,
+                      baseline=baseline)},
     )
 
 
@@ -151,7 +155,9 @@ def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k,
         raise user_error(problem)
     events = {key: [] for key in keys}
     show = dict(chat_template=settings.chat_template, run_note=run_note, dtype=str(loaded.dtype),
-                revision=f"race-{time.time_ns()}", curve=cached_pass_cost(loaded))
+                revision=f"race-{time.time_ns()}", curve=cached_pass_cost(loaded),
+                baseline=baseline_label(loaded.backend or str(loaded.dtype).replace("torch.", ""),
+                                        bool(loaded.backend_choice)))
     try:
         found, note = drafters_for(loaded, keys, settings)
         decoders = {key: METHODS[key].decode(loaded, prompt, settings, found[key]) for key in keys}

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pass_core.decoding.events import RunSummary, StepEvent, compare_outputs, rounding_tolerance, speedup
 from pass_core.registry import BASELINE
 from pass_core.decoding.text import count
+from pass_core.teaching.race import decode_speedup
 
 from playground.race_charts import FIRST_PER_STEP, drafting_summaries, short_name
 
@@ -30,23 +31,46 @@ def _reference(keys) -> str:
     return BASELINE if BASELINE in keys else keys[0]
 
 
-def metric_texts(summaries: dict[str, RunSummary | None]) -> dict[str, str]:
+def baseline_label(backend: str, auto: bool) -> str:
+    """What the speed-up is measured against: "vs AR on fp32", and "(chosen by measurement: the fastest AR here)"
+    when ``--backend auto`` chose that backend on this machine (``LoadedModel.backend_choice``)."""
+    return f"vs AR on {backend or 'this backend'}" + (" (chosen by measurement: the fastest AR here)" if auto else "")
+
+
+#: The speed-up's baseline when the backend AR ran on is unknown (a replayed trace does not record it).
+UNKNOWN_BASELINE = "vs AR (its backend is not recorded)"
+#: The speed-up's second line in a sampled race.
+SAMPLED_NOTE = ("sampled: the methods wrote different texts, so the ratio compares different lengths of work; "
+                "tokens/s is each method's own rate")
+
+
+def metric_texts(summaries: dict[str, RunSummary | None], events: dict[str, list[StepEvent]] | None = None,
+                 baseline: str = "", greedy: bool = True) -> dict[str, str]:
     """Display strings of the headline metrics, keyed like ``METRIC_FORMULAS``.
 
     Args:
         summaries: method key -> its summary so far, or None before its first step; the order
             is the race's.
+        events: the same methods' events: the speed-up then leaves each one's first step (the prompt prefill,
+            ``prefill_line``) out (``teaching.race.decode_speedup``); None: whole runs (``events.speedup``).
+        baseline: what AR ran on (``baseline_label``), the speed-up's second line ("": ``UNKNOWN_BASELINE``, a
+            replay).
+        greedy: temperature 0; a sampled race adds ``SAMPLED_NOTE`` to the speed-up.
 
     Returns:
-        One string per metric, each naming the methods ("AR 16.1  ·  PaSS 12.0"). The speed-up
-        (``pass_core.events.speedup``) is against AR when AR races, else against the first method.
+        One string per metric, each naming the methods ("AR 16.1  ·  PaSS 12.0"). The speed-up is against AR
+        when AR races, else against the first method; its later lines say what it compares.
     """
     def each(attr: str, spec: str) -> str:
         return "  ·  ".join(f"{short_name(k)} {_fmt(s and getattr(s, attr), spec)}" for k, s in summaries.items())
 
     base = _reference(summaries)
-    ratios = [f"{short_name(k)} {_fmt(speedup(s, summaries[base]), '.2f')}×"
-              for k, s in summaries.items() if k != base]
+    ratio = (lambda k: decode_speedup(events[k], events[base])) if events else (
+        lambda k: speedup(summaries[k], summaries[base]))
+    ratios = [f"{short_name(k)} {_fmt(ratio(k), '.2f')}×" for k in summaries if k != base]
+    notes = [((baseline or UNKNOWN_BASELINE) if base == BASELINE else f"vs {short_name(base)}")
+             + ("; tokens/s after the first step (the prefill, timed in the run line)" if events else "")]
+    notes += [] if greedy else [SAMPLED_NOTE]
     rates = []
     for key, s in drafting_summaries(summaries).items():
         rate = "–" if s is None or s.acceptance_rate is None else (
@@ -55,8 +79,9 @@ def metric_texts(summaries: dict[str, RunSummary | None]) -> dict[str, str]:
         rates.append(f"{short_name(key)} {rate}")
     return {
         "tokens_per_s": each("tokens_per_s", ".1f"),
-        "speedup": ("  ·  ".join(ratios) or "–") + ("" if base == BASELINE else
-                                                  f" (vs {short_name(base)}; {short_name(BASELINE)} not racing)"),
+        "speedup": "\n".join([("  ·  ".join(ratios) or "–") + ("" if base == BASELINE else
+                                                             f" (vs {short_name(base)}; {short_name(BASELINE)} "
+                                                             "not racing)"), *notes]),
         "tokens_per_forward_pass": each("tokens_per_forward_pass", ".2f"),
         "mean_accepted_tokens": each("mean_accepted_tokens", ".2f"),
         "acceptance_rate": "  ·  ".join(rates) or "–",

@@ -41,7 +41,7 @@ METRIC_LABELS = {
 #: on its way when the box was unticked would otherwise show them again for a moment); the token inspector's table scrolls sideways on a phone instead of wrapping each
 #: letter; rejected drafts struck through (a mark that does not rely on colour alone); a
 #: blank line between paragraphs kept (gradio draws each newline as an empty ``.line-break`` of no height, so
-#: two in a row collapse into one); a thin bar between steps (``race_charts.STEP_MARK``); the range sliders
+#: two in a row collapse into one); a dotted line between steps (``race_charts.STEP_MARK_CSS``); the range sliders
 #: beside the number boxes without their own number box (it clamps typed values silently); on a narrow screen
 #: a smaller title.
 PAGE_CSS = f"""
@@ -51,8 +51,7 @@ PAGE_CSS = f"""
 .token-pane .token.highlighted {{margin: 0 1px 2px 0 !important; padding: 1px 1px !important}}
 .token-pane .text {{white-space: pre-wrap}}
 .token-pane .line-break + .line-break {{height: 1.2em}}
-{charts.STEP_MARK_CSS_SELECTOR} {{border-left: 2px solid #6b7280; width: 0; margin: 2px 2px 4px 1px;
-    overflow: hidden; padding: 0 !important}}
+{charts.STEP_MARK_CSS}
 {charts.rejected_css_selector()} {{text-decoration: line-through}}
 body.hide-rejected {charts.rejected_css_selector().removesuffix(" .text")} {{display: none}}
 #inspector-text table {{display: block; overflow-x: auto; max-width: 100%}}
@@ -118,7 +117,8 @@ def empty_output_notes(events: dict[str, list[StepEvent]], chat_template: bool =
 
 def race_view(events: dict[str, list[StepEvent]], show_rejected: bool, greedy: bool, fused: bool,
               finished: bool, with_figures: bool = True, chat_template: bool = True, note: str = "",
-              dtype: str = "float32", revision: str = "race", headline: str | None = None) -> RaceView:
+              dtype: str = "float32", revision: str = "race", headline: str | None = None, baseline: str = ""
+              ) -> RaceView:
     """Build every displayed value from the race's events (pure: no model, no Gradio).
 
     Args:
@@ -135,6 +135,7 @@ def race_view(events: dict[str, list[StepEvent]], show_rejected: bool, greedy: b
             and hidden legend entries, and a new race starts afresh.
         headline: the run line's first line (default "**Finished.**" or "**Racing…**"; the step-through's
             "**Paused** after step n …").
+        baseline: what AR ran on (``race_text.baseline_label``), under the speed-up ("" for a replay).
     """
     summaries = {key: summarize(evs, key) for key, evs in events.items()}
     summaries = {key: (s if s.steps else None) for key, s in summaries.items()}
@@ -146,7 +147,7 @@ def race_view(events: dict[str, list[StepEvent]], show_rejected: bool, greedy: b
                    charts.position_acceptance_figure(summaries, names, revision))
     return RaceView(
         panes={key: charts.highlighted_tokens(evs, show_rejected) for key, evs in events.items()},
-        metrics=text.metric_texts(summaries),
+        metrics=text.metric_texts(summaries, events, baseline, greedy),
         greedy_check=text.greedy_check(events, greedy, finished, dtype),
         figures=figures,
         run_line="  \n".join([headline or ("**Finished.**" if finished else "**Racing…**"), *([note] if note else []),

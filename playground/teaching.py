@@ -1,5 +1,5 @@
-"""Teaching views from events alone (issue 12): the token inspector, theory beside measurement, and
-the losslessness lab's chart. Pure: events / results in, markdown and Plotly figures out; no Gradio.
+"""Teaching views from events alone: the token inspector and theory beside measurement (the losslessness lab's
+views live in ``lab_view``). Pure: events in, markdown and Plotly figures out; no Gradio.
 """
 
 from __future__ import annotations
@@ -8,12 +8,13 @@ import plotly.graph_objects as go
 
 from pass_core.decoding.events import StepEvent
 from pass_core.decoding.inspection import TopN
-from pass_core.teaching.lab import BROKEN, LabResult
 from pass_core.registry import METHODS
 from pass_core.teaching.theory import TheoryCheck, check_theory
 from pass_core.teaching.trace import Trace
 
 from playground.race_charts import pane_entries
+# the lab's views moved to lab_view.py; re-exported for the page, the handlers and the tests
+from playground.lab_view import LAB_DEFAULT_RUNS, LAB_INTRO, LAB_PROMPT, lab_figure, lab_markdown  # noqa: F401
 
 _P, _Q, _RESIDUAL, _DRAWN = "#0072B2", "#E69F00", "#009E73", "#D55E00"
 #: As the race's charts (``race_charts._layout``): the legend under the x-axis title, in the figure's bottom
@@ -32,30 +33,47 @@ def _code(text: str) -> str:
     return f"`` {shown} ``" if "`" in shown else f"`{shown}`"
 
 
-def inspector_markdown(event: StepEvent, method_label: str, lookahead: bool) -> str:
+def greedy_step(event: StepEvent) -> bool:
+    """True for a step of a greedy run: its tokens carry the target's top-1 minus top-2 logit margin, which the
+    loop records in greedy runs only (``TokenRecord.margin``)."""
+    return any(t.margin is not None for t in event.tokens)
+
+
+#: The inspector's rule line, sampled and greedy (docs/algorithms.md sections 2.3 and 2.4).
+RULE_SAMPLED = ("A draft is accepted when u < min(1, p/q); the first rejected one is replaced by a token drawn from "
+                "norm(max(0, p − q)); after the last accepted draft of a full step, a bonus token is drawn from p.")
+RULE_GREEDY = ("Greedy (temperature 0): p and q are one-hot, so a draft is accepted exactly when it is the "
+               "target's argmax; no uniform draw u plays a part (not used: greedy). The first rejected draft is "
+               "replaced by the argmax of p, and a full step adds p's argmax as the bonus token.")
+
+
+def inspector_markdown(event: StepEvent, method_label: str, lookahead: bool, greedy: bool | None = None) -> str:
     """The inspector's table for one step: each draft d_i with q_i(d_i), p_i(d_i), min(1, p/q), the
-    uniform draw u and the decision (PaSS: which look-ahead token LA_i drafted it), then the step's
-    tokens and its drafting / verification times.
+    uniform draw u (sampling only) and the decision (PaSS: which look-ahead token LA_i drafted it), then the
+    step's tokens and its drafting / verification times.
 
     Args:
         event: the step.
         method_label: the method's name, for the heading.
         lookahead: the method drafts with look-ahead tokens (PaSS): name LA_i per draft.
+        greedy: a greedy run (no u column; the rule's greedy form); None: ``greedy_step(event)``.
     """
+    greedy = greedy_step(event) if greedy is None else greedy
     lines = [f"**{method_label}, step {event.step}**: drafting {event.drafting_s * 1000:.1f} ms, verification "
              f"{event.verification_s * 1000:.1f} ms, {event.forward_passes} target pass(es)"
              + (f", {event.drafter_passes} drafter pass(es)" if event.drafter_passes else "") + "."]
     if event.drafts:
-        lines += ["", "| draft | token | q(d) | p(d) | min(1, p/q) | u | decision |", "|---|---|---|---|---|---|---|"]
+        u_head, u_rule = ("", "") if greedy else (" u |", "---|")
+        lines += ["", f"| draft | token | q(d) | p(d) | min(1, p/q) |{u_head} decision |",
+                  f"|---|---|---|---|---|{u_rule}---|"]
         for d in event.drafts:
             ratio = min(1.0, d.p / d.q) if d.q > 0 and d.p == d.p else None
             source = f"d_{d.position}" + (f" (LA_{d.position})" if lookahead else "")
-            lines.append(f"| {source} | {_code(d.text)} | {_fmt(d.q)} | {_fmt(d.p)} | {_fmt(ratio)} | {_fmt(d.u)} | "
+            u = "" if greedy else f" {_fmt(d.u)} |"
+            lines.append(f"| {source} | {_code(d.text)} | {_fmt(d.q)} | {_fmt(d.p)} | {_fmt(ratio)} |{u} "
                          f"{d.decision.replace('_', ' ')} |")
         lines.append("")
-        lines.append("A draft is accepted when u < min(1, p/q); the first rejected one is replaced by a token "
-                     "drawn from norm(max(0, p − q)); after the last accepted draft of a full step, a bonus "
-                     "token is drawn from p.")
+        lines.append(RULE_GREEDY if greedy else RULE_SAMPLED)
     else:
         lines.append("This step verified no draft (prefill, a gated step, or AR): its token comes from p directly.")
     tokens = ", ".join(f"{_code(t.text)} ({t.label})" for t in event.tokens)
@@ -115,9 +133,11 @@ def inspector_figure(event: StepEvent, token_index: int, decode=str) -> go.Figur
     if token_id in ids:
         fig.add_annotation(x=names[ids.index(token_id)], y=max(_prob(top, token_id) for _, top, _ in series),
                            text=mark, showarrow=True, arrowcolor=_DRAWN, font=dict(color=_DRAWN))
+    # the y-axis fits the tallest bar (bars of 0.01-0.15 would be slivers on 0-1), with room above for the mark;
     # as the race's charts: no template, the legend under the axis (never over the bars or the plot's label)
+    top = max((_prob(t, i) for _, t, _ in series for i in ids), default=1.0)
     fig.update_layout(barmode="group", height=320, margin=dict(l=55, r=10, t=35, b=10), legend=_BOTTOM_LEGEND,
-                      yaxis=dict(range=[0, 1.25], title="probability", gridcolor="#e5e7eb"),  # room for the mark
+                      yaxis=dict(range=[0, inspector_y_top(top)], title="probability", gridcolor="#e5e7eb"),
                       xaxis=dict(title="token (top-n of each distribution)"), paper_bgcolor="white",
                       plot_bgcolor="white")
     return fig
@@ -170,6 +190,12 @@ def token_namer(events: dict[str, list[StepEvent]], model_decode=None):
     return lambda i: known[i] if i in known else (model_decode(i) if model_decode else f"#{i}")
 
 
+def inspector_y_top(tallest: float) -> float:
+    """The inspector's y-axis top for a tallest bar of ``tallest``: 1.25 x it (room for the drawn token's mark),
+    at least 0.05 and at most 1.25."""
+    return min(1.25, max(0.05, 1.25 * tallest))
+
+
 def _prob(top: TopN, token_id: int) -> float:
     return dict(zip(top.ids, top.probs)).get(token_id, 0.0)
 
@@ -213,43 +239,6 @@ def theory_markdown(checks: dict[str, TheoryCheck], names: dict[str, str] | None
     return "  \n".join(lines)
 
 
-def lab_figure(result: LabResult, names: dict[str, str], decode=str) -> go.Figure:
-    """Each method's empirical distribution over the outcomes beside the exact law (outlined), in the method's
-    colour (the broken rule grey, hatched), with its TV distance and pass / fail in the legend."""
-    outcomes = sorted(result.exact, key=lambda x: -result.exact[x])
-    # outcomes the law gives no mass (only a wrong rule draws them) after those it does, so that they show
-    outcomes += sorted({x for dist in result.empirical.values() for x in dist} - set(outcomes))
-    labels = []
-    for x in outcomes:  # two outcomes may decode to the same text (e.g. partial UTF-8 bytes): keep bars apart
-        label = "".join(decode(t) for t in x) or repr(x)
-        labels.append(label if label not in labels else f"{label} {list(x)}")
-    traces = [go.Bar(x=labels, y=[result.exact.get(x, 0.0) for x in outcomes], name="exact law",
-                     marker=dict(color="white", line=dict(color="black", width=1.5)))]
-    for key, dist in result.empirical.items():
-        mark = "✓" if result.passed(key) else "✗"
-        name = names.get(key, "broken rule: always accept" if key == BROKEN else key)
-        method = METHODS.get(key)
-        marker = dict(color=method.colour) if method else dict(color="#9ca3af", pattern=dict(shape="x"))
-        traces.append(go.Bar(x=labels, y=[dist.get(x, 0.0) for x in outcomes], marker=marker,
-                             name=f"{mark} {name}: TV {result.tv[key]:.3f}"))
-    fig = go.Figure(traces)
-    # no title (the table under the chart states N, the depth and the bound): a phone would cut it off
-    fig.update_layout(barmode="group", height=420, yaxis=dict(title="probability", rangemode="tozero",
-                                                              gridcolor="#e5e7eb"),
-                      xaxis=dict(title=f"outcome ({result.depth} tokens)"), margin=dict(l=55, r=10, t=35, b=10),
-                      legend=_BOTTOM_LEGEND,
-                      paper_bgcolor="white", plot_bgcolor="white")
-    return fig
-
-
-#: The losslessness lab's defaults: a short prompt, and N runs per method (about a minute on a 2-core CPU
-#: with the embedded model; see ``LAB_DEFAULT_RUNS``'s measurement in the app's README section).
-LAB_PROMPT = "Once upon a time"
-LAB_DEFAULT_RUNS = 50
-LAB_INTRO = ("Each method continues the prompt by 3 tokens, N times with seeds 0..N-1 (temperature 1, top-k 2: at "
-             "most 8 outcomes); the chart sets each method's shares beside the exact law computed from the model. "
-             "A lossless method stays under the total-variation bound; the broken rule (PaSS that accepts every "
-             "draft) does not.")
 #: Shown in place of the theory chart when it cannot be drawn.
 THEORY_NEEDS_AR = "*Theory beside measurement needs AR in the race: its steps are the unit of cost.*"
 THEORY_WAITING = "*Theory beside measurement appears once a drafting method has verified drafts.*"
@@ -289,16 +278,3 @@ def replay_note(trace: Trace) -> str:
     s = trace.settings
     return (f"Replay of a trace: {trace.model_name}, prompt {trace.prompt!r}, k = {s.num_lookahead}, temperature "
             f"{s.temperature:g}, top-k {s.top_k}, top-p {s.top_p:g}, seed {s.seed}.")
-
-
-def lab_markdown(result: LabResult, names: dict[str, str]) -> str:
-    """The lab's table: total-variation distance per method (and the broken rule) against the bound,
-    with pass / fail."""
-    lines = [f"{result.runs} seeded runs of {result.depth} tokens per method; TV must stay under the bound "
-             f"{result.bound:.3f} (what sampling noise allows for {result.runs} runs).", "",
-             "| method | TV distance | bound | lossless? |", "|---|---|---|---|"]
-    for key, tv in result.tv.items():
-        name = names.get(key, "broken rule: always accept" if key == BROKEN else key)
-        verdict = "✓ pass" if result.passed(key) else "✗ fail"
-        lines.append(f"| {name} | {tv:.3f} | {result.bound:.3f} | {verdict} |")
-    return "\n".join(lines)

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+import random
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 
-from pass_core.decoding.events import output_token_ids
+from pass_core.decoding.events import output_token_ids, summarize
 from pass_core.registry import METHODS
 from pass_core.decoding.sampling import logits_to_probs
 from pass_core.decoding.settings import DecodeSettings
@@ -82,6 +83,7 @@ class LabResult:
         tv: method key -> total-variation distance to ``exact``.
         bound: ``tv_bound(exact, runs)``.
         runs: runs per method; depth: tokens per run.
+        drafts: method key (and ``BROKEN``) -> (accepted drafts, judged drafts) over all its runs.
     """
 
     exact: dict[tuple[int, ...], float]
@@ -90,6 +92,7 @@ class LabResult:
     bound: float
     runs: int
     depth: int
+    drafts: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def passed(self, key: str) -> bool:
         """True when ``key``'s TV is under the bound."""
@@ -121,16 +124,49 @@ def run_lab(loaded, prompt: str, runs: int, depth: int = 3, top_k: int = 2, temp
     exact = exact_law(loaded, prompt, settings, depth)
     plan = [(k, k, dict()) for k in keys] + [(BROKEN, "pass", dict(verify_fn=always_accept))]
     state = {method: METHODS[method].find_files(loaded, num_lookahead)[0] for _, method, _ in plan}
-    empirical, done = {}, 0
+    empirical, drafts, done = {}, {}, 0
     for name, method, kw in plan:
         counts: dict[tuple[int, ...], int] = {}
+        accepted = judged = 0
         for seed in range(runs):
-            events = METHODS[method].decode(loaded, prompt, settings.with_(seed=seed), state[method], **kw)
+            events = list(METHODS[method].decode(loaded, prompt, settings.with_(seed=seed), state[method], **kw))
             out = tuple(output_token_ids(events)[:depth])
             counts[out] = counts.get(out, 0) + 1
+            summary = summarize(events)
+            accepted, judged = accepted + summary.accepted_drafts, judged + summary.judged_drafts
             done += 1
             if progress:
                 progress(done, runs * len(plan))
-        empirical[name] = {x: c / runs for x, c in counts.items()}
+        empirical[name], drafts[name] = {x: c / runs for x, c in counts.items()}, (accepted, judged)
     return LabResult(exact, empirical, {k: total_variation(exact, v) for k, v in empirical.items()},
-                     tv_bound(exact, runs), runs, depth)
+                     tv_bound(exact, runs), runs, depth, drafts)
+
+
+def half_as_wrong(law: dict, other: dict) -> dict:
+    """The mixture (law + other) / 2: a sampler half as far from ``law`` as ``other`` in total variation (a
+    subtler broken rule, for ``detection_power``)."""
+    return {x: (law.get(x, 0.0) + other.get(x, 0.0)) / 2 for x in set(law) | set(other)}
+
+
+def detection_power(law: dict, alternative: dict, runs: int, bound: float, trials: int = 2000,
+                    seed: int = 0) -> float:
+    """The check's power against a sampler whose law is ``alternative``: the share of ``trials`` simulated labs
+    of ``runs`` draws from it whose total-variation distance to ``law`` exceeds ``bound`` (Monte Carlo with a
+    seeded ``random.Random``, no model). With ``alternative`` = the broken rule's measured shares it says how
+    surely this N catches a rule as wrong as that one.
+
+    Raises:
+        ValueError: ``runs`` or ``trials`` < 1, or an ``alternative`` with no mass.
+    """
+    if runs < 1 or trials < 1 or not sum(alternative.values()):
+        raise ValueError(f"detection_power needs runs >= 1, trials >= 1 and an alternative law with mass, got "
+                         f"runs={runs}, trials={trials}.")
+    rng = random.Random(seed)
+    outcomes, weights = list(alternative), list(alternative.values())
+    caught = 0
+    for _ in range(trials):
+        counts: dict = {}
+        for x in rng.choices(outcomes, weights, k=runs):
+            counts[x] = counts.get(x, 0) + 1
+        caught += total_variation(law, {x: c / runs for x, c in counts.items()}) >= bound
+    return caught / trials

@@ -80,3 +80,25 @@ def events_upto(events: dict[str, list[StepEvent]], position: int | None,
     for name, _ in order[:max(0, position)]:
         counts[name] += 1
     return {name: list(evs[:counts[name]]) for name, evs in events.items()}
+
+
+def decode_rate(events) -> float | None:
+    """Tokens/s after the first step: (tokens - the first step's) / (compute - the first step's ``step_s``).
+
+    The first step holds the prompt prefill, whose cost grows with the prompt and says nothing about a decoding
+    method (it was 26 % of AR's compute in a short race); the page shows it apart (``race_text.prefill_line``).
+
+    Returns:
+        The rate, or None before a second step or without compute time after the first.
+    """
+    events = list(events)
+    later = events[1:]
+    compute = sum(e.step_s for e in later)
+    return sum(len(e.new_token_ids) for e in later) / compute if later and compute > 0 else None
+
+
+def decode_speedup(events, baseline_events) -> float | None:
+    """The speed-up of docs/algorithms.md section 6 with the first step (prefill) left out on both sides:
+    ``decode_rate(events) / decode_rate(baseline_events)``; None while either has no rate yet."""
+    rate, base = decode_rate(events), decode_rate(baseline_events)
+    return rate / base if rate and base else None

@@ -15,6 +15,7 @@ import statistics
 from dataclasses import dataclass
 
 from pass_core.decoding.events import summarize
+from pass_core.teaching.race import decode_speedup
 
 
 def truncated_geometric(alpha: float, k: int) -> list[float]:
@@ -90,7 +91,8 @@ class TheoryCheck:
         drafted_predicted_tokens: what ``drafted_alpha`` would predict (None without drafts).
         cost: measured cost of a verification step in AR steps (its mean model time / the mean of
             AR's steps after the prefill).
-        predicted_speedup / measured_speedup: tokens per step / cost, and the race's speed-up.
+        predicted_speedup / measured_speedup: tokens per step / cost, and the race's speed-up after the first
+            step (``race.decode_speedup``; None before both have a second step).
         break_even: the alpha at which this method would tie with AR at this cost (None: never).
         sentence: one sentence with this run's numbers: can speculation win here, and why.
     """
@@ -140,8 +142,7 @@ def check_theory(events, ar_events, name: str = "the method") -> TheoryCheck | N
     predicted = extra + expected_tokens(alpha, k)
     naive = summary.drafted_acceptance_rate
     cost = statistics.fmean(e.step_s for e in verifying) / statistics.fmean(ar_steps)
-    ar = summarize(ar_events)
-    speedup = summary.tokens_per_s / ar.tokens_per_s if ar.tokens_per_s and summary.tokens_per_s else None
+    speedup = decode_speedup(events, ar_events)  # the prefill step left out, as in the cost
     even = break_even_alpha(k, cost, extra)
     verdict = ("and speculation can win here" if even is not None and alpha >= even else
                f"and it wins only if alpha rises above {even:.2f}" if even is not None else

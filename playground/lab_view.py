@@ -1,0 +1,110 @@
+"""The losslessness lab's views (``pass_core.teaching.lab``): the chart of each method's outcomes beside the exact
+law, and the table with the bound, the check's power at this N and, when look-ahead methods drew the very same
+outcomes, why. Pure: a ``LabResult`` in, a Plotly figure and markdown out; no Gradio.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from pass_core.registry import METHODS
+from pass_core.teaching.lab import BROKEN, LabResult, detection_power, half_as_wrong
+
+#: As the race's charts: the legend in the figure's bottom margin, never over the plot area.
+_BOTTOM_LEGEND = dict(orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0)
+
+
+def lab_figure(result: LabResult, names: dict[str, str], decode=str) -> go.Figure:
+    """Each method's empirical distribution over the outcomes beside the exact law (outlined), in the method's
+    colour (the broken rule grey, hatched), with its TV distance and pass / fail in the legend."""
+    outcomes = sorted(result.exact, key=lambda x: -result.exact[x])
+    # outcomes the law gives no mass (only a wrong rule draws them) after those it does, so that they show
+    outcomes += sorted({x for dist in result.empirical.values() for x in dist} - set(outcomes))
+    labels = []
+    for x in outcomes:  # two outcomes may decode to the same text (e.g. partial UTF-8 bytes): keep bars apart
+        label = "".join(decode(t) for t in x) or repr(x)
+        labels.append(label if label not in labels else f"{label} {list(x)}")
+    traces = [go.Bar(x=labels, y=[result.exact.get(x, 0.0) for x in outcomes], name="exact law",
+                     marker=dict(color="white", line=dict(color="black", width=1.5)))]
+    for key, dist in result.empirical.items():
+        mark = "✓" if result.passed(key) else "✗"
+        name = names.get(key, "broken rule: always accept" if key == BROKEN else key)
+        method = METHODS.get(key)
+        marker = dict(color=method.colour) if method else dict(color="#9ca3af", pattern=dict(shape="x"))
+        traces.append(go.Bar(x=labels, y=[dist.get(x, 0.0) for x in outcomes], marker=marker,
+                             name=f"{mark} {name}: TV {result.tv[key]:.3f}"))
+    fig = go.Figure(traces)
+    # no title (the table under the chart states N, the depth and the bound): a phone would cut it off
+    fig.update_layout(barmode="group", height=420, yaxis=dict(title="probability", rangemode="tozero",
+                                                              gridcolor="#e5e7eb"),
+                      xaxis=dict(title=f"outcome ({result.depth} tokens)"), margin=dict(l=55, r=10, t=35, b=10),
+                      legend=_BOTTOM_LEGEND,
+                      paper_bgcolor="white", plot_bgcolor="white")
+    return fig
+
+
+#: The losslessness lab's defaults: a short prompt, and N runs per method (about a minute on a 2-core CPU
+#: with the embedded model; see ``LAB_DEFAULT_RUNS``'s measurement in the app's README section).
+LAB_PROMPT = "Once upon a time"
+LAB_DEFAULT_RUNS = 50
+LAB_INTRO = ("Each method continues the prompt by 3 tokens, N times with seeds 0..N-1 (temperature 1, top-k 2: at "
+             "most 8 outcomes); the chart sets each method's shares beside the exact law computed from the model. "
+             "A lossless method stays under the total-variation bound; the broken rule (PaSS that accepts every "
+             "draft) does not.")
+
+
+#: Simulated labs behind each stated power (``lab.detection_power``).
+POWER_TRIALS = 2000
+
+
+def lab_power_line(result: LabResult) -> str:
+    """The check's power at this N, by simulation: against a sampler with the broken rule's measured shares, and
+    against one half as wrong (``lab.half_as_wrong``: half its TV distance); "" without the broken rule."""
+    broken = result.empirical.get(BROKEN)
+    if not broken:
+        return ""
+    as_broken = detection_power(result.exact, broken, result.runs, result.bound, POWER_TRIALS)
+    half = detection_power(result.exact, half_as_wrong(result.exact, broken), result.runs, result.bound, POWER_TRIALS)
+    return (f"Power at N = {result.runs}: a rule as wrong as the broken one was here (TV {result.tv[BROKEN]:.2f}) "
+            f"fails the check in {as_broken:.0%} of {POWER_TRIALS:,} simulated labs, one half as wrong (TV "
+            f"{result.tv[BROKEN] / 2:.2f}) in {half:.0%}; more runs shrink the bound as 1 / √N.")
+
+
+def same_outcomes_line(result: LabResult, names: dict[str, str]) -> str:
+    """Why two or more methods drew the very same outcomes (identical bars), when they did: "" otherwise. Methods
+    whose drafts were all rejected draw every token from p (the residual of a draft with p(d) = 0 is p itself),
+    so the same seed gives them the same tokens."""
+    groups: dict[tuple, list[str]] = {}
+    for key, dist in result.empirical.items():
+        if key != BROKEN:
+            groups.setdefault(tuple(sorted(dist.items())), []).append(key)
+    lines = []
+    for keys in (k for k in groups.values() if len(k) > 1):
+        shown = [names.get(k, k) for k in keys]
+        listed = ", ".join(shown[:-1]) + " and " + shown[-1]
+        counts = [result.drafts.get(k) for k in keys]
+        if all(c is not None and c[0] == 0 for c in counts):
+            judged = sum(c[1] for c in counts)
+            lines.append(f"{listed} drew the same outcome for every seed: none of their {judged} judged drafts was "
+                         "accepted, so every token came from the target's p (after a rejected draft the residual "
+                         "norm(max(0, p − q)) is p wherever q puts no mass on p's tokens) with the same random "
+                         "draws. Identical bars here show that each is exact, not that they draft alike.")
+        else:
+            lines.append(f"{listed} drew the same outcome for every seed: with the same seeds, the same "
+                         "accepted drafts and the same draws from p give the same tokens.")
+    return "  \n".join(lines)
+
+
+def lab_markdown(result: LabResult, names: dict[str, str]) -> str:
+    """The lab's table: total-variation distance per method (and the broken rule) against the bound, with pass /
+    fail; then the check's power at this N (``lab_power_line``) and, when methods drew identical outcomes, why
+    (``same_outcomes_line``)."""
+    lines = [f"{result.runs} seeded runs of {result.depth} tokens per method; TV must stay under the bound "
+             f"{result.bound:.3f} (what sampling noise allows for {result.runs} runs).", "",
+             "| method | TV distance | bound | lossless? |", "|---|---|---|---|"]
+    for key, tv in result.tv.items():
+        name = names.get(key, "broken rule: always accept" if key == BROKEN else key)
+        verdict = "✓ pass" if result.passed(key) else "✗ fail"
+        lines.append(f"| {name} | {tv:.3f} | {result.bound:.3f} | {verdict} |")
+    notes = [line for line in (lab_power_line(result), same_outcomes_line(result, names)) if line]
+    return "\n".join(lines) + "".join(f"\n\n{note}" for note in notes)
