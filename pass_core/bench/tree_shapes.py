@@ -73,9 +73,11 @@ class CandidateRecorder(Drafter):
         return self.inner.step_cost()
 
 
-def matches(loaded, method: str, prompts: list[str], settings: DecodeSettings, ranks: int) -> list[list[int | None]]:
+def matches(loaded, method: str, prompts: list[str], settings: DecodeSettings,
+            ranks: int) -> tuple[list[list[int | None]], dict]:
     """Per drafting step with the whole window inside the output: the matching rank per position (None: none of
-    the top-``ranks`` candidates was the target's token)."""
+    the top-``ranks`` candidates was the target's token); and the drafter's numeric ``step_cost`` entries (PaSS:
+    its drafting pass)."""
     state, _ = METHODS[method].find_files(loaded, settings.num_lookahead)
     drafter = METHODS[method].drafter(state, settings)
     positions = settings.num_lookahead
@@ -91,7 +93,8 @@ def matches(loaded, method: str, prompts: list[str], settings: DecodeSettings, r
                 continue  # the output ended inside the window: no truth for the last positions
             out.append([next((r for r in range(ranks) if cand.get((d, r)) == full[first + d - 1]), None)
                         for d in range(1, depth + 1)])
-    return out
+    cost = {k: v for k, v in drafter.step_cost().items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return out, cost
 
 
 def shapes_for(rows: list[list[int | None]], ranks: int, sizes=SIZES) -> dict:
@@ -125,25 +128,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--num-lookahead", type=int, default=3, help="draft positions (the bench's default L)")
     p.add_argument("--ranks", type=int, default=4, help="candidates per position measured (top-1..top-R)")
-    p.add_argument("--limit", type=int, help="only the first N prompts")
+    p.add_argument("--stride", type=int, default=1, help="every n-th prompt (a spread over the categories)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--model", default=DEFAULT_MODEL)
     p.add_argument("--out", default=str(shapes_path()))
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     try:
-        prompts = [x.prompt for x in load_suite(args.prompts)][: args.limit]
+        prompts = [x.prompt for x in load_suite(args.prompts)][:: args.stride]
         loaded = load_model(args.model, device="cpu")
         settings = DecodeSettings(max_new_tokens=args.max_new_tokens, num_lookahead=args.num_lookahead)
         report = {"command": "python -m pass_core.bench.tree_shapes " + shlex.join(argv if argv is not None
                                                                                    else sys.argv[1:]),
-                  "model": loaded.name, "prompts": args.prompts, "num_prompts": len(prompts),
+                  "model": loaded.name, "prompts": args.prompts, "stride": args.stride, "num_prompts": len(prompts),
                   "max_new_tokens": args.max_new_tokens, "num_lookahead": args.num_lookahead, "methods": {}}
         for method in args.methods.split(","):
             if method not in METHODS or not METHODS[method].tree:
                 raise ValueError(f"{method!r} does not draft token trees")
-            rows = matches(loaded, method, prompts, settings, args.ranks)
-            report["methods"][method] = shapes_for(rows, args.ranks)
+            rows, cost = matches(loaded, method, prompts, settings, args.ranks)
+            report["methods"][method] = {**shapes_for(rows, args.ranks), "step_cost": cost}
             entry = report["methods"][method]
             print(f"{method}: {entry['records']} steps; top-i agreement per position {entry['agreement']}; "
                   f"expected tokens {entry['expected_tokens']}", file=sys.stderr)

@@ -27,7 +27,8 @@ def shapes_path() -> Path:
 
 
 @lru_cache(maxsize=4)
-def _load(path: str) -> dict:
+def _load(path: str, stamp: tuple) -> dict:
+    """The parsed file; ``stamp`` (modification time, size) makes a rewritten file load again."""
     file = Path(path)
     if not file.is_file():
         raise ValueError(f"no shipped tree shapes at {file}: make them with python -m pass_core.bench.tree_shapes")
@@ -46,7 +47,9 @@ def shipped_shapes(path: Path | None = None) -> dict:
     Raises:
         ValueError: a missing or malformed file, naming it.
     """
-    return _load(str(path or shapes_path()))
+    file = Path(path or shapes_path())
+    stat = file.stat() if file.is_file() else None
+    return _load(str(file), (stat.st_mtime_ns, stat.st_size) if stat else ())
 
 
 def tree_sizes(method: str, path: Path | None = None) -> list[int]:
@@ -77,19 +80,26 @@ def shipped_tree(method: str, num_nodes: int, path: Path | None = None) -> TreeS
 
 def choose_tree_size(method: str, pass_cost: dict, path: Path | None = None) -> int:
     """The shipped tree size with the most expected tokens per unit of pass cost on this machine:
-    argmax over N of E(N) / c(N + 1) (docs/algorithms.md sections 4 and 4b), E(N) the expected tokens per
-    step measured for the shape on held-out prompts, c this machine's pass-cost curve ("c": relative costs
-    of passes over 1, 2, ... tokens, ``runtime.pass_cost``). The drafter's own cost is the same for every N
-    (one drafting pass), so it does not move the choice.
+    argmax over N of (E(N) + x) / (c(N + 1) + c(w)) (docs/algorithms.md sections 4 and 4b): E(N) the expected
+    tokens per verification step measured for the shape on held-out prompts, c this machine's pass-cost curve
+    ("c": relative costs of passes over 1, 2, ... tokens, ``runtime.pass_cost``), and for PaSS its drafting
+    pass (the entry's "step_cost": x = 1 exact token, a pass over w = 1 + L tokens). A separate drafter's pass
+    (ParallelSpec) costs the same for every N and is left out.
 
     Raises:
-        ValueError: no shipped tree for the method, or a curve too short for the largest size.
+        ValueError: no shipped tree for the method.
     """
     entry = shipped_shapes(path)["methods"].get(method, {})
-    expected = {int(n): float(e) for n, e in entry.get("expected_tokens", {}).items()}
+    expected = {int(n): float(e) for n, e in entry.get("expected_tokens", {}).items() if n.isdigit()}
     if not expected:
         raise ValueError(f"no shipped tree for {method!r}: choose a chain (tree nodes 0)")
-    return max(expected, key=lambda n: (expected[n] / pass_cost_at(pass_cost["c"], n + 1), -n))
+    extra = entry.get("step_cost", {})
+    tokens, width = float(extra.get("extra_tokens", 0.0)), int(extra.get("extra_width", 0))
+    drafting = pass_cost_at(pass_cost["c"], width) if width else 0.0
+
+    def rate(n: int) -> float:
+        return (expected[n] + tokens) / (pass_cost_at(pass_cost["c"], n + 1) + drafting)
+    return max(expected, key=lambda n: (rate(n), -n))
 
 
 def pass_cost_at(curve: list[float], width: int) -> float:
