@@ -90,7 +90,8 @@ def whatif_figure(rows: list[WhatIfRow], k: int, points: dict | None = None) -> 
     fig.update_xaxes(dtick=1, **_AXIS)
     fig.update_xaxes(title_text="drafts per step k", row=2, col=1)
     fig.update_yaxes(rangemode="tozero", **_AXIS)
-    fig.update_layout(height=520, margin=dict(l=45, r=10, t=30, b=10), paper_bgcolor="white", plot_bgcolor="white",
+    # t=60: the page's plot label sits over the figure's top-left corner; the first panel's title must clear it
+    fig.update_layout(height=540, margin=dict(l=45, r=10, t=60, b=10), paper_bgcolor="white", plot_bgcolor="white",
                       legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0))
     return fig
 

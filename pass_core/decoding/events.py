@@ -239,7 +239,7 @@ class RunSummary:
 #: Each metric's formula, for info texts in the UI and the README.
 METRIC_FORMULAS: dict[str, str] = {
     "tokens_per_s": "generated tokens / summed model compute time (s)",
-    "speedup": "tokens/s of the method / tokens/s of AR, measured in the same run",
+    "speedup": "tokens/s of the method / tokens/s of AR, measured in the same run (the page: after the first step)",
     "tokens_per_forward_pass": "generated tokens / target forward passes (AR = 1.00)",
     "mean_accepted_tokens": "tokens of verification steps / verification steps, counts the resampled or bonus "
                             "token (Spec-Bench; AR = 1.00)",
