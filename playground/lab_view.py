@@ -80,7 +80,8 @@ def same_outcomes_line(result: LabResult, names: dict[str, str]) -> str:
             groups.setdefault(tuple(sorted(dist.items())), []).append(key)
     lines = []
     for keys in (k for k in groups.values() if len(k) > 1):
-        shown = [names.get(k, k) for k in keys]
+        # short names: a label may hold a comma ("PaSS, fixed-token baseline"), which would blur the list
+        shown = [METHODS[k].short_name if k in METHODS else names.get(k, k) for k in keys]
         listed = ", ".join(shown[:-1]) + " and " + shown[-1]
         counts = [result.drafts.get(k) for k in keys]
         if all(c is not None and c[0] == 0 for c in counts):

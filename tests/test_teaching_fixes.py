@@ -113,6 +113,10 @@ def test_lab_table_states_the_power_and_why_lookahead_methods_agree():
     assert "Power at N = 30: a rule as wrong as the broken one was here (TV 1.00) fails the check in 100%" in text
     assert "one half as wrong (TV 0.50) in 9" in text  # 90-99 %: a simulated share
     assert "PaSS and fixed-token drew the same outcome for every seed: none of their 61 judged drafts" in text
+    three = LabResult(LAW, {**empirical, "pass-lora": dict(shares)}, result.tv, result.bound, 30, 3,
+                      drafts={"pass": (0, 31), "fixed-token": (0, 30), "pass-lora": (0, 30)})
+    labels = {"pass": "PaSS", "fixed-token": "PaSS, fixed-token baseline", "pass-lora": "PaSS + look-ahead adapters"}
+    assert "PaSS, fixed-token and PaSS+adapters drew the same outcome" in lab_markdown(three, labels)
     assert "AR and" not in text
     accepted = LabResult(LAW, empirical, result.tv, result.bound, 30, 3,
                          drafts={"pass": (5, 31), "fixed-token": (0, 30)})
