@@ -36,7 +36,7 @@ from playground.race_view import (HIDE_REJECTED_JS, INTRO, METRIC_LABELS, PAGE_C
                                      setting_range)
 from playground.stepping import MAX_STEP_DELAY_S, NEXT, PREVIOUS, RESUME, StepControl, step_position
 from playground.components import trace_file
-from playground.teaching_panels import whatif_accordion
+from playground.teaching_panels import lesson_strip, whatif_accordion, wire_panels
 from playground.teaching import (INSPECTOR_HINT, LAB_DEFAULT_RUNS, LAB_INTRO, LAB_PROMPT, THEORY_BEFORE_RACE,
                                  inspect_selection, token_namer)
 # the handlers, re-exported: tests and API users reach them as playground.page.<name>
@@ -191,6 +191,7 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
     with gr.Blocks(title="PaSS Playground") as demo:
         gr.Markdown(TITLE, elem_id="page-title")
         status = gr.Markdown(hide_paths(holder.headline()), elem_id="status-line")
+        wire_lessons = lesson_strip()  # "Start here": presets with a question to answer before Run
         with gr.Accordion("Model and drafters", open=False):  # folded: on a phone the prompt stays on screen
             gr.Markdown(INTRO)
             model_md = gr.Markdown(hide_paths(holder.status()), elem_id="model-line")
@@ -279,11 +280,11 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
             lab_plot = gr.Plot(label="empirical distributions vs the exact law")
             lab_md = gr.Markdown(elem_id="lab-table")
         state = gr.State(None)
-        wire_whatif(state)
         timer = gr.Timer(1.0, active=not holder.ready)
 
         inputs = [prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused, methods,
                   chat_template, auto_drafts]
+        wire_panels(state, inputs, wire_lessons, wire_whatif)  # the teaching panels' events
         outputs = [*panes, *metrics, greedy_md, latency_plot, cumulative_plot, hist_plot, position_plot, theory_plot,
                    theory_md, cost_plot, cost_md, trace_download, run_md, lookahead_md, state]
         # preprocess=False: every value reaches validate_inputs as sent, for it to refuse by name (a component's

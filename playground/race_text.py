@@ -10,7 +10,7 @@ from pass_core.registry import BASELINE
 from pass_core.decoding.text import count
 from pass_core.teaching.race import decode_speedup
 
-from playground.race_charts import FIRST_PER_STEP, drafting_summaries, short_name
+from playground.race_charts import drafting_summaries, short_name
 
 
 def prefill_line(events: dict[str, list[StepEvent]]) -> str:

@@ -1,15 +1,17 @@
-"""Teaching panels as Gradio blocks: the "What if…" accordion (sliders for alpha, k and the drafter's cost, a
-cost-curve preset, and the chart and numbers of ``playground.whatif``). Layout and wiring only; the values come
-from ``whatif.whatif_view``.
+"""Teaching panels as Gradio blocks: the "Start here" lesson strip (``playground.lessons``) and the "What if…"
+accordion (sliders for alpha, k and the drafter's cost, a cost-curve preset, and the chart and numbers of
+``playground.whatif``). Layout and wiring only; the values come from ``lessons`` and ``whatif``.
 
-``build_demo`` (``playground/page.py``) calls ``whatif_accordion()`` where the accordion goes and the function it
-returns once the race's ``gr.State`` exists (the panel reads this run's events and curve from it).
+``build_demo`` (``playground/page.py``) calls each builder where its panel goes; each returns ``wire(state,
+inputs)``, which the page calls once the race's ``gr.State`` and input list exist (the what-if panel reads this
+run's events and curve from the state; a lesson fills in the race's inputs).
 """
 
 from __future__ import annotations
 
 import gradio as gr
 
+from playground.lessons import LESSON_HINT, LESSONS, lesson_markdown, lesson_values
 from playground.whatif import K_MAX, MACHINE, PRESETS, TYPED_EXAMPLE, whatif_view
 
 WHATIF_INTRO = ("Predicted tokens per step and speed-up over AR from three numbers: how often a draft is accepted "
@@ -19,9 +21,27 @@ WHATIF_INTRO = ("Predicted tokens per step and speed-up over AR from three numbe
                 "diamonds (their own α and k).")
 
 
+def lesson_strip():
+    """Lay out the "Start here" strip (open) here: one radio button per lesson and the chosen lesson's question.
+    Returns ``wire(state, inputs)``: choosing a lesson then fills the race's ``inputs`` (``Lesson.values``'s
+    order) and shows its question and what to look at after the run."""
+    with gr.Accordion("Start here: six short lessons", open=True, elem_id="lessons"):
+        choice = gr.Radio([lesson.title for lesson in LESSONS], value=None, show_label=False, elem_id="lesson-choice")
+        text = gr.Markdown(LESSON_HINT, elem_id="lesson-text")
+
+    def choose(title):
+        values = lesson_values(title)
+        return (lesson_markdown(title), *(values if values is not None else [gr.skip()] * len(LESSONS[0].values())))
+
+    def wire(state: gr.State, inputs: list) -> None:
+        choice.input(choose, choice, [text, *inputs], queue=False, api_visibility="private", show_progress="hidden")
+
+    return wire
+
+
 def whatif_accordion():
-    """Lay out the accordion (closed) here; returns ``wire(state)``, to call once the race's state exists, which
-    redraws the panel on opening it and on every control's change."""
+    """Lay out the accordion (closed) here; returns ``wire(state, inputs)``, to call once the race's state exists,
+    which redraws the panel on opening it and on every control's change (``inputs`` unused)."""
     with gr.Accordion("What if…", open=False, elem_id="whatif") as accordion:
         gr.Markdown(WHATIF_INTRO)
         with gr.Row():
@@ -39,9 +59,16 @@ def whatif_accordion():
         plot = gr.Plot(label="predicted tokens per step and speed-up", elem_id="whatif-plot")
         text = gr.Markdown(elem_id="whatif-text")
 
-    def wire(state: gr.State) -> None:
+    def wire(state: gr.State, inputs: list) -> None:
         gr.on([accordion.expand, alpha.release, k.release, drafter_cost.release, preset.change, typed.submit],
               whatif_view, [alpha, k, preset, typed, drafter_cost, state], [plot, text], queue=False,
               api_visibility="private", show_progress="hidden")
 
     return wire
+
+
+def wire_panels(state: gr.State, inputs: list, *wires) -> None:
+    """Call each panel's ``wire(state, inputs)`` (``lesson_strip``, ``whatif_accordion``): once the race's state
+    and its input list exist."""
+    for wire in wires:
+        wire(state, inputs)

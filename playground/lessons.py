@@ -1,0 +1,105 @@
+"""The "Start here" lessons: six presets for a class, each a prompt, the methods to race and their settings, one
+question to answer before pressing Run, and what to look at after it. Pure data and markdown; no Gradio
+(``teaching_panels.lesson_strip`` builds the strip).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pass_core.decoding.settings import SETTING_RANGES
+
+_DEFAULTS = {name: default for name, (_, _, default) in SETTING_RANGES.items()}
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """One preset and its questions.
+
+    Attributes:
+        title: the lesson's name in the strip.
+        prompt: the race's prompt.
+        methods: keys of ``pass_core.registry.METHODS`` to race.
+        settings: the numeric settings that differ from ``SETTING_RANGES``'s defaults (``num_lookahead``,
+            ``temperature``, ``top_k``, ``top_p``, ``max_new_tokens``, ``seed``).
+        predict: the question to answer before Run.
+        after: what to look at once the race has finished (markdown).
+        fused, chat_template, auto_drafts: the race's checkboxes.
+    """
+
+    title: str
+    prompt: str
+    methods: tuple[str, ...]
+    predict: str
+    after: str
+    settings: dict = field(default_factory=dict)
+    fused: bool = False
+    chat_template: bool = True
+    auto_drafts: bool = False
+
+    def values(self) -> list:
+        """The race's inputs in ``build_demo``'s order: prompt, the six numeric settings, show rejected drafts,
+        fused, methods, chat template, cost-aware draft lengths."""
+        numbers = {**_DEFAULTS, **self.settings}
+        return [self.prompt, *(numbers[name] for name in ("num_lookahead", "temperature", "top_k", "top_p",
+                                                            "max_new_tokens", "seed")),
+                True, self.fused, list(self.methods), self.chat_template, self.auto_drafts]
+
+
+LESSONS = (
+    Lesson("1 · Who finishes first?", "Write a Python function that checks whether a string is a palindrome.",
+           ("ar", "pass", "parallelspec"),
+           "Three panes start together. **Which one finishes first, and by how much?** Write your guess down.",
+           "Read **tokens/s** and **speed-up** (measured after the first step, against AR on this machine's "
+           "backend). Greedy decoding: the **greedy check** says all three texts are identical, so the faster "
+           "method did the same work in less time."),
+    Lesson("2 · Why was this draft rejected?", "Tell a short story about a lighthouse keeper who finds a message "
+           "in a bottle.", ("ar", "pass"),
+           "Set **slow motion** to 0.5 s, press Run, and **Pause at the first struck-through (red) token. Why did "
+           "verification refuse it?**",
+           "Click the red token: the **token inspector** shows u ≥ min(1, p/q): the target gave it less "
+           "probability than the drafter did. The yellow token after it was drawn from the residual "
+           "norm(max(0, p − q)) (green bars).", {"temperature": 1.0, "top_k": 20}),
+    Lesson("3 · Sampled vs greedy", "Explain in simple words how a rainbow forms.", ("ar", "pass", "parallelspec"),
+           "At temperature 0.8 the three texts will differ. **Is the speculative output still the model's own "
+           "output?**",
+           "The greedy check says the texts differ by design, and the speed-up warns that it compares different "
+           "lengths of work: compare **tokens/s**. Whether the *distribution* is the model's is what the "
+           "**Losslessness lab** tab tests (lesson 4).", {"temperature": 0.8, "top_k": 10}),
+    Lesson("4 · Which rule breaks the law?", "Once upon a time", ("ar", "pass"),
+           "Open the **Losslessness lab** tab and press Run lab. **Which of the methods, if any, lands outside "
+           "the bound?**",
+           "Every real method stays under the total-variation bound; the broken rule (PaSS accepting every draft) "
+           "does not. The table states the check's power at this N: how surely it would catch a subtler broken "
+           "rule.", {"temperature": 1.0, "top_k": 2, "max_new_tokens": 24}),
+    Lesson("5 · Why is PaSS slower on this CPU?", "List five tips for learning a new language.", ("ar", "pass"),
+           "PaSS accepts some drafts per step. **Will it beat AR on this machine?** Decide before Run.",
+           "Read **Pass cost on this machine**: a pass over k + 1 tokens costs c(k+1) AR steps, and PaSS pays two "
+           "such passes per step. Then open **What if…** and switch the cost curve to the H200: the same α wins "
+           "on a GPU, where a wide pass costs about as much as a narrow one."),
+    Lesson("6 · Copy task: which drafter copies?", "Repeat this sentence exactly: The quick brown fox jumps over "
+           "the lazy dog near the quiet river bank.", ("ar", "pass", "parallelspec", "prompt-lookup"),
+           "The answer is in the prompt. **Which drafter will have its drafts accepted most often?**",
+           "Compare the **draft acceptance rate** (α on the judged drafts) and **tokens per forward pass**: prompt "
+           "lookup proposes the continuation of the text it has already seen, so on a copy task its drafts are "
+           "right far more often than the trained drafters'."),
+)
+
+#: The strip's text before a lesson is chosen.
+LESSON_HINT = ("*Pick a lesson: it fills in the prompt, the methods and the settings. Answer its question before "
+               "you press Run, then check.*")
+
+
+def lesson_markdown(title: str | None) -> str:
+    """The chosen lesson's question and what to look at after the run; ``LESSON_HINT`` for no (or an unknown)
+    lesson."""
+    lesson = next((one for one in LESSONS if one.title == title), None)
+    if lesson is None:
+        return LESSON_HINT
+    return f"**Predict, before Run:** {lesson.predict}\n\n**After the run:** {lesson.after}"
+
+
+def lesson_values(title: str | None) -> list | None:
+    """``Lesson.values`` of the lesson titled ``title``; None for an unknown title."""
+    lesson = next((one for one in LESSONS if one.title == title), None)
+    return None if lesson is None else lesson.values()
