@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import weakref
 
 import torch
 
@@ -46,13 +47,28 @@ def make_drafter(loaded, key: str, settings, gate: float | None = None) -> Draft
     return method.drafter(state, settings)
 
 
+#: Drafters built by ``case_drafter``: (id of the model, method key, settings but the seed, gate) -> (the model,
+#: its drafter); holding the model keeps its id from being reused by another.
+_BUILT: dict[tuple, tuple] = {}
+
+
+def case_drafter(loaded, key: str, settings, gate: float | None = None) -> Drafter:
+    """``make_drafter``, built once per model, method, settings (but the seed) and gate, and reused by every run of
+    a test case (``Drafter.start`` begins each run with fresh caches, and building one initialises a random drafter
+    or adapters, which costs more than a short run). A test that alters its drafter must use ``make_drafter``."""
+    k = (id(loaded), key, settings.with_(seed=0), gate)
+    if k not in _BUILT:
+        _BUILT[k] = (loaded, make_drafter(loaded, key, settings, gate))
+    return _BUILT[k][1]
+
+
 def run(loaded, key, prompt, settings, drafter=None, stream=False, **kw):
-    """All events of one run of ``key`` (AR or a drafting method) with an optional drafter
-    (``stream``: the generator itself, so a test can look at the caches between steps)."""
+    """All events of one run of ``key`` (AR or a drafting method) with an optional drafter (default: the case's,
+    ``case_drafter``; ``stream``: the generator itself, so a test can look at the caches between steps)."""
     if drafter is None and METHODS[key].drafter is None:
         events = METHODS[key].decode(loaded, prompt, settings)
     else:
-        drafter = drafter or make_drafter(loaded, key, settings)
+        drafter = drafter or case_drafter(loaded, key, settings)
         if settings.auto_drafts:  # read through the registry module, so that a test can replace the curve there
             kw.setdefault("pass_cost", registry.cached_pass_cost(loaded))
         events = generate_speculative(loaded, prompt, settings, drafter, method=key, **kw)
@@ -118,8 +134,7 @@ class NoisyTarget(Oracle):
         context = committed + ([prop.exact] if prop.exact is not None else [])
         drafts, qs = [], []
         for _ in range(len(prop.drafts)):
-            with torch.no_grad():
-                logits = self.loaded.model(input_ids=torch.tensor([context + drafts])).logits[0, -1]
+            logits = last_logits(self.loaded.model, context + drafts)
             second = torch.zeros_like(logits).index_fill(0, logits.topk(2).indices[1:], 1.0)
             q = 0.25 * logits_to_probs(logits, self.run.settings) + 0.75 * second
             drafts.append(int(torch.multinomial(q, 1, generator=self.run.generator)))
@@ -127,6 +142,21 @@ class NoisyTarget(Oracle):
         if not drafts:
             return prop
         return dataclasses.replace(prop, drafts=torch.tensor(drafts), q=torch.stack(qs))
+
+
+#: The target's last-position logits by context, per model (``last_logits``).
+_LOGITS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def last_logits(model, ids: list[int]) -> torch.Tensor:
+    """(V,) float32 logits of ``model`` at the last of ``ids``, from a fresh forward, remembered per model: the
+    sampling tests' runs (top-k 2, a few tokens) meet the same few contexts again and again, and a lookup costs far
+    less than the forward. (The drafts are only proposals: the test's claim holds whatever q they come from.)"""
+    table = _LOGITS.setdefault(model, {})
+    if tuple(ids) not in table:
+        with torch.no_grad():
+            table[tuple(ids)] = model(input_ids=torch.tensor([ids])).logits[0, -1]
+    return table[tuple(ids)]
 
 
 def always(j=None):
@@ -143,7 +173,7 @@ def partly(seed: int):
 def oracle_run(loaded, key, prompt, settings, right, truth_output: list[int] | None = None, **kw):
     truth = encode_prompt(loaded.tokenizer, prompt, settings.chat_template) + (
         truth_output if truth_output is not None else ar_output(loaded, prompt, settings))
-    drafter = Oracle(make_drafter(loaded, key, settings), truth, loaded.vocab_size, right)
+    drafter = Oracle(case_drafter(loaded, key, settings), truth, loaded.vocab_size, right)
     return run(loaded, key, prompt, settings, drafter, **kw)
 
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 
 import pass_core.registry as registry
-from lossless_helpers import CASE_IDS, CASES, NoisyTarget, ar_output, exact_law, make_drafter, oracle_run, partly, run
+from lossless_helpers import CASE_IDS, CASES, NoisyTarget, ar_output, case_drafter, exact_law, oracle_run, partly, run
 from pass_core.decoding.draft_length import CostAwareDraftLength
 from pass_core.decoding.events import DraftRecord, StepEvent, output_token_ids
 from pass_core.decoding.settings import DecodeSettings
+from sampling_design import ALPHA, BETA, DELTA, design, total_variation
 
 #: A cost curve under which drafting pays while drafts are accepted: c(w) = 1 + 0.05 (w - 1).
 FLAT = [1 + 0.05 * (w - 1) for w in range(1, 17)]
@@ -79,20 +80,21 @@ def test_auto_greedy_equals_ar_while_k_varies(tiny, key, fused, flat_curve):
 @pytest.mark.parametrize("key, fused", [c for c in CASES if c[0] in ("pass", "parallelspec")],
                          ids=[i for c, i in zip(CASES, CASE_IDS) if c[0] in ("pass", "parallelspec")])
 def test_auto_sampling_matches_exact_law(tiny, key, fused, flat_curve):
-    """As ``test_lossless``'s distribution test (first 4 tokens, temperature 1, top-k 2, noisy drafts, 3000
-    seeded runs, TV < 0.07), with the draft length chosen per step."""
+    """As ``test_lossless``'s distribution test (first 4 tokens, temperature 1, top-k 2, noisy drafts, n runs and
+    the bound b from the exact law with the same false-alarm rate and power), with the draft length chosen per
+    step."""
     settings = DecodeSettings(max_new_tokens=8, num_lookahead=2, temperature=1.0, top_k=2, fused=fused,
                               auto_drafts=True)  # runs go past the window, so that later steps choose too
     law = exact_law(tiny, "ab", settings.with_(max_new_tokens=4), 4)
+    plan = design(law, ALPHA, BETA, DELTA)
+    inner = case_drafter(tiny, key, settings)
     counts, ks = {}, set()
-    runs = 3000
-    for seed in range(runs):
-        drafter = NoisyTarget(make_drafter(tiny, key, settings), tiny)
-        events = run(tiny, key, "ab", settings.with_(seed=seed), drafter)
+    for seed in range(plan.runs):
+        events = run(tiny, key, "ab", settings.with_(seed=seed), NoisyTarget(inner, tiny))
         out = tuple(output_token_ids(events)[:4])
         counts[out] = counts.get(out, 0) + 1
         ks |= {e.num_verified_drafts for e in events if not e.finished}
-    tv = 0.5 * sum(abs(counts.get(x, 0) / runs - law.get(x, 0.0)) for x in set(counts) | set(law))
-    print(f"\nTV auto {key} fused={fused}: {tv:.4f}, k chosen {sorted(ks)}")
+    tv = total_variation(law, counts, plan.runs)
+    print(f"\nauto {key} fused={fused}: TV {tv:.4f}, k chosen {sorted(ks)}; {plan.describe()}")
     assert len(ks) >= 2, ks
-    assert tv < 0.07, f"auto draft lengths change the law: TV {tv:.3f}"
+    assert tv < plan.bound, f"auto draft lengths change the law: TV {tv:.4f}; {plan.describe()}"

@@ -14,12 +14,13 @@ import pytest
 import torch
 
 from lossless_helpers import (CASE_IDS, CASES, accept_first, always, always_accept, ar_output,
-                              assert_caches_equal, check_drafter_caches, exact_law, fresh_target_cache,
+                              assert_caches_equal, case_drafter, check_drafter_caches, exact_law, fresh_target_cache,
                               make_drafter, NoisyTarget, oracle_run, partly, resample_from_p, run)
 from pass_core.decoding.events import output_text, output_token_ids, summarize
 from pass_core.registry import METHODS
 from pass_core.decoding.sampling import logits_to_probs
 from pass_core.decoding.settings import DecodeSettings
+from sampling_design import ALPHA, BETA, DELTA, design, total_variation
 
 PROMPTS = ["hello world", "def f(x):\n    return", "Grüße 😀 ok"]
 L = 3
@@ -136,52 +137,58 @@ def test_caches_after_partial_acceptance_equal_fresh_forward(tiny, key, fused):
 
 
 # ------------------------------------------------------------------ sampled distribution
-WINDOW, RUNS, CONTROL_RUNS, BOUND = 4, 3000, 1500, 0.07
+WINDOW = 4
 
 
-def _tv(tiny, key, settings, law, runs, **kw):
+def sample_outcomes(tiny, key, settings, runs, **kw):
+    """Outcome counts of the first WINDOW tokens of ``runs`` seeded runs with noisy drafts around the case's own
+    drafter (built once), the decisions seen, and the steps the confidence gate closed."""
+    inner = case_drafter(tiny, key, settings, gate=TINY_GATE)
     counts, decisions, gated = {}, set(), 0
     for seed in range(runs):
-        drafter = NoisyTarget(make_drafter(tiny, key, settings, gate=TINY_GATE), tiny)
-        events = run(tiny, key, "ab", settings.with_(seed=seed), drafter, **kw)
+        events = run(tiny, key, "ab", settings.with_(seed=seed), NoisyTarget(inner, tiny), **kw)
         out = tuple(output_token_ids(events)[:WINDOW])
         counts[out] = counts.get(out, 0) + 1
         decisions |= {d.decision for e in events for d in e.drafts}
         decisions |= {t.label for e in events for t in e.tokens}
         gated += sum(e.drafter_passes > 0 and not e.verified_drafts for e in events)
-    tv = 0.5 * sum(abs(counts.get(x, 0) / runs - law.get(x, 0.0)) for x in set(counts) | set(law))
-    return tv, decisions, gated
+    return counts, decisions, gated
 
 
 @pytest.mark.parametrize("key, fused", CASES, ids=CASE_IDS)
 def test_sampling_matches_exact_law_and_broken_rules_fail(tiny, key, fused):
-    """First 4 tokens at temperature 1, top-k 2 (16 outcomes, the bonus token inside the window),
-    L = 2, ParallelSpec with its confidence gate on. TV of 3000 seeded runs against the exact law
-    must stay under 0.07; both broken rules (always accept; resample from p instead of the
-    residual) must exceed twice that with 1500 runs.
+    """First 4 tokens at temperature 1, top-k 2 (16 outcomes, the bonus token inside the window), L = 2,
+    ParallelSpec with its confidence gate on. The number of seeded runs n and the bound b come from the exact law
+    (``sampling_design.design``: false-alarm rate ALPHA, power 1 - BETA against any law at TV >= DELTA); the TV of
+    n runs must stay under b, and both broken rules (always accept; resample from p instead of the residual) must
+    exceed the same b with the same n.
 
     Drafts come from ``NoisyTarget`` (q = 0.25 p + 0.75 one-hot of the second most likely token),
     wrapped around the method's own drafter, which still runs (passes, exact token, fused blocks,
     caches, ParallelSpec's gate): an untrained drafter on a random model is almost never accepted,
     so it could not show both decisions.
 
-    Measured (tiny-llama-0, `pytest tests/test_lossless.py -k sampling -s`): TV 0.023-0.028 with the
-    real rule (pass 0.027, pass-fused 0.028, fixed-token 0.027, fixed-token-fused 0.028,
-    parallelspec 0.023); always-accept 0.54-0.57; resample-from-p 0.19-0.20.
+    Measured (tiny-llama-0, `pytest tests/test_lossless.py -k "sampling and (pass-fused or parallelspec)" -s`):
+    n = 875, b = 0.086; TV with the real rule 0.064 (pass-fused), 0.055 (parallelspec); always-accept 0.54;
+    resample-from-p 0.21 and 0.19.
     """
     settings = settings_for(fused, max_new_tokens=WINDOW, num_lookahead=2, temperature=1.0, top_k=2)
     law = exact_law(tiny, "ab", settings, WINDOW)
     assert len(law) == 16 and abs(sum(law.values()) - 1) < 1e-5
-    tv, seen, gated = _tv(tiny, key, settings, law, RUNS)
+    plan = design(law, ALPHA, BETA, DELTA)
+    counts, seen, gated = sample_outcomes(tiny, key, settings, plan.runs)
     assert {"accepted", "rejected", "bonus", "resampled"} <= seen, f"not every decision happened: {seen}"
     if key == "parallelspec":
         assert gated > 0, "the confidence gate never closed"
-    print(f"\nTV {key} fused={fused}: {tv:.4f}")  # shown with pytest -s
-    assert tv < BOUND, f"{key} sampling differs from the target's law: TV {tv:.3f} >= {BOUND}"
+    tv = total_variation(law, counts, plan.runs)
+    print(f"\n{key} fused={fused}: TV {tv:.4f}; {plan.describe()}")  # shown with pytest -s, and on failure
+    assert tv < plan.bound, f"{key} sampling differs from the target's law: TV {tv:.4f}; {plan.describe()}"
     for broken in (always_accept, resample_from_p):
-        tv_broken, _, _ = _tv(tiny, key, settings, law, CONTROL_RUNS, verify_fn=broken)
-        print(f"TV {key} fused={fused} {broken.__name__}: {tv_broken:.4f}")
-        assert tv_broken > 2 * BOUND, f"{broken.__name__}: TV {tv_broken:.3f}: the test has no power"
+        tv_broken = total_variation(law, sample_outcomes(tiny, key, settings, plan.runs, verify_fn=broken)[0],
+                                    plan.runs)
+        print(f"{key} fused={fused} {broken.__name__}: TV {tv_broken:.4f}")
+        assert tv_broken > plan.bound, (f"{broken.__name__}: TV {tv_broken:.4f} under the bound, the test has no "
+                                        f"power; {plan.describe()}")
 
 
 # ------------------------------------------------------------------ look-ahead rows and fused blocks
