@@ -27,11 +27,16 @@ browser:
 demo: setup
 	$(PY) app.py
 
+# Two workers, one per core (each pins one torch thread); --dist loadgroup keeps the tests of each expensive
+# fixture on one worker (tests/conftest.py): the embedded model loads once, one app server and one Chromium serve
+# the run. test-fast leaves out the embedded model (slow) and Chromium (browser).
+PYTEST := $(PY) -m pytest -q -n 2 --dist loadgroup
+
 test: setup browser
-	$(PY) -m pytest -q
+	$(PYTEST)
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow and not browser"
+	$(PYTEST) -m "not slow and not browser"
 
 # A ready-to-push Hugging Face Space folder in spaces/build/ (see spaces/README.md).
 space: setup

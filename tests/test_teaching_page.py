@@ -21,7 +21,8 @@ from playground import race_text  # noqa: E402
 from pass_core.registry import METHODS  # noqa: E402
 from pass_core.teaching.trace import load_trace  # noqa: E402
 from playground.teaching import THEORY_NEEDS_AR  # noqa: E402
-from test_app import DRAFTING, OUTPUT_NAMES, pane_text, run, running_app, running_server  # noqa: E402
+from servers import running_server  # noqa: E402
+from test_app import DRAFTING, OUTPUT_NAMES, pane_text, run  # noqa: E402
 
 
 def test_theory_sentence_for_each_drafting_method(tiny):
@@ -37,15 +38,17 @@ def test_theory_sentence_for_each_drafting_method(tiny):
 
 
 def test_lab_handler_passes_every_method_and_fails_the_broken_rule(tiny):
-    """The tab's handler on the tiny model (300 runs of 3 tokens, as tests/test_lab.py): a ✓ row for each
-    registered method, a ✗ row for the broken rule; the progress bar is fed every run."""
-    seen = []
-    figure, table = page.lab_handler(tiny, "ab", 300, progress=lambda value, **kw: seen.append(value))
+    """The tab's handler on the tiny model (runs of 3 tokens, as many as tests/test_lab.py's design asks): a ✓ row
+    for each registered method, a ✗ row for the broken rule; the progress bar is fed every run."""
+    from test_lab import lab_plan
+
+    seen, runs = [], lab_plan(tiny).runs
+    figure, table = page.lab_handler(tiny, "ab", runs, progress=lambda value, **kw: seen.append(value))
     rows = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines() if line.startswith("| ")}
     for key, method in METHODS.items():
         assert "✓ pass" in rows[method.label], rows
     assert "✗ fail" in rows["broken rule: always accept"]
-    assert seen[-1] == (300 * (len(METHODS) + 1),) * 2
+    assert seen[-1] == (runs * (len(METHODS) + 1),) * 2
     assert len(figure.data) == len(METHODS) + 2  # exact law + each method + the broken rule
     with pytest.raises(gr.Error, match="runs"):
         page.lab_handler(tiny, "ab", 10_000)
@@ -82,23 +85,22 @@ def test_a_bad_trace_gets_a_named_error(tmp_path):
         page.replay_handler(None)
 
 
-def test_race_then_replay_through_gradio_client(tiny_folder, tmp_path):
+def test_race_then_replay_through_gradio_client(app_server, tmp_path):
     from gradio_client import Client, handle_file
 
-    with running_app(str(tiny_folder)) as url:
-        client = Client(url, verbose=False, download_files=str(tmp_path))
-        raced = dict(zip(OUTPUT_NAMES, client.predict("Hello there", 2, 1.0, 0, 1.0, 12, 3, True, False,
-                                                      list(page.DEFAULT_RACE), api_name="/race")))
-        trace_path = raced["trace"]
-        assert load_trace(trace_path).settings.inspect  # races from the page record the inspector's data
-        replayed = dict(zip(OUTPUT_NAMES, client.predict(handle_file(trace_path), True, api_name="/replay")))
-        for key in page.DEFAULT_RACE:
-            assert pane_text(replayed[f"{key}_tokens"]) == pane_text(raced[f"{key}_tokens"]), key
-            assert replayed[f"{key}_tokens"] == raced[f"{key}_tokens"], key
-        bad = tmp_path / "bad.json"
-        bad.write_text("{", encoding="utf-8")
-        with pytest.raises(Exception, match="not a JSON trace"):
-            client.predict(handle_file(str(bad)), True, api_name="/replay")
+    client = Client(app_server.url, verbose=False, download_files=str(tmp_path))
+    raced = dict(zip(OUTPUT_NAMES, client.predict("Hello there", 2, 1.0, 0, 1.0, 12, 3, True, False,
+                                                  list(page.DEFAULT_RACE), api_name="/race")))
+    trace_path = raced["trace"]
+    assert load_trace(trace_path).settings.inspect  # races from the page record the inspector's data
+    replayed = dict(zip(OUTPUT_NAMES, client.predict(handle_file(trace_path), True, api_name="/replay")))
+    for key in page.DEFAULT_RACE:
+        assert pane_text(replayed[f"{key}_tokens"]) == pane_text(raced[f"{key}_tokens"]), key
+        assert replayed[f"{key}_tokens"] == raced[f"{key}_tokens"], key
+    bad = tmp_path / "bad.json"
+    bad.write_text("{", encoding="utf-8")
+    with pytest.raises(Exception, match="not a JSON trace"):
+        client.predict(handle_file(str(bad)), True, api_name="/replay")
 
 
 def test_replay_only_serves_a_trace_without_a_model(tiny, tmp_path):
@@ -108,9 +110,9 @@ def test_replay_only_serves_a_trace_without_a_model(tiny, tmp_path):
 
     final = run(tiny, max_new_tokens=8, update_interval_s=0.0, inspect=True)[-1]
     start = time.monotonic()
-    with running_server("no-such-model", 30, "--replay-only") as (url, _, _):
+    with running_server("no-such-model", tmp_path / "app.log", "--replay-only", timeout_s=30) as server:
         assert time.monotonic() - start < 30
-        client = Client(url, verbose=False, download_files=str(tmp_path))
+        client = Client(server.url, verbose=False, download_files=str(tmp_path))
         replayed = dict(zip(OUTPUT_NAMES, client.predict(handle_file(final["trace"]), True,
                                                          api_name="/replay")))
         for key in page.DEFAULT_RACE:
