@@ -76,9 +76,16 @@ def test_load_model_from_folder(tiny_folder):
     assert not any(p.requires_grad for p in loaded.model.parameters())
 
 
+#: The CLI's options in these tests: plain fp32 on one thread (``--backend auto``, the default, would measure the
+#: machine and set the worker's thread count).
+FP32 = ["--backend", "fp32", "--threads", "1"]
+
+
 def test_cli_json(tiny_folder):
+    """``python -m pass_core.generate``, once in a fresh interpreter (the entry point's smoke test; the other CLI
+    tests call ``generate.main`` in this process)."""
     out = subprocess.run([sys.executable, "-m", "pass_core.generate", "--method", "pass", "--prompt", "hi there",
-                          "--model", str(tiny_folder), "--max-new-tokens", "12", "--json"],
+                          "--model", str(tiny_folder), "--max-new-tokens", "12", "--json", *FP32],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
@@ -91,24 +98,25 @@ def test_cli_json(tiny_folder):
     assert "untrained" in data["files"] or "fixed-token" in data["files"]
 
 
-def test_cli_parallelspec_drafter_file(tiny_folder, tmp_path):
-    cmd = [sys.executable, "-m", "pass_core.generate", "--method", "parallelspec", "--prompt", "hi there",
-           "--model", str(tiny_folder), "--max-new-tokens", "6"]
-    out = subprocess.run(cmd + ["--json"], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    data = json.loads(out.stdout)
+def test_cli_parallelspec_drafter_file(tiny_folder, tmp_path, capsys):
+    from pass_core import generate
+
+    cmd = ["--method", "parallelspec", "--prompt", "hi there", "--model", str(tiny_folder), "--max-new-tokens", "6",
+           *FP32]
+    assert generate.main(cmd + ["--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
     assert data["method"] == "parallelspec" and "untrained" in data["files"]
-    out = subprocess.run(cmd + ["--drafter", str(tmp_path / "missing.safetensors")], capture_output=True, text=True,
-                         timeout=120)
-    assert out.returncode == 2 and "does not exist" in out.stderr
-    out = subprocess.run(cmd + ["--drafter", str(tmp_path)], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 2 and "is a folder" in out.stderr
+    assert generate.main(cmd + ["--drafter", str(tmp_path / "missing.safetensors")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert generate.main(cmd + ["--drafter", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err
 
 
-def test_cli_bad_setting_exits_2(tiny_folder):
-    out = subprocess.run([sys.executable, "-m", "pass_core.generate", "--prompt", "hi", "--model", str(tiny_folder),
-                          "--num-lookahead", "0"], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 2 and "look-ahead" in out.stderr
+def test_cli_bad_setting_exits_2(tiny_folder, capsys):
+    from pass_core import generate
+
+    assert generate.main(["--prompt", "hi", "--model", str(tiny_folder), "--num-lookahead", "0", *FP32]) == 2
+    assert "look-ahead" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------- the embedded model
@@ -127,7 +135,6 @@ EMBEDDED_PROMPTS = [
 ]
 
 
-@pytest.mark.slow
 def test_embedded_greedy_every_method_equals_ar(smollm):
     """Every registered method, with its shipped files, reproduces AR's greedy output on the
     embedded model (the fused step too, for the methods it applies to, and cost-aware draft lengths)."""
@@ -149,7 +156,6 @@ def test_embedded_greedy_every_method_equals_ar(smollm):
                 assert cmp.identical, f"{key} (fused={s.fused}) differs from AR on {prompt!r}: {cmp}"
 
 
-@pytest.mark.slow
 def test_embedded_model_has_trained_lookahead_for_every_offered_l(smollm):
     """The app offers L = 1..8: each resolves to shipped, trained embeddings with a report."""
     from pass_core.drafters.shipped import assets_dir, resolve_lookahead

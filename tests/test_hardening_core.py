@@ -42,7 +42,6 @@ def test_typed_special_tokens_stay_plain_text():
         assert encode_prompt(tok, prompt, True) == _template_ids(tok, prompt), prompt
 
 
-@pytest.mark.slow
 def test_typed_special_tokens_stay_plain_text_embedded(smollm):
     tok = smollm.tokenizer
     own = _specials(tok, encode_prompt(tok, "hello", True))
@@ -93,12 +92,10 @@ def _eos_first(seed=5):
     return loaded
 
 
-def test_a_run_that_ends_at_once_is_recognised_and_the_cli_says_so(tiny_folder, tmp_path):
+def test_a_run_that_ends_at_once_is_recognised_and_the_cli_says_so(tmp_path, capsys):
     """Item 6 (core and CLI): EOS as the first token gives an empty output; ``ended_at_once`` says
     so for every method, and the CLI prints a note that suggests the chat template with --raw."""
-    import subprocess
-    import sys
-
+    from pass_core import generate
     from pass_core.decoding.events import ended_at_once
     from pass_core.registry import METHODS
     from pass_core.decoding.settings import DecodeSettings
@@ -113,10 +110,11 @@ def test_a_run_that_ends_at_once_is_recognised_and_the_cli_says_so(tiny_folder, 
     folder = tmp_path / "eos-model"
     loaded.model.save_pretrained(folder)
     loaded.tokenizer.save_pretrained(folder)
-    out = subprocess.run([sys.executable, "-m", "pass_core.generate", "--method", "ar", "--prompt", "hi", "--raw",
-                          "--model", str(folder), "--max-new-tokens", "4"], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert "ended immediately" in out.stderr and "without --raw" in out.stderr
+    capsys.readouterr()
+    assert generate.main(["--method", "ar", "--prompt", "hi", "--raw", "--model", str(folder), "--max-new-tokens", "4",
+                          "--backend", "fp32", "--threads", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "ended immediately" in err and "without --raw" in err
 
 
 def test_model_line_shows_no_server_path(tiny_folder):
@@ -135,7 +133,6 @@ def test_a_folder_without_a_model_is_named_as_such(tmp_path):
         load_model(str(tmp_path))
 
 
-@pytest.mark.slow
 def test_embedded_model_line_shows_no_cache_path(smollm):
     from pass_core.runtime.models import cache_root
 

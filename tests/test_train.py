@@ -121,3 +121,20 @@ def test_bad_arguments(tiny_folder, tmp_path):
         run_train(tiny_folder, tmp_path, "--steps", "1", "--num-lookahead", "0")
     assert train_mod.main(["--model", str(tiny_folder), "--out", str(tmp_path / "x.safetensors"),
                            "--data", str(tmp_path / "missing.txt")]) == 2
+
+
+@pytest.mark.parametrize("module, args, code, says", [
+    ("pass_core.train", ["--data", "missing.txt"], 2, "missing.txt"),
+    ("pass_core.train_drafter", ["--help"], 0, "--num-draft"),
+])
+def test_trainers_run_as_modules(tiny_folder, tmp_path, module, args, code, says):
+    """``python -m`` smoke test of each trainer's entry point in a fresh interpreter (the trainers themselves are
+    tested in this process): its exit code and its message."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", module, "--model", str(tiny_folder), "--out",
+                          str(tmp_path / "x.safetensors"), *args], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == code, out.stderr[-3000:]
+    assert says in out.stdout + out.stderr
