@@ -18,6 +18,7 @@ from pass_core.decoding.events import output_text, output_token_ids, summarize
 from pass_core.drafters.parallelspec.model import FORMAT, ParallelDrafter
 from pass_core.drafters.parallelspec.drafter import ParallelSpecDrafter
 from pass_core.registry import METHODS
+from pass_core.runtime.models import load_model
 from pass_core.decoding.settings import DecodeSettings
 from pass_core.drafters.shipped import assets_dir, resolve_drafter
 from pass_core.decoding.speculative import generate_speculative
@@ -167,7 +168,15 @@ def test_train_cli_checkpoints_and_resumes(tiny_folder, tmp_path, monkeypatch, c
               "--heldout-prompts", str(prompts), "--max-new-tokens", "12", "--batch-size", "2", "--anchors", "4",
               "--draft-vocab", "0", "--checkpoint-every", "2", "--threads", "1"]
     report = main(common + ["--steps", "2"])
-    assert out.is_file() and report["heldout"]["accepted_tokens_per_step"] >= 1.0
+    assert out.is_file()
+    # the report measures the saved file: held-out tokens per step (1 + accepted drafts, at most k = 3), the gate
+    # threshold stored in the file, and the same numbers in report.json and report.md
+    per_step = report["heldout"]["accepted_tokens_per_step"]
+    assert 1.0 <= per_step <= 4.0 and 1.0 <= report["heldout_gated_accepted_tokens_per_step"] <= 4.0
+    assert ParallelDrafter.load(out, load_model(str(tiny_folder))).info["min_confidence"] == report["min_confidence"]
+    saved = json.loads(out.with_suffix(".report.json").read_text())
+    assert saved["heldout"]["accepted_tokens_per_step"] == per_step
+    assert f"{per_step:.2f} |" in out.with_suffix(".report.md").read_text()
     capsys.readouterr()
     report = main(common + ["--steps", "4", "--resume"])
     assert "at step 2" in capsys.readouterr().out and report["args"]["steps"] == 4
