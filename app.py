@@ -15,6 +15,7 @@ from playground.race_view import PAGE_CSS
 from pass_core.runtime.backends import AUTO, BACKEND_CHOICES, BACKENDS, check_backend, default_backend, set_cpu_threads
 from pass_core.runtime.holder import ModelHolder
 from pass_core.runtime.models import DEFAULT_MODEL, pick_device
+from pass_core.teaching.trace import MAX_TRACE_BYTES
 
 def main(argv: list[str] | None = None) -> None:
     """Parse the command line, start loading the model and serve the page (blocks)."""
@@ -43,7 +44,8 @@ def main(argv: list[str] | None = None) -> None:
     demo = build_demo(holder)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                 server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-                theme=gr.themes.Soft(), css=PAGE_CSS, show_error=True)
+                theme=gr.themes.Soft(), css=PAGE_CSS, show_error=True,
+                max_file_size=MAX_TRACE_BYTES)  # the only upload is a trace: refuse anything larger at the door
 
 
 if __name__ == "__main__":

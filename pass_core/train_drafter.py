@@ -1,7 +1,14 @@
 """``python -m pass_core.train_drafter``: train a ParallelSpec drafter (the trainer is
-``pass_core.training.parallelspec``; see docs/training.md)."""
+``pass_core.training.parallelspec``; see docs/training.md). Bad input (a damaged checkpoint, training that
+diverged) ends with ``error: ...`` and exit code 2, not a traceback."""
+
+import sys
 
 from pass_core.training.parallelspec import main
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)

@@ -291,7 +291,7 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
         # own check, e.g. of the methods' choices, would answer an API caller with a bare "400 Bad Request")
         run_event = run_btn.click(on_run, inputs, outputs, api_name="race", concurrency_limit=1, preprocess=False,
                                   show_progress="minimal", validator=validate_inputs)
-        replay_btn.click(lambda path, show: replay_handler(path, show, holder.name), [trace_upload, show_rejected],
+        replay_btn.click(lambda path, show: replay_handler(path, show, holder.loaded), [trace_upload, show_rejected],
                          outputs, api_name="replay", concurrency_limit=4)
         for button, direction in ((pause_btn, "pause"), (previous_btn, PREVIOUS), (next_btn, NEXT),
                                   (resume_btn, RESUME)):

@@ -19,7 +19,7 @@ from pass_core.runtime.pass_cost import cached_pass_cost
 from pass_core.teaching.race import events_upto, race, race_order
 from pass_core.registry import METHODS
 from pass_core.decoding.settings import DecodeSettings
-from pass_core.teaching.trace import load_trace, make_trace, save_trace
+from pass_core.teaching.trace import load_trace, make_trace, recorded_on, save_trace
 from playground.cost_charts import cost_view
 from playground.race_charts import highlighted_tokens
 from playground.race_inputs import chosen_methods, hide_paths, input_problems, lab_runs_problem, methods_problem, \
@@ -35,6 +35,7 @@ CHART_EVERY = 4  # charts redraw on every 4th page update (figures are the brows
 THEORY_EVERY = 4  # during a race the theory view redraws with every 4th chart redraw (and at the end, when paused)
 TOKENS_PER_EXTRA_S = 400  # each 400 tokens on the page add 1 s between updates, so long races stay responsive
 PAUSE_IDLE_S = 300.0  # a paused race resumes by itself after 5 minutes without a step-through press
+HEARTBEAT_S = 1.0  # a paused race yields a no-op update this often: gradio then notices a closed tab and ends it
 MAX_UPDATE_GAP_S = 2.5  # ...but never more: Stop (a cancel) takes effect at the next update
 
 
@@ -191,19 +192,27 @@ def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k,
 def paused_updates(control: StepControl, events: dict, frame):
     """The page updates of a paused live race: ``frame(position)`` (``render`` at that position) now, then one
     per Next / Previous press while recorded steps remain. Returns (the race computes its next step) on Resume,
-    or on Next at the newest step (the race then stops again after it, still paused). After ``PAUSE_IDLE_S``
-    seconds without a button press the race resumes by itself: the page runs one race at a time, and a paused
-    race left in a closed tab would otherwise hold that slot for ever."""
+    or on Next at the newest step (the race then stops again after it, still paused). The page runs one race at a
+    time: every ``HEARTBEAT_S`` seconds without a press it yields a heartbeat (``gr.skip()`` for every output, a
+    no-op on the page) so that gradio, which only looks for a closed tab when a handler yields, ends the race of a
+    closed tab within seconds and frees the slot; after ``PAUSE_IDLE_S`` seconds without a press the race resumes
+    by itself (a tab left open)."""
     total = position = sum(map(len, events.values()))
-    yield frame(position)
-    idle_since = time.monotonic()
+    first = frame(position)
+    yield first
+    heartbeat = (gr.skip(),) * len(first)
+    idle_since = beat = time.monotonic()
     while True:
         move = control.wait_move(timeout_s=0.1)
-        if move is None and time.monotonic() - idle_since > PAUSE_IDLE_S:
-            control.move(RESUME)  # nobody pressed anything for a while (a closed tab?): free the race's slot
+        now = time.monotonic()
+        if move is None:
+            if now - idle_since > PAUSE_IDLE_S:
+                control.move(RESUME)  # nobody pressed anything for a while: free the race's slot
+            elif now - beat >= HEARTBEAT_S:
+                beat = now
+                yield heartbeat
             continue
-        if move is not None:
-            idle_since = time.monotonic()
+        idle_since = now
         if move == RESUME and not control.paused:
             return
         if move == NEXT and position == total:
@@ -225,12 +234,14 @@ def _trace_folder() -> Path:
     return Path(tempfile.mkdtemp(dir=root))
 
 
-def replay_handler(trace_file, show_rejected=True, model_name: str | None = None) -> tuple:
+def replay_handler(trace_file, show_rejected=True, model: LoadedModel | None = None) -> tuple:
     """Render a recorded race (a JSON trace from the download button or ``generate --trace``) into the race's
     panes, metrics and charts, with no model: the outputs of ``render`` for the trace's events.
 
-    ``model_name``: the page's model; a trace of another model never has its token ids decoded with it.
-    Raises gr.Error naming the file and what is wrong (no file, not JSON, another schema, a missing field).
+    ``model``: the page's model (None: none loaded). The inspector decodes the trace's token ids with it only when
+    the trace's embedding signature matches it (``trace.recorded_on``; a name proves nothing), else the trace's
+    own token texts name them. Raises gr.Error naming the file and what is wrong (no file, too large, not JSON,
+    another schema, a missing or malformed field).
     """
     if not trace_file:
         raise user_error("Choose a trace file (.json) to replay first.")
@@ -242,7 +253,7 @@ def replay_handler(trace_file, show_rejected=True, model_name: str | None = None
     s = trace.settings
     return render(trace.events, show_rejected, s.greedy, s.fused, True, "Replayed from a trace: no files needed.",
                   chat_template=s.chat_template, run_note=replay_note(trace), revision=f"replay-{time.time_ns()}",
-                  own_model=trace.model_name == model_name)
+                  own_model=recorded_on(trace, model))
 
 
 def lab_handler(loaded: LoadedModel, prompt, runs, progress=None, decode=str) -> tuple:

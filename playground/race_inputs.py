@@ -12,7 +12,7 @@ import re
 
 from pass_core.teaching.lab import MAX_RUNS
 from pass_core.registry import METHODS
-from pass_core.decoding.settings import DecodeSettings
+from pass_core.decoding.settings import GREEDY_BELOW, DecodeSettings
 from pass_core.decoding.text import check_prompt
 
 #: The example prompts offered under the prompt box: free text first, then grounded prompts (the answer copies
@@ -39,7 +39,7 @@ EXAMPLES = [
 NUMERIC_INPUTS: dict[str, tuple[str, float, str]] = {
     "num_lookahead": ("look-ahead tokens L", 1, "drafts per step: L learned [LA] tokens (PaSS), k [MASK] tokens "
                                                 "(ParallelSpec)"),
-    "temperature": ("temperature", 0.05, "0 = greedy"),
+    "temperature": ("temperature", 0.05, f"0 = greedy, as is any value below {GREEDY_BELOW:g}"),
     "top_k": ("top-k", 1, "0 = off"),
     "top_p": ("top-p", 0.01, "1 = off"),
     "max_new_tokens": ("max new tokens", 1, ""),

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from pass_core.decoding.events import StepEvent, output_text, summarize
 from pass_core.registry import METHODS
-from pass_core.decoding.settings import SETTING_RANGES
+from pass_core.decoding.settings import GREEDY_BELOW, SETTING_RANGES
 
 from . import race_charts as charts
 from . import race_text as text
@@ -169,7 +169,7 @@ def setting_range(name: str) -> str:
 def help_text(template: str) -> str:
     """The page's help from a template (``string.Template``): ``$methods`` (each registered method's
     label and description), ``$fusable`` (the methods the fused step applies to), ``$<setting>`` (each
-    ``SETTING_RANGES`` range) and ``$zerogpu_s`` (``ZEROGPU_MAX_S``), so that the page never states other
+    ``SETTING_RANGES`` range), ``$greedy_below`` (``GREEDY_BELOW``) and ``$zerogpu_s`` (``ZEROGPU_MAX_S``), so that the page never states other
     methods, ranges or limits than it has.
 
     Raises:
@@ -179,4 +179,5 @@ def help_text(template: str) -> str:
     fusable = (", ".join(names[:-1]) + " and " + names[-1]) if len(names) > 1 else (names[0] if names else "no method")
     methods = "; ".join(f"**{m.label}**: {m.description}" for m in METHODS.values())
     ranges = {name: setting_range(name) for name in SETTING_RANGES}
-    return Template(template).substitute(ranges, methods=methods, fusable=fusable, zerogpu_s=ZEROGPU_MAX_S)
+    return Template(template).substitute(ranges, methods=methods, fusable=fusable, zerogpu_s=ZEROGPU_MAX_S,
+                                         greedy_below=f"{GREEDY_BELOW:g}")

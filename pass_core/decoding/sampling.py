@@ -53,10 +53,18 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tens
     Returns:
         (N,) int64 token ids. A one-hot row (greedy) returns its argmax without
         consuming randomness, so greedy runs do not depend on the seed.
+
+    Raises:
+        ValueError: a row holds NaN, inf or a negative number (a drafter with non-finite weights),
+            instead of torch's bare ``RuntimeError``.
     """
     if bool((probs.max(-1).values >= 1.0).all()):
         return probs.argmax(-1)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    try:
+        return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    except RuntimeError as err:  # only a broken distribution gets here: keep the happy path free of checks
+        raise ValueError(f"Cannot draw a token: a distribution holds NaN, inf or a negative number ({err}); "
+                         "a look-ahead or drafter file with non-finite weights does this.") from err
 
 
 def logit_margins(logits: torch.Tensor) -> list[float]:

@@ -6,6 +6,7 @@ The UI, the CLI and the benchmark read their ranges and defaults from
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, replace
 
 #: (minimum, maximum, default) for every numeric setting. The UI builds its
@@ -18,6 +19,12 @@ SETTING_RANGES: dict[str, tuple[float, float, float]] = {
     "max_new_tokens": (1, 1024, 96),
     "seed": (0, 2**31 - 1, 0),
 }
+
+
+#: Temperatures below this decode greedily, as 0 does: dividing the logits by a temperature near 0 overflows
+#: float32 (20 / 1e-38 is inf, and softmax then gives NaN), and already at 1e-6 sampling picks the argmax
+#: (docs/algorithms.md section 2.4).
+GREEDY_BELOW = 1e-4
 
 
 #: Largest token tree (``DecodeSettings.tree_nodes``), and the value that picks the size per machine.
@@ -39,7 +46,8 @@ class DecodeSettings:
 
     Attributes:
         max_new_tokens: stop after this many generated tokens (>= 1).
-        temperature: 0 means greedy (argmax); > 0 divides the logits.
+        temperature: 0 means greedy (argmax), and so does any temperature below ``GREEDY_BELOW``
+            (1e-4); from there up it divides the logits.
         top_k: keep the k most likely tokens; 0 disables the filter.
         top_p: nucleus filter, keep the smallest set with mass >= top_p; in (0, 1].
         seed: seeds the one ``torch.Generator`` of the run.
@@ -62,7 +70,7 @@ class DecodeSettings:
             unit of pass cost on this machine. Not with ``fused`` or ``auto_drafts``.
 
     Raises (from ``validate``):
-        ValueError: a setting outside its range, with the allowed range in the message.
+        ValueError: a setting outside its range or not a finite number, with the allowed range in the message.
     """
 
     max_new_tokens: int = int(_default("max_new_tokens"))
@@ -82,8 +90,8 @@ class DecodeSettings:
 
     @property
     def greedy(self) -> bool:
-        """True when temperature is 0 (argmax decoding)."""
-        return self.temperature == 0.0
+        """True when temperature is 0, or below ``GREEDY_BELOW`` (argmax decoding)."""
+        return self.temperature < GREEDY_BELOW
 
     def validate(self) -> "DecodeSettings":
         """Check every field against ``SETTING_RANGES``; return self.
@@ -104,6 +112,8 @@ class DecodeSettings:
             lo, hi, _ = SETTING_RANGES[name]
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError(f"{label} must be a number, got {value!r}")
+            if isinstance(value, float) and not math.isfinite(value):  # NaN, inf (also from a trace's JSON "Infinity")
+                raise ValueError(f"{label} must be a finite number between {_fmt(lo)} and {_fmt(hi)}, got {value!r}")
             if kind is int and int(value) != value:
                 raise ValueError(f"{label} must be a whole number, got {value!r}")
             if not lo <= value <= hi:

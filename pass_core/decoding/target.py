@@ -7,6 +7,7 @@ drafter reads them (ParallelSpec).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -25,6 +26,24 @@ def plain_head(model) -> bool:
     head, config = model.get_output_embeddings(), model.config
     scaled = any(getattr(config, name, None) not in (None, 1.0) for name in _LOGIT_TRANSFORMS)
     return isinstance(head, torch.nn.Linear) and not scaled and getattr(model, "base_model", model) is not model
+
+
+def check_finite(logits: torch.Tensor) -> torch.Tensor:
+    """The invariant of every target pass: its logits are finite; returns ``logits`` (R, V).
+
+    One float32 sum (NaN or inf anywhere makes it non-finite), so the check costs one reduction per pass.
+    NaN logits would make greedy decoding emit token 0 and label it accepted or exact while the text is
+    no longer the model's: a clear error instead.
+
+    Raises:
+        ValueError: some logit is NaN or inf, naming the likely causes.
+    """
+    if not math.isfinite(float(logits.sum(dtype=torch.float32))):
+        bad = int((~torch.isfinite(logits)).any(-1).sum())
+        raise ValueError(f"The target's logits hold NaN or inf in {bad} of {logits.shape[0]} row(s) of this pass, so "
+                         "its output would no longer be the model's: stopped. A look-ahead or drafter file with "
+                         "non-finite weights does this, or a model that overflows in its dtype (try float32).")
+    return logits
 
 
 @dataclass(frozen=True)
@@ -65,7 +84,8 @@ def target_forward(model, cache, rows: torch.Tensor, *, input_ids: torch.Tensor 
 
     Raises:
         ValueError: hidden states asked of a model without a plain head whose config unties the
-            last hidden state (its final hidden state cannot be read).
+            last hidden state (its final hidden state cannot be read); logits that are not finite
+            (``check_finite``).
     """
     kwargs = dict(input_ids=input_ids, inputs_embeds=inputs_embeds, attention_mask=attention_mask,
                   position_ids=position_ids, cache=cache, use_cache=True, output_hidden_states=hidden_states)
@@ -74,7 +94,7 @@ def target_forward(model, cache, rows: torch.Tensor, *, input_ids: torch.Tensor 
             raise ValueError("This model's config sets tie_last_hidden_states=False and its output head is not a "
                              "plain linear layer: its final hidden state cannot be read, so ParallelSpec cannot run.")
         out = model(**kwargs, logits_to_keep=rows)
-        return TargetOutput(out.logits[0], out.hidden_states if hidden_states else None)
+        return TargetOutput(check_finite(out.logits[0]), out.hidden_states if hidden_states else None)
     out = model.base_model(**kwargs)
     head = model.get_output_embeddings()
     h = out.last_hidden_state[0, rows].to(head.weight.dtype)  # (R, D)
@@ -88,4 +108,4 @@ def target_forward(model, cache, rows: torch.Tensor, *, input_ids: torch.Tensor 
         logits = head(h)
     # the last entry is the state the head reads, whatever the config's tie_last_hidden_states says
     states = out.hidden_states[:-1] + (out.last_hidden_state,) if hidden_states else None
-    return TargetOutput(logits, states)
+    return TargetOutput(check_finite(logits), states)

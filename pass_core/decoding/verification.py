@@ -56,7 +56,8 @@ def verify_drafts(
         d_i == argmax p_i" and the replacement is argmax p_i.
 
     Raises:
-        ValueError: if the shapes disagree.
+        ValueError: if the shapes disagree, or a draft id is not a token id 0..V-1 (a negative id
+            would otherwise index from the end of the vocabulary and be verified as another token).
     """
     k = int(draft_ids.shape[0])
     if draft_probs.shape[0] != k or target_probs.shape[0] != k + 1:
@@ -64,6 +65,11 @@ def verify_drafts(
             f"verify_drafts needs k drafts, k draft distributions and k+1 target "
             f"distributions; got {k}, {draft_probs.shape[0]} and {target_probs.shape[0]}"
         )
+    vocab_size = int(target_probs.shape[-1])
+    if k and not 0 <= int(draft_ids.min()) <= int(draft_ids.max()) < vocab_size:
+        bad = [int(d) for d in draft_ids.tolist() if not 0 <= d < vocab_size]
+        raise ValueError(f"draft ids must be token ids between 0 and {vocab_size - 1} (V = {vocab_size}); the drafter "
+                         f"proposed {bad}")
     idx = torch.arange(k, device=draft_ids.device)
     p_draft = target_probs[idx, draft_ids].float()  # (k,)
     q_draft = draft_probs[idx, draft_ids].float()  # (k,)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 #: Rows / leading dims of the input embedding matrix sampled for the model signature.
 _SIGNATURE_ROWS = 16
@@ -62,6 +62,37 @@ def tensors_checksum(tensors: dict[str, torch.Tensor]) -> str:
     return digest.hexdigest()
 
 
+def non_finite(tensors: dict[str, torch.Tensor]) -> str | None:
+    """The name of the first floating tensor (in name order) holding NaN or inf, or None when all are finite."""
+    for name in sorted(tensors):
+        t = tensors[name]
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            return name
+    return None
+
+
+def write_model_file(path: str | Path, tensors: dict[str, torch.Tensor], meta: dict[str, str], what: str) -> Path:
+    """Write a model-bound safetensors file with its checksum (``sha256`` in the metadata); returns the path.
+
+    Args:
+        tensors: name -> tensor, as it will be stored (after any dtype conversion: float16 overflows to inf).
+        meta: the metadata, all strings (``format``, the model's name and signature, ...).
+        what: what the file is, for the message ("look-ahead file", "drafter file").
+
+    Raises:
+        ValueError: a tensor holds NaN or inf (training diverged): nothing is written.
+    """
+    bad = non_finite(tensors)
+    if bad is not None:
+        raise ValueError(f"Refusing to write the {what} {str(path)!r}: its tensor {bad!r} holds NaN or inf "
+                         "(training diverged, or a weight overflows float16); nothing was written. Train again "
+                         "with a lower learning rate.")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(path), metadata={**meta, "sha256": tensors_checksum(tensors)})
+    return path
+
+
 def read_model_file(path: str | Path, what: str, fmt: str) -> tuple[dict[str, str], dict[str, torch.Tensor]]:
     """Read a model-bound safetensors file: its metadata and its tensors (on CPU, stored dtype).
 
@@ -72,7 +103,9 @@ def read_model_file(path: str | Path, what: str, fmt: str) -> tuple[dict[str, st
 
     Raises:
         ValueError: the file is missing, unreadable / corrupt (truncated, a damaged header, tensors
-            that no longer match the checksum in its metadata), or not of format ``fmt``.
+            that no longer match the checksum in its metadata), not of format ``fmt``, without a
+            checksum (``write_model_file`` always writes one: such a file cannot be verified), or
+            holding NaN or inf in a tensor.
     """
     path = Path(path)
     if path.is_dir():
@@ -88,9 +121,17 @@ def read_model_file(path: str | Path, what: str, fmt: str) -> tuple[dict[str, st
     if meta.get("format") != fmt:
         raise ValueError(f"{str(path)!r} is a safetensors file but not a {what} of format {fmt!r} "
                          f"(format {meta.get('format')!r}).")
-    if "sha256" in meta and tensors_checksum(tensors) != meta["sha256"]:
+    if "sha256" not in meta:
+        raise ValueError(f"{str(path)!r} carries no checksum ('sha256' in its metadata), so it cannot be checked for "
+                         f"alteration: every {what} this project writes carries one. Use an intact copy of the "
+                         f"{what}, or train it again.")
+    if tensors_checksum(tensors) != meta["sha256"]:
         raise ValueError(f"{str(path)!r} was altered or damaged after it was written: its tensors do not match "
                          f"the checksum in its metadata. Use an intact copy of the {what}.")
+    bad = non_finite(tensors)
+    if bad is not None:
+        raise ValueError(f"{str(path)!r} holds NaN or inf in its tensor {bad!r}: it cannot draft (its numbers would "
+                         f"corrupt the verification pass). Use an intact copy of the {what}, or train it again.")
     return meta, tensors
 
 

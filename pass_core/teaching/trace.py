@@ -9,15 +9,21 @@ consumer of events (panes, charts, metrics, the inspector) works on a replay as 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from pass_core.decoding.events import DraftRecord, StepEvent, TokenRecord, summarize
 from pass_core.decoding.inspection import PositionInspection, TopN
-from pass_core.drafters.files import embedding_signature
+from pass_core.drafters.files import embedding_signature, signatures_match
 from pass_core.decoding.settings import DecodeSettings
 
 SCHEMA = "pass-playground-trace/1"
+#: The largest trace file read (bytes): far above any the app writes (a 1,024-token race of every method with
+#: the inspector's data stays within a few MB); the page refuses larger uploads too (app.py, ``max_file_size``).
+MAX_TRACE_BYTES = 10 * 2**20
+#: The deepest nesting of JSON arrays / objects read; a trace nests 7 deep.
+MAX_TRACE_DEPTH = 32
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,15 @@ def make_trace(loaded, prompt: str, settings: DecodeSettings, events: dict[str, 
     return Trace(loaded.name, signature, prompt, settings, {k: list(v) for k, v in events.items()})
 
 
+def recorded_on(trace: Trace, loaded) -> bool:
+    """True when ``trace`` was recorded on the model ``loaded`` (a ``LoadedModel``, or None): the embedding
+    signatures match (``files.signatures_match``), whatever the names say. Only then may the trace's token ids
+    be decoded with ``loaded``'s tokenizer; otherwise the trace's own token texts name them."""
+    if loaded is None:
+        return False
+    return signatures_match(list(trace.signature), embedding_signature(loaded.model.get_input_embeddings().weight))
+
+
 def trace_to_dict(trace: Trace) -> dict:
     """The JSON-ready dict: schema, model, prompt, settings, events and summaries per method."""
     return {"schema": SCHEMA, "model": {"name": trace.model_name, "signature": trace.signature},
@@ -65,8 +80,10 @@ def load_trace(source: str | Path | dict) -> Trace:
     """Read a trace from a file (or an already parsed dict).
 
     Raises:
-        ValueError: a missing file, text that is not JSON, another schema version, a missing or
-            malformed field, or a method that is not registered; the message names the file and what is wrong.
+        ValueError: a missing file, a file over ``MAX_TRACE_BYTES``, text that is not JSON or nests deeper than
+            ``MAX_TRACE_DEPTH``, another schema version, a missing or malformed field (a number that is NaN,
+            Infinity or out of its setting's range included), or a method that is not registered; the message
+            names the file and what is wrong.
     """
     where = "the trace" if isinstance(source, dict) else repr(str(source))
     if isinstance(source, dict):
@@ -75,25 +92,59 @@ def load_trace(source: str | Path | dict) -> Trace:
         path = Path(source)
         if not path.is_file():
             raise ValueError(f"Trace file {where} does not exist.")
+        size = path.stat().st_size
+        if size > MAX_TRACE_BYTES:
+            raise ValueError(f"{where} is {size / 2**20:,.1f} MB: a trace may be at most {MAX_TRACE_BYTES // 2**20} MB "
+                             "(the traces this app writes stay far below that).")
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise ValueError(f"{where} is not a JSON trace ({err}).") from err
+        except RecursionError as err:
+            raise ValueError(f"{where} is not a trace: its JSON nests deeper than a trace ever does "
+                             f"({MAX_TRACE_DEPTH} levels at most).") from err
+    _check_values(data, where)
     if not isinstance(data, dict) or "schema" not in data:
         raise ValueError(f"{where} is not a PaSS Playground trace (it has no 'schema' field): write one with "
                          "python -m pass_core.generate --trace FILE or the page's Download trace.")
     if data.get("schema") != SCHEMA:
         raise ValueError(f"{where} has schema {data.get('schema')!r}; this version of PaSS Playground reads {SCHEMA!r}.")
     _check_shape(data, where)
+    missing = [name for name in ("model", "prompt", "settings", "methods") if name not in data]
+    if missing:
+        raise ValueError(f"{where} misses the field {missing[0]!r}: not a complete trace.")
     try:
         settings = DecodeSettings(**data["settings"])
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{where}: the field 'settings' is malformed ({err}).") from err
+    try:
         events = {key: [_event(e) for e in method["events"]] for key, method in data["methods"].items()}
-        return Trace(str(data["model"]["name"]), list(data["model"]["signature"]), str(data["prompt"]), settings,
-                     events)
+        trace = Trace(str(data["model"]["name"]), data["model"]["signature"], str(data["prompt"]), settings, events)
     except KeyError as err:
         raise ValueError(f"{where} misses the field {err.args[0]!r}: not a complete trace.") from err
-    except (TypeError, ValueError, AttributeError) as err:
+    except (TypeError, ValueError, AttributeError, OverflowError) as err:
         raise ValueError(f"{where} has a malformed field ({err}).") from err
+    if not isinstance(trace.signature, list) or not all(type(x) in (int, float) for x in trace.signature):
+        raise ValueError(f"{where}: the field 'model.signature' must be a list of numbers.")
+    return trace
+
+
+def _check_values(data, where: str) -> None:
+    """Raise ValueError, naming the field, for a number that is NaN or +-Infinity (JSON as Python writes it
+    allows them; a trace never holds one) or for nesting deeper than ``MAX_TRACE_DEPTH``. Iterative: a deep file
+    cannot exhaust the stack."""
+    stack = [(data, "", 0)]
+    while stack:
+        value, name, depth = stack.pop()
+        if depth > MAX_TRACE_DEPTH:
+            raise ValueError(f"{where} is not a trace: its JSON nests deeper than a trace ever does "
+                             f"({MAX_TRACE_DEPTH} levels at most, at {name or 'the top'}).")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{where}: the field {name!r} is {value}, not a finite number.")
+        if isinstance(value, dict):
+            stack.extend((v, f"{name}.{k}" if name else str(k), depth + 1) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((v, f"{name}[{i}]", depth + 1) for i, v in enumerate(value))
 
 
 def _check_shape(data: dict, where: str) -> None:

@@ -1,5 +1,10 @@
-"""Checkpoints of look-ahead training (``python -m pass_core.train --resume``): the trained tensors and their
-Adam moments as safetensors (no pickle), the step, arguments and progress record in the metadata.
+"""Checkpoints of training runs, for ``--resume``.
+
+Look-ahead training (``python -m pass_core.train``): the trained tensors and their Adam moments as safetensors
+(no pickle), the step, arguments and progress record in the metadata. ParallelSpec training
+(``python -m pass_core.train_drafter``): a ``torch.save`` dict read back with ``weights_only=True``.
+A checkpoint that cannot be read, or holds NaN or inf, is refused with a message naming the file and how to
+start afresh; non-finite tensors are never written (training diverged).
 """
 
 from __future__ import annotations
@@ -8,12 +13,29 @@ import json
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
+
+from pass_core.drafters.files import non_finite
 
 
 def checkpoint_path(out: Path) -> Path:
     """Where the checkpoint of a run writing ``out`` lives: next to it, ``<stem>.ckpt.safetensors``."""
     return out.with_name(out.stem + ".ckpt.safetensors")
+
+
+def _afresh(path: Path, problem: str) -> ValueError:
+    return ValueError(f"The training checkpoint {str(path)!r} {problem}, so --resume cannot continue from it. Start "
+                      "afresh: run the same command without --resume (the checkpoint is then overwritten), or "
+                      "delete the file.")
+
+
+def _refuse_non_finite(tensors: dict[str, torch.Tensor], step: int, trained=()) -> None:
+    """Raise ValueError when a tensor holds NaN or inf, naming a ``trained`` one first (before its moments)."""
+    bad = non_finite({name: tensors[name] for name in trained}) or non_finite(tensors)
+    if bad is not None:
+        raise ValueError(f"Training diverged by step {step}: the tensor {bad!r} holds NaN or inf, so no checkpoint "
+                         "was written. Train again with a lower learning rate.")
 
 
 def save_checkpoint(path: Path, params: dict[str, torch.Tensor], opt: torch.optim.Adam, step: int, args,
@@ -24,6 +46,9 @@ def save_checkpoint(path: Path, params: dict[str, torch.Tensor], opt: torch.opti
         params: name -> trained tensor (``"param"``: the look-ahead embeddings; ``"adapter.<layer>.A"`` /
             ``".B"``: look-ahead adapters).
         progress: JSON-able training record carried across ``--resume`` (positions seen, the agreement curve).
+
+    Raises:
+        ValueError: a tensor holds NaN or inf (training diverged): nothing is written.
     """
     tensors = {}
     for name, param in params.items():
@@ -32,6 +57,7 @@ def save_checkpoint(path: Path, params: dict[str, torch.Tensor], opt: torch.opti
         if state:
             tensors[f"exp_avg/{name}"] = state["exp_avg"].cpu().contiguous()
             tensors[f"exp_avg_sq/{name}"] = state["exp_avg_sq"].cpu().contiguous()
+    _refuse_non_finite(tensors, step, params)
     save_file(tensors, str(path), metadata={"step": str(step), "args": json.dumps(vars(args)),
                                             "progress": json.dumps(progress or {})})
 
@@ -40,14 +66,18 @@ def load_checkpoint(path: Path, params: dict[str, torch.Tensor], opt: torch.opti
     """Restore the trained tensors and Adam moments; returns the step to continue from and the ``progress`` record.
 
     Raises:
-        ValueError: the checkpoint was written for other trained tensors (e.g. another adapter rank).
+        ValueError: the checkpoint is damaged (unreadable, truncated, metadata missing, NaN or inf), naming the
+            file and how to start afresh; or it was written for other trained tensors (e.g. another adapter rank).
     """
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="pt") as handle:
-        meta = handle.metadata()
-    step, progress = int(meta["step"]), json.loads(meta.get("progress", "{}"))
-    tensors = load_file(str(path))
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            meta = handle.metadata() or {}
+        step, progress = int(meta["step"]), json.loads(meta.get("progress", "{}"))
+        tensors = load_file(str(path))
+    except (SafetensorError, OSError, ValueError, RuntimeError, KeyError) as err:
+        raise _afresh(path, f"is damaged ({type(err).__name__}: {err})") from err
+    if non_finite(tensors) is not None:
+        raise _afresh(path, f"holds NaN or inf in {non_finite(tensors)!r}")
     for name, param in params.items():
         if name not in tensors or tensors[name].shape != param.shape:
             raise ValueError(f"{path} does not match this run's trained tensors ({name}); start without --resume "
@@ -58,3 +88,35 @@ def load_checkpoint(path: Path, params: dict[str, torch.Tensor], opt: torch.opti
             opt.state[param] = {"step": torch.tensor(float(step)), "exp_avg": tensors[f"exp_avg/{name}"],
                                 "exp_avg_sq": tensors[f"exp_avg_sq/{name}"]}
     return step, progress
+
+
+def save_drafter_checkpoint(path: Path, drafter: torch.nn.Module, opt: torch.optim.Optimizer,
+                            gen: torch.Generator, step: int, history: list, train_s: float) -> None:
+    """A ParallelSpec training checkpoint: the drafter's and the optimizer's state, the generator, the step.
+
+    Raises:
+        ValueError: a drafter tensor holds NaN or inf (training diverged): nothing is written.
+    """
+    _refuse_non_finite(drafter.state_dict(), step)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"drafter": drafter.state_dict(), "optimizer": opt.state_dict(), "generator": gen.get_state(),
+                "step": step, "history": json.dumps(history), "train_s": train_s}, path)
+
+
+def load_drafter_checkpoint(path: Path, drafter: torch.nn.Module, opt: torch.optim.Optimizer,
+                            gen: torch.Generator) -> tuple[int, list, float]:
+    """Restore a ``save_drafter_checkpoint``; returns (step, history, training seconds so far).
+
+    Raises:
+        ValueError: the checkpoint is damaged or holds NaN or inf, naming the file and how to start afresh.
+    """
+    try:
+        ckpt = torch.load(path, weights_only=True)
+        if non_finite(ckpt["drafter"]) is not None:
+            raise ValueError(f"NaN or inf in {non_finite(ckpt['drafter'])!r}")
+        drafter.load_state_dict(ckpt["drafter"])
+        opt.load_state_dict(ckpt["optimizer"])
+        gen.set_state(ckpt["generator"])
+        return int(ckpt["step"]), json.loads(ckpt["history"]), float(ckpt["train_s"])
+    except Exception as err:  # torch.load of a damaged file raises many kinds (unpickling, zip, runtime errors)
+        raise _afresh(path, f"cannot be used ({type(err).__name__}: {err})") from err

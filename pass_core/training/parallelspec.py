@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from pass_core.training.checkpoint import load_drafter_checkpoint, save_drafter_checkpoint
 from pass_core.training.corpora import ReadStats, conversation_tokens, read_corpus
 from pass_core.training.data import corpus_answers, default_prompt_file, generate_self_data, prompt_lengths, read_prompts
 from pass_core.training.parallelspec_data import Features, concat_features, draft_vocabulary, make_batch, target_features
@@ -223,11 +224,7 @@ def main(argv=None) -> dict:
     ckpt_path = cache_root() / "drafter-checkpoints" / f"{out.stem}.ckpt.pt"
     step, history, train_s = 0, [], 0.0
     if args.resume and ckpt_path.is_file():
-        ckpt = torch.load(ckpt_path, weights_only=True)
-        drafter.load_state_dict(ckpt["drafter"])
-        opt.load_state_dict(ckpt["optimizer"])
-        gen.set_state(ckpt["generator"])
-        step, history, train_s = int(ckpt["step"]), json.loads(ckpt["history"]), float(ckpt["train_s"])
+        step, history, train_s = load_drafter_checkpoint(ckpt_path, drafter, opt, gen)
         print(f"resumed from {ckpt_path} at step {step}")
     drafter.train()
     bar = tqdm(total=args.steps, initial=step, desc="drafter training", unit="step")
@@ -260,9 +257,7 @@ def main(argv=None) -> dict:
             tqdm.write(f"step {step}: held-out agreement {[round(a, 3) for a in ev['per_position_agreement']]}, "
                        f"accepted tokens/step {ev['accepted_tokens_per_step']:.2f}")
         if step % args.checkpoint_every == 0 or step == args.steps:
-            ckpt_path.parent.mkdir(parents=True, exist_ok=True)
-            torch.save({"drafter": drafter.state_dict(), "optimizer": opt.state_dict(), "generator": gen.get_state(),
-                        "step": step, "history": json.dumps(history), "train_s": train_s}, ckpt_path)
+            save_drafter_checkpoint(ckpt_path, drafter, opt, gen, step, history, train_s)
     bar.close()
     # the report measures the shipped (float16) file, reloaded
     drafter.info = {"kind": "trained", "steps": step, "lr": args.lr, "seed": args.seed, "batch_size": args.batch_size,

@@ -11,11 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
 
 from pass_core.drafters.lookahead.adapters import GatedLoRA
 from pass_core.drafters.files import (check_trained_for, embedding_signature, read_model_file, signature_fingerprint,
-                          tensors_checksum)
+                          write_model_file)
 
 FORMAT = "pass-lookahead/1"
 #: Files with look-ahead embeddings and look-ahead adapters (method ``pass-lora``, an extension).
@@ -145,9 +144,12 @@ class LookaheadEmbeddings:
 
     # ---------------------------------------------------------------- files
     def save(self, path: str | Path) -> Path:
-        """Write a safetensors file with metadata (format ``ADAPTER_FORMAT`` when it has adapters); returns the path."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        """Write a safetensors file with metadata and checksum (format ``ADAPTER_FORMAT`` when it has adapters);
+        returns the path.
+
+        Raises:
+            ValueError: a tensor holds NaN or inf (``files.write_model_file``): nothing is written.
+        """
         meta = {
             "format": ADAPTER_FORMAT if self.adapters is not None else FORMAT,
             "model_name": self.model_name,
@@ -164,8 +166,8 @@ class LookaheadEmbeddings:
         if self.adapters is not None:
             tensors.update(self.adapters.tensors())
             meta.update(adapter_rank=str(self.adapters.rank), adapter_alpha=str(self.adapters.alpha))
-        save_file(tensors, str(path), metadata={**meta, "sha256": tensors_checksum(tensors)})
-        return path
+        what = "PaSS look-ahead adapter file" if self.adapters is not None else "PaSS look-ahead file"
+        return write_model_file(path, tensors, meta, what)
 
     @classmethod
     def load(cls, path: str | Path, loaded=None, adapters: bool = False) -> "LookaheadEmbeddings":

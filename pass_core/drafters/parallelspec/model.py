@@ -26,13 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
 from torch import nn
 from transformers import DynamicCache, LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
 
 from pass_core.drafters.files import (check_trained_for, embedding_signature, read_model_file, signature_fingerprint,
-                          tensors_checksum)
+                          write_model_file)
 from pass_core.drafters.parallelspec.layout import additive, causal_mask, group_layout, read_features  # noqa: F401 - re-exported
 
 FORMAT = "pass-parallelspec/1"
@@ -250,9 +249,11 @@ class ParallelDrafter(nn.Module):
 
     # ------------------------------------------------------------------ files
     def save(self, path: str | Path) -> Path:
-        """Write float16 safetensors with metadata; returns the path."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        """Write float16 safetensors with metadata and checksum; returns the path.
+
+        Raises:
+            ValueError: a tensor holds NaN or inf once in float16 (``files.write_model_file``): nothing is written.
+        """
         tensors = {name: t.detach().to("cpu", torch.float16).contiguous() for name, t in self.state_dict().items()
                    if name != "draft_vocab"}
         if self.draft_vocab is not None:
@@ -263,8 +264,7 @@ class ParallelDrafter(nn.Module):
                 "fingerprint": signature_fingerprint(self.signature), "info": json.dumps(self.info),
                 "arch": json.dumps({"prev_token": self.prev_token, "final_norm": self.final_norm,
                                     "feature_layers": list(self.feature_layers)})}
-        save_file(tensors, str(path), metadata={**meta, "sha256": tensors_checksum(tensors)})
-        return path
+        return write_model_file(path, tensors, meta, "ParallelSpec drafter file")
 
     @classmethod
     def load(cls, path: str | Path, loaded=None) -> "ParallelDrafter":
