@@ -52,7 +52,8 @@ STEP_MARK = "\u200b"
 STEP_MARK_CSS_SELECTOR = ".token-pane .token:not(.highlighted):has(.text.unlabeled)"
 #: The step mark's look: a dotted line taller than the text, with a gap on each side and never selected with the
 #: text, so that it cannot pass for a character ("|", "l", "I") in code; the zero-width space stays unseen.
-STEP_MARK_CSS = (f"{STEP_MARK_CSS_SELECTOR} {{border-left: 2px dotted #94a3b8; width: 0; height: 1.7em; "
+STEP_MARK_CSS = (f"{STEP_MARK_CSS_SELECTOR} {{display: inline-block; border-left: 2px dotted #94a3b8; width: 0; "
+                 "height: 1.6em; "
                  "margin: 0 5px !important; padding: 0 !important; vertical-align: middle; overflow: hidden; "
                  "user-select: none; background: none !important}")
 #: Step axes span at least this many steps, so that a chart with one or two points mid-race keeps sane axes.

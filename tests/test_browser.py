@@ -220,6 +220,9 @@ def test_blank_lines_and_step_marks_are_visible(new_page):
         assert mark.count() == 1
         assert mark.evaluate("e => getComputedStyle(e).borderLeftWidth") == "2px"
         assert mark.bounding_box()["width"] <= 4
+        # a dotted line taller than the text, never a solid bar that reads like "|" in code
+        assert mark.evaluate("e => getComputedStyle(e).borderLeftStyle") == "dotted"
+        assert mark.bounding_box()["height"] > first["height"]
         legend = page.locator("#pane-pass [data-testid='highlighted-text:category-legend'] button")
         assert sorted(legend.all_inner_texts()) == sorted(charts.pane_colours("pass"))
         ARTIFACTS.mkdir(exist_ok=True)

@@ -43,7 +43,8 @@ def test_inspector_axis_fits_the_tallest_bar():
 
 def test_step_marks_are_dotted_tall_and_set_apart():
     assert STEP_MARK_CSS.startswith(STEP_MARK_CSS_SELECTOR) and STEP_MARK_CSS in PAGE_CSS
-    for rule in ("border-left: 2px dotted", "height: 1.7em", "margin: 0 5px", "user-select: none"):
+    for rule in ("display: inline-block", "border-left: 2px dotted", "height: 1.6em", "margin: 0 5px",
+                 "user-select: none"):
         assert rule in STEP_MARK_CSS, rule
     assert "solid" not in STEP_MARK_CSS  # a solid thin bar read like "|" in code
 
