@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import random
 
 import pytest
@@ -137,6 +138,43 @@ def test_verify_tree_on_a_chain_is_verify_drafts():
         assert (tree_result.num_accepted, tree_result.next_token, tree_result.next_is_bonus) == (
             chain_result.num_accepted, chain_result.next_token, chain_result.next_is_bonus), seed
         assert tree_result.path == tuple(range(chain_result.num_accepted))
+
+
+def _two_token_law(rule, draws: int, seed: int = 0):
+    """Empirical and exact law of the first two committed tokens of one tree step over a 5-token vocabulary:
+    SHAPE with deterministic candidates (q one-hot), random p per row. After a node a is accepted the second
+    token comes from p at a; when every child of the root is rejected, the step ends (second token None)."""
+    gen = torch.Generator().manual_seed(seed)
+    vocab = 5
+    p = torch.rand(SHAPE.num_nodes + 1, vocab, generator=gen).pow(2)
+    p = p / p.sum(-1, keepdim=True)
+    ids = torch.tensor([3, 0, 4, 1, 2, 4, 0])  # siblings distinct
+    q = torch.nn.functional.one_hot(ids, vocab).float()
+    row_of = {int(ids[c]): c + 1 for c in SHAPE.children(-1)}
+    exact = {}
+    for a in range(vocab):
+        for b in (range(vocab) if a in row_of else [None]):
+            exact[(a, b)] = float(p[0, a]) * (float(p[row_of[a], b]) if b is not None else 1.0)
+    counts = {}
+    for _ in range(draws):
+        result = rule(SHAPE, ids, q, p, gen)
+        tokens = [int(ids[j]) for j in result.path] + [result.next_token]
+        key = (tokens[0], tokens[1] if result.path else None)
+        counts[key] = counts.get(key, 0) + 1 / draws
+    return exact, counts
+
+
+def test_verify_tree_keeps_the_target_law():
+    """The tree rule commits tokens distributed exactly as p (first token from p at the root, the next from p at
+    the accepted node); drawing from p instead of p_res after rejections (a negative control) does not."""
+    draws = 3000
+    exact, counts = _two_token_law(verify_tree, draws)
+    bound = tv_bound(exact, draws)
+    tv = total_variation(exact, counts)
+    _, broken = _two_token_law(resample_from_p_tree, draws)
+    tv_broken = total_variation(exact, broken)
+    print(f"TV {tv:.4f}, resample from p {tv_broken:.4f}, bound {bound:.4f}")
+    assert tv < bound < tv_broken
 
 
 def test_verify_tree_greedy():
@@ -425,3 +463,56 @@ def test_tree_sampling_matches_exact_law_and_broken_rules_fail(tiny, key):
         tv_broken = total_variation(law, tree_outcomes(tiny, key, settings, verify_tree_fn=broken)[0])
         print(f"{key} tree {broken.__name__}: TV {tv_broken:.4f}")
         assert tv_broken > bound, f"{broken.__name__}: TV {tv_broken:.4f} under the bound {bound:.4f}"
+
+
+# ------------------------------------------------------------------ shipped shapes, settings, the embedded model
+def test_tree_settings_and_shipped_shapes(tmp_path):
+    """tree_nodes is checked at the boundary; shipped shapes load, name what is missing, and the size chosen per
+    machine maximises expected tokens per unit of pass cost."""
+    from pass_core.bench.run import split_variant
+    from pass_core.drafters.trees import choose_tree_size, pass_cost_at, shipped_tree
+
+    for bad in (dict(tree_nodes=65), dict(tree_nodes=-2), dict(tree_nodes=2.5), dict(tree_nodes=8, fused=True),
+                dict(tree_nodes=8, auto_drafts=True)):
+        with pytest.raises(ValueError, match="tree"):
+            DecodeSettings(**bad)
+    assert split_variant("parallelspec+tree8") == ("parallelspec", {"tree_nodes": 8})
+    with pytest.raises(ValueError, match="token trees apply to"):
+        split_variant("fixed-token+tree8")
+    with pytest.raises(ValueError, match="fused"):
+        split_variant("pass+fused+tree8")
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(json.dumps({"methods": {"parallelspec": {
+        "trees": {"4": SHAPE.within(1).to_json() + [[0, 0]], "8": SHAPE.to_json() + [[2, 0]]},
+        "expected_tokens": {"4": 2.0, "8": 2.4}}}}))
+    assert shipped_tree("parallelspec", 0, shapes) is None
+    assert shipped_tree("parallelspec", 4, shapes).num_nodes == 4
+    with pytest.raises(ValueError, match="shipped sizes: 4, 8"):
+        shipped_tree("parallelspec", 16, shapes)
+    flat, steep = {"c": [1.0] * 16}, {"c": [1.0 + 0.1 * w for w in range(16)]}
+    assert choose_tree_size("parallelspec", flat, shapes) == 8  # 2.4 / 1 > 2.0 / 1
+    assert choose_tree_size("parallelspec", steep, shapes) == 4  # 2.0 / 1.4 > 2.4 / 1.8
+    assert pass_cost_at([1.0, 1.5, 2.0], 5) == pytest.approx(3.0)
+    data = json.loads(shapes.read_text())  # PaSS: its drafting pass (1 exact token, a 4-token pass) joins the rate
+    data["methods"]["pass"] = {**data["methods"]["parallelspec"], "step_cost": {"extra_tokens": 1.0, "extra_width": 4}}
+    data["methods"]["pass"]["expected_tokens"] = {"4": 2.0, "8": 2.3, "chain": 1.5}
+    data["methods"]["no-drafting-pass"] = {**data["methods"]["pass"], "step_cost": {}}
+    shapes.write_text(json.dumps(data))
+    steeper = {"c": [1.0 + 0.05 * w for w in range(16)]}
+    assert choose_tree_size("pass", steeper, shapes) == 8  # (2.3 + 1) / (1.4 + 1.15) > (2 + 1) / (1.2 + 1.15)
+    assert choose_tree_size("no-drafting-pass", steeper, shapes) == 4  # 2 / 1.2 > 2.3 / 1.4
+    with pytest.raises(ValueError, match="not a readable JSON"):
+        (tmp_path / "bad.json").write_text("{")
+        shipped_tree("parallelspec", 4, tmp_path / "bad.json")
+    with pytest.raises(ValueError, match="does not draft token trees"):
+        METHODS["fixed-token"].decode(None, "hi", DecodeSettings(tree_nodes=8))
+
+
+@pytest.mark.parametrize("key", ["parallelspec", "pass-lora"])
+def test_shipped_tree_greedy_equals_ar_on_the_embedded_model(smollm, key):
+    """The shipped 8-node tree through the registry (the bench's path): greedy output identical to AR."""
+    settings = DecodeSettings(max_new_tokens=32, tree_nodes=8)
+    for prompt in ["Write a haiku about autumn leaves.", "def fibonacci(n):"]:
+        events = list(METHODS[key].decode(smollm, prompt, settings))
+        assert output_token_ids(events) == ar_output(smollm, prompt, settings.with_(tree_nodes=0))
+        assert any(e.tree_parents for e in events) and sum(e.num_accepted for e in events) > 0
