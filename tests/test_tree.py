@@ -516,3 +516,22 @@ def test_shipped_tree_greedy_equals_ar_on_the_embedded_model(smollm, key):
         events = list(METHODS[key].decode(smollm, prompt, settings))
         assert output_token_ids(events) == ar_output(smollm, prompt, settings.with_(tree_nodes=0))
         assert any(e.tree_parents for e in events) and sum(e.num_accepted for e in events) > 0
+
+
+def test_tree_events_survive_a_trace_and_old_traces_load(tiny, tmp_path):
+    """Tree steps (tree_parents, p_res) round-trip through a JSON trace; an event written before token trees
+    (no tree_parents, no p_res) still loads, as a chain step."""
+    from pass_core.teaching.trace import load_trace, make_trace, same_events, save_trace, trace_to_dict
+
+    settings = DecodeSettings(max_new_tokens=16, num_lookahead=3, temperature=1.0, top_k=4)
+    events = run(tiny, "pass", PROMPTS[0], settings, tree_drafter(tiny, "pass", settings))
+    assert any(e.tree_parents for e in events) and any(d.p_res is not None for e in events for d in e.drafts)
+    trace = make_trace(tiny, PROMPTS[0], settings, {"pass": events})
+    back = load_trace(save_trace(trace, tmp_path / "t.json")).events["pass"]
+    assert len(back) == len(events) and all(same_events(a, b) for a, b in zip(back, events))
+    old = trace_to_dict(trace)
+    for event in old["methods"]["pass"]["events"]:
+        event.pop("tree_parents")
+        for draft in event["drafts"]:
+            draft.pop("p_res")
+    assert all(e.tree_parents == () for e in load_trace(old).events["pass"])

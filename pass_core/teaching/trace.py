@@ -181,6 +181,7 @@ def _event(d: dict) -> StepEvent:
     d["tokens"] = tuple(TokenRecord(**t) for t in d["tokens"])
     d["drafts"] = tuple(DraftRecord(**x) for x in d.get("drafts", ()))
     d["inspection"] = tuple(_position(p) for p in d.get("inspection", ()))
+    d["tree_parents"] = tuple(int(i) for i in d.get("tree_parents", ()))  # absent from traces before token trees
     return StepEvent(**d)
 
 
