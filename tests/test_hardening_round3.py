@@ -257,9 +257,14 @@ def test_a_deeply_nested_or_huge_trace_is_refused_by_name(trace_dict, tmp_path):
     huge = tmp_path / "huge.json"
     with open(huge, "wb") as handle:
         handle.truncate(MAX_TRACE_BYTES + 1)  # sparse: the size is checked before anything is read
-    with pytest.raises(ValueError, match="a trace may be at most 10 MB") as err:
+    with pytest.raises(ValueError, match="a trace may be at most 32 MB") as err:
         load_trace(huge)
     assert str(huge) in str(err.value)
+    data = json.loads(json.dumps(trace_dict))
+    data["prompt"] = "x" * 100_001  # the 50 MB upload of the report held a 50-million-character prompt
+    huge.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="the field 'prompt' has 100,001 characters; a race takes at most 100,000"):
+        load_trace(huge)
 
 
 def test_app_launches_with_an_upload_limit(monkeypatch):

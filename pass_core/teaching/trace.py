@@ -17,11 +17,13 @@ from pass_core.decoding.events import DraftRecord, StepEvent, TokenRecord, summa
 from pass_core.decoding.inspection import PositionInspection, TopN
 from pass_core.drafters.files import embedding_signature, signatures_match
 from pass_core.decoding.settings import DecodeSettings
+from pass_core.decoding.text import MAX_PROMPT_CHARS
 
 SCHEMA = "pass-playground-trace/1"
-#: The largest trace file read (bytes): far above any the app writes (a 1,024-token race of every method with
-#: the inspector's data stays within a few MB); the page refuses larger uploads too (app.py, ``max_file_size``).
-MAX_TRACE_BYTES = 10 * 2**20
+#: The largest trace file read (bytes), about 4x the largest the page writes: 8.4 MB for every registered method
+#: (7) racing 1,024 new tokens at L = 8 and temperature 2 with the inspector's data, on the tiny test model (most
+#: steps: little is accepted). The page refuses larger uploads too (app.py, ``max_file_size``).
+MAX_TRACE_BYTES = 32 * 2**20
 #: The deepest nesting of JSON arrays / objects read; a trace nests 7 deep.
 MAX_TRACE_DEPTH = 32
 
@@ -82,8 +84,8 @@ def load_trace(source: str | Path | dict) -> Trace:
     Raises:
         ValueError: a missing file, a file over ``MAX_TRACE_BYTES``, text that is not JSON or nests deeper than
             ``MAX_TRACE_DEPTH``, another schema version, a missing or malformed field (a number that is NaN,
-            Infinity or out of its setting's range included), or a method that is not registered; the message
-            names the file and what is wrong.
+            Infinity or out of its setting's range, or a prompt over ``text.MAX_PROMPT_CHARS``, included), or a
+            method that is not registered; the message names the file and what is wrong.
     """
     where = "the trace" if isinstance(source, dict) else repr(str(source))
     if isinstance(source, dict):
@@ -95,7 +97,7 @@ def load_trace(source: str | Path | dict) -> Trace:
         size = path.stat().st_size
         if size > MAX_TRACE_BYTES:
             raise ValueError(f"{where} is {size / 2**20:,.1f} MB: a trace may be at most {MAX_TRACE_BYTES // 2**20} MB "
-                             "(the traces this app writes stay far below that).")
+                             "(the largest this app writes are about a quarter of that).")
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
@@ -113,6 +115,9 @@ def load_trace(source: str | Path | dict) -> Trace:
     missing = [name for name in ("model", "prompt", "settings", "methods") if name not in data]
     if missing:
         raise ValueError(f"{where} misses the field {missing[0]!r}: not a complete trace.")
+    if len(data["prompt"]) > MAX_PROMPT_CHARS:
+        raise ValueError(f"{where}: the field 'prompt' has {len(data['prompt']):,} characters; a race takes at most "
+                         f"{MAX_PROMPT_CHARS:,}, so no trace holds more.")
     try:
         settings = DecodeSettings(**data["settings"])
     except (TypeError, ValueError) as err:
