@@ -39,12 +39,12 @@ def tokens(events) -> list[int]:
 def test_a_tiny_temperature_decodes_greedily_in_every_method(tiny, temperature):
     """Before: 20 / 1e-38 overflowed float32 and every method raised "probability tensor contains either inf,
     nan or element < 0". Now a temperature below GREEDY_BELOW is greedy: each method's output equals T = 0."""
-    assert DecodeSettings(temperature=temperature).greedy
     for key, method in METHODS.items():
         greedy = tokens(method.decode(tiny, "Hello there", DecodeSettings(max_new_tokens=12, num_lookahead=3)))
         tiny_t = tokens(method.decode(tiny, "Hello there", DecodeSettings(max_new_tokens=12, num_lookahead=3,
                                                                            temperature=temperature)))
         assert tiny_t == greedy, key
+    assert DecodeSettings(temperature=temperature).greedy  # the greedy check and the margins say so too
 
 
 def test_the_greedy_threshold_and_no_nan_just_above_it():
@@ -401,7 +401,8 @@ def test_closing_a_tab_with_a_paused_race_lets_the_next_visitor_race(chromium, m
         first = new_tab()
         race_on(first, 200)
         first.locator("#pane-pass .token.highlighted").first.wait_for(timeout=30_000)
-        first.locator("#pause-button").click(timeout=60_000)
+        # dispatched, not clicked: while a race redraws the page the button may never count as "stable"
+        first.locator("#pause-button").dispatch_event("click")
         first.get_by_text("Paused after step").first.wait_for(timeout=60_000)
         first.close()  # the tab goes; its race stays paused
         start = time.monotonic()
