@@ -22,6 +22,7 @@ from pass_core.decoding.settings import DecodeSettings
 from pass_core.decoding.text import encode_prompt
 from pass_core.drafters.prompt_lookup import MAX_NGRAM, Match, PromptLookupDrafter, find_match
 from pass_core.registry import METHODS
+from sampling_design import ALPHA, BETA, DELTA, design, total_variation
 
 GREEDY = DecodeSettings(max_new_tokens=48, temperature=0.0, num_lookahead=3)
 #: Prompts whose greedy continuation on the tiny model repeats itself, so that drafts get accepted.
@@ -139,7 +140,7 @@ def test_registered_with_no_file(tiny):
 
 
 # ------------------------------------------------------------------ sampling with its own drafts
-WINDOW, RUNS, CONTROL_RUNS, BOUND = 4, 2000, 1000, 0.07
+WINDOW = 4
 
 
 def _tv(tiny, settings, law, runs, **kw):
@@ -149,8 +150,7 @@ def _tv(tiny, settings, law, runs, **kw):
         out = tuple(output_token_ids(events)[:WINDOW])
         counts[out] = counts.get(out, 0) + 1
         decisions |= {t.label for e in events for t in e.tokens}
-    tv = 0.5 * sum(abs(counts.get(x, 0) / runs - law.get(x, 0.0)) for x in set(counts) | set(law))
-    return tv, decisions
+    return total_variation(law, counts, runs), decisions
 
 
 #: Raw text after which the tiny model gives the copied draft "S" about half of its top-2 mass (found by
@@ -160,19 +160,21 @@ SAMPLED_PROMPT = "SSS"
 
 
 def test_sampling_with_its_own_drafts_matches_the_exact_law_and_broken_rules_fail(tiny):
-    """First 4 tokens at T = 1, top-k 2: TV of 2000 seeded runs (prompt lookup's own one-hot drafts) against
-    the exact law under 0.07; always-accept and resample-from-p (1000 runs each) must exceed twice that."""
+    """First 4 tokens at T = 1, top-k 2, prompt lookup's own one-hot drafts: n seeded runs and the bound b from the
+    exact law (``sampling_design.design``, as tests/test_lossless.py: false-alarm rate ALPHA, power 1 - BETA against
+    any law at TV >= DELTA); TV under b, and always-accept and resample-from-p above b with the same n."""
     settings = DecodeSettings(max_new_tokens=WINDOW, num_lookahead=2, temperature=1.0, top_k=2, chat_template=False)
     law = exact_law(tiny, SAMPLED_PROMPT, settings, WINDOW)
     assert len(law) == 16 and abs(sum(law.values()) - 1) < 1e-5
-    tv, seen = _tv(tiny, settings, law, RUNS)
+    plan = design(law, ALPHA, BETA, DELTA)
+    tv, seen = _tv(tiny, settings, law, plan.runs)
     assert {"accepted", "rejected", "bonus", "resampled"} <= seen, f"not every decision happened: {seen}"
-    print(f"\nTV prompt-lookup: {tv:.4f}")
-    assert tv < BOUND, f"prompt lookup's sampling differs from the target's law: TV {tv:.3f}"
+    print(f"\nTV prompt-lookup: {tv:.4f}; {plan.describe()}")
+    assert tv < plan.bound, f"prompt lookup's sampling differs from the target's law: TV {tv:.4f}; {plan.describe()}"
     for broken in (always_accept, resample_from_p):
-        tv_broken, _ = _tv(tiny, settings, law, CONTROL_RUNS, verify_fn=broken)
+        tv_broken, _ = _tv(tiny, settings, law, plan.runs, verify_fn=broken)
         print(f"TV prompt-lookup {broken.__name__}: {tv_broken:.4f}")
-        assert tv_broken > 2 * BOUND, f"{broken.__name__}: TV {tv_broken:.3f}: the test has no power"
+        assert tv_broken > plan.bound, f"{broken.__name__}: TV {tv_broken:.4f}: the test has no power; {plan.describe()}"
 
 
 # ------------------------------------------------------------------ the embedded model
