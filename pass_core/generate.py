@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--adapters", default=None, help="look-ahead adapter file (PaSS + look-ahead adapters, method "
                    "pass-lora; default: the shipped one)")
     p.add_argument("--drafter", default=None, help="ParallelSpec drafter file (default: the shipped one)")
+    p.add_argument("--draft-model", default=None, metavar="NAME",
+                   help="method draft-model: a causal LM folder, hub id or .gguf file with the target's vocabulary, "
+                        "or a copy of the target: bf16 (the default), first-layers, int8 or int8-all")
     lo, hi, _ = SETTING_RANGES["num_lookahead"]
     p.add_argument("--num-lookahead", type=int, default=d.num_lookahead, help=f"L, {lo}-{hi} (default: %(default)s)")
     lo, hi, _ = SETTING_RANGES["max_new_tokens"]
@@ -82,9 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(err))
     log = (lambda msg: print(msg, file=sys.stderr)) if not args.json else (lambda msg: None)
     method = METHODS[args.method]
-    for option in ("lookahead", "adapters", "drafter"):
+    for option in ("lookahead", "adapters", "drafter", "draft_model"):
         if getattr(args, option) and method.file_option != option:
-            print(f"note: --{option} is not used by --method {args.method}", file=sys.stderr)
+            print(f"note: --{option.replace('_', '-')} is not used by --method {args.method}", file=sys.stderr)
     if args.fused and not method.fusable:
         print(f"note: --fused is not used by --method {args.method} (fused step: "
               f"{', '.join(k for k, m in METHODS.items() if m.fusable)})", file=sys.stderr)

@@ -14,6 +14,8 @@ from pass_core.decoding.events import StepEvent
 from pass_core.drafters.lookahead.drafter import LookaheadDrafter
 from pass_core.drafters.parallelspec.drafter import ParallelSpecDrafter
 from pass_core.drafters.prompt_lookup import PromptLookupDrafter
+from pass_core.drafters.draft_model.drafter import DraftModelDrafter
+from pass_core.drafters.draft_model.models import resolve_draft_model
 from pass_core.decoding.settings import TREE_AUTO, DecodeSettings
 from pass_core.drafters.shipped import resolve_adapters, resolve_drafter, resolve_lookahead
 from pass_core.drafters.trees import choose_tree_size, shipped_tree
@@ -23,7 +25,7 @@ from pass_core.decoding.verification import verify_drafts
 
 #: Okabe-Ito colour-blind-safe palette (Okabe & Ito 2008), for method lines and bars.
 _BLUE, _GREEN, _ORANGE, _PURPLE, _SKY = "#0072B2", "#009E73", "#E69F00", "#CC79A7", "#56B4E9"
-_VERMILLION = "#D55E00"
+_VERMILLION, _BLACK = "#D55E00", "#000000"
 
 #: The speed-up baseline: every speed-up is measured against it in the same run.
 BASELINE = "ar"
@@ -39,7 +41,8 @@ class Method:
         short_name: the name in chart legends and metric lines.
         colour: hex colour of its lines and bars.
         description: one sentence for help texts.
-        file_option: the CLI option naming its trained file ("lookahead", "adapters", "drafter") or None.
+        file_option: the CLI option naming its trained file or model ("lookahead", "adapters", "drafter",
+            "draft_model") or None.
         fusable: the fused step (``DecodeSettings.fused``, an extension) applies to it.
         resolve: ``(loaded, num_drafts, path or None) -> (state, note)``: finds its files (an
             explicit path, the shipped file, or an untrained fallback) and says which in ``note``.
@@ -122,6 +125,10 @@ METHODS: dict[str, Method] = {m.key: m for m in (
            "drafts the tokens that followed the last n-gram's earlier occurrence in the prompt and the output; "
            "no file, any model (Saxena 2023; transformers' prompt_lookup_num_tokens)",
            drafter=lambda _, s: PromptLookupDrafter()),
+    Method("draft-model", "Draft model (classic speculative sampling)", "draft model", _BLACK,
+           "a smaller model with the target's vocabulary drafts k tokens one at a time (Leviathan et al. 2022, "
+           "Chen et al. 2023); offline default: a cheaper copy of the target",
+           file_option="draft_model", resolve=resolve_draft_model, drafter=lambda d, s: DraftModelDrafter(d)),
 )}
 
 

@@ -186,11 +186,11 @@ def fresh_target_cache(loaded, ids: list[int]):
     return cache, out.hidden_states
 
 
-def assert_caches_equal(kept, ref, what: str):
+def assert_caches_equal(kept, ref, what: str, atol: float = 1e-4, rtol: float = 1e-4):
     assert len(kept.layers) == len(ref.layers), what
     for i, (a, b) in enumerate(zip(kept.layers, ref.layers)):
-        torch.testing.assert_close(a.keys, b.keys, atol=1e-4, rtol=1e-4, msg=lambda m: f"{what} keys, layer {i}: {m}")
-        torch.testing.assert_close(a.values, b.values, atol=1e-4, rtol=1e-4,
+        torch.testing.assert_close(a.keys, b.keys, atol=atol, rtol=rtol, msg=lambda m: f"{what} keys, layer {i}: {m}")
+        torch.testing.assert_close(a.values, b.values, atol=atol, rtol=rtol,
                                    msg=lambda m: f"{what} values, layer {i}: {m}")
 
 
@@ -204,6 +204,8 @@ def check_drafter_caches(loaded, drafter: Drafter, committed: list[int], hidden_
     if not caches:
         return None
     inner = getattr(drafter, "inner", drafter)
+    if set(caches) == {"draft_model_cache"}:
+        return check_draft_model_cache(inner, committed, oracle=inner is not drafter)
     assert hasattr(inner, "pending_hidden") and set(caches) == {"drafter_cache"}, (
         f"no from-scratch reference for the caches of {type(inner).__name__}: add one to lossless_helpers.py")
     cache, model, parts = caches["drafter_cache"], inner.drafter, inner.parts
@@ -217,6 +219,25 @@ def check_drafter_caches(loaded, drafter: Drafter, committed: list[int], hidden_
                   torch.zeros(0, dtype=torch.long), torch.arange(n)[None], causal_mask(0, n, torch.float32, "cpu"), ref)
         assert_caches_equal(cache, ref, "drafter cache")
     return n
+
+
+def check_draft_model_cache(inner, committed: list[int], oracle: bool) -> int:
+    """A draft model's cache after partial acceptance (0 < m < k): it holds the committed tokens but the pending one
+    (keys and values = a fresh draft-model pass over the ids it holds), the rejected drafts rolled back. Under an
+    ``Oracle`` the m kept entries are the draft model's own drafts d_1..d_m, which the oracle replaced (the next
+    proposal re-feeds them from the committed tokens), so only their number and the earlier tokens are compared."""
+    held = inner.held
+    assert len(held) == len(committed) - 1, f"draft cache holds {len(held)} tokens, not {len(committed) - 1}"
+    assert held[:inner.proposed_from] == committed[:inner.proposed_from]
+    if not oracle:
+        assert held == committed[:-1]
+    ref = new_cache(inner.draft.model)
+    with torch.no_grad():
+        inner.draft.model(input_ids=torch.tensor([held]), cache=ref, use_cache=True)
+    # a bfloat16 draft model: one pass over T tokens and T passes of one round differently (about 1e-3)
+    loose = next(inner.draft.model.parameters()).dtype != torch.float32
+    assert_caches_equal(inner.cache, ref, "draft model cache", *((2e-2, 2e-2) if loose else ()))
+    return len(held)
 
 
 # ------------------------------------------------------------------ broken rules

@@ -50,8 +50,10 @@ class CostAwareDraftLength:
         extra_tokens: tokens a step yields besides E_k (PaSS's paper step: the exact token), paid by a target
             drafting pass of ``extra_width`` tokens (0: none).
         drafter_pass: a separate drafter runs once per step that drafts (ParallelSpec): its cost in AR steps
-            is learned from the events (its drafting seconds over ``one_pass_s``), starting at
-            ``DRAFTER_PRIOR``.
+            is learned from the events (its drafting seconds per drafter pass over ``one_pass_s``), starting at
+            ``drafter_prior``.
+        per_draft: the drafter runs once per draft instead (a draft model: k passes for k drafts).
+        drafter_prior: the drafter's cost per pass in AR steps before any is measured (None: ``DRAFTER_PRIOR``).
         one_pass_s: seconds of a one-token target pass (the curve's first point).
         explore_every: every n-th step drafts at least 1 even when k = 0 looks best, so that the acceptance
             estimates keep learning (a fixed rule of the step number: still lossless).
@@ -64,13 +66,16 @@ class CostAwareDraftLength:
 
     def __init__(self, pass_cost: Sequence[float], max_drafts: int, width: Callable[[int], int] = lambda k: k + 1,
                  extra_tokens: float = 0.0, extra_width: int = 0, drafter_pass: bool = False,
-                 one_pass_s: float = 0.0, explore_every: int = 8):
+                 one_pass_s: float = 0.0, explore_every: int = 8, per_draft: bool = False,
+                 drafter_prior: float | None = None):
         if not pass_cost or pass_cost[0] <= 0 or max_drafts < 0:
             raise ValueError("need a pass-cost curve with c(1) > 0 and max_drafts >= 0")
         self.c = [float(x) / float(pass_cost[0]) for x in pass_cost]
         self.max_drafts, self.width, self.explore_every = max_drafts, width, explore_every
         self.extra_tokens, self.extra_width = extra_tokens, extra_width
         self.drafter_pass, self.one_pass_s = drafter_pass, one_pass_s
+        self.per_draft = per_draft
+        self.drafter_prior = self.DRAFTER_PRIOR if drafter_prior is None else float(drafter_prior)
         self.reached = [0] * (max_drafts + 1)  # index i: verifications that reached draft i
         self.accepted = [0] * (max_drafts + 1)
         self.drafter_s: list[float] = []  # seconds per drafter pass seen so far
@@ -94,7 +99,7 @@ class CostAwareDraftLength:
         if not self.drafter_pass:
             return 0.0
         if not self.drafter_s or self.one_pass_s <= 0:
-            return self.DRAFTER_PRIOR
+            return self.drafter_prior
         return sum(self.drafter_s) / len(self.drafter_s) / self.one_pass_s
 
     def evaluate(self, k: int) -> tuple[float, float]:
@@ -103,7 +108,7 @@ class CostAwareDraftLength:
         for i in range(1, k + 1):
             run *= self.rate(i)
             expected += run
-        cost = self.pass_cost(self.width(k)) + (self.drafter_cost() if k else 0.0)
+        cost = self.pass_cost(self.width(k)) + (self.drafter_cost() * (k if self.per_draft else 1) if k else 0.0)
         if self.extra_width:
             cost += self.pass_cost(self.extra_width)
         return expected + self.extra_tokens, cost
