@@ -213,9 +213,11 @@ def test_main_json_schema_on_tiny_model(tmp_path, tiny_folder, capsys, keep_thre
                      "--threads", "1"])  # tiny matmuls: 1 thread avoids OpenMP spinning on a busy CPU
     assert rc == 0
     stdout = capsys.readouterr().out
-    assert "| method | L | T |" in stdout and "| pass | 2 | 0 |" in stdout
+    ran_on = json.loads(out.read_text(encoding="utf-8"))["settings"]["backend"]
+    assert "| method | backend | L | T |" in stdout and f"| pass | {ran_on} | 2 | 0 |" in stdout
+    assert "Fastest AR in this run: ar (" in stdout
     assert "top-k 10, top-p 1.0 when sampling" in stdout  # temperatures 0 and 0.8: the sampling settings count
-    assert stdout.count("| ar | - | 0 |") == 2  # once per table: its runs serve every L
+    assert stdout.count(f"| ar | {ran_on} | - | 0 |") == 1 and stdout.count("| ar | - | 0 |") == 1  # its runs serve every L
     assert bench_html.main([str(out), str(tmp_path / "bench.html")]) == 0
     assert "Speed-up vs temperature" in (tmp_path / "bench.html").read_text(encoding="utf-8")
     report = json.loads(out.read_text(encoding="utf-8"))
