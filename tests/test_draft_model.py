@@ -171,6 +171,23 @@ def test_first_layers_shares_weights_and_leaves_the_target_alone(tiny):
         first_layers(tiny.model, 3)
 
 
+@pytest.mark.parametrize("name", ["bf16", "int8", "int8-all"])
+def test_copies_of_a_packed_target_work_and_leave_the_global_rng_alone(name):
+    """A target on the onednn backend holds packed weights that cannot be copied: the copies start from plain
+    linear layers; making one draws nothing from the global RNG."""
+    from pass_core.runtime.backends import pack_linears
+    from tiny import tiny_loaded
+
+    packed = tiny_loaded(seed=0)
+    pack_linears(packed.model)
+    before = torch.get_rng_state()
+    draft = built_in(packed, name)
+    assert torch.equal(torch.get_rng_state(), before)
+    events = run(packed, "draft-model", PROMPTS[1], GREEDY, DraftModelDrafter(draft))
+    assert output_token_ids(events) == output_token_ids(run(packed, "ar", PROMPTS[1], GREEDY))
+    assert summarize(events).accepted_drafts > 0
+
+
 def test_a_folder_with_the_same_vocabulary_drafts(tiny, tiny_folder):
     draft = load_draft_model(tiny, str(tiny_folder))
     assert "tiny-model" in draft.name or tiny_folder.name in draft.name

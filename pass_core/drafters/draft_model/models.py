@@ -89,11 +89,14 @@ def first_layers(model: torch.nn.Module, n: int) -> torch.nn.Module:
 def plain_copy(model: torch.nn.Module) -> torch.nn.Module:
     """A deep copy of ``model`` in float32 whose linear layers are plain ``nn.Linear`` again (the onednn backend's
     ``PackedLinear`` subclass and its packed weights are dropped)."""
-    plain = copy.deepcopy(model).float()
+    opaque = {id(value): None for module in model.modules() for value in vars(module).values()
+              if isinstance(value, torch.Tensor) and value.is_mkldnn}  # packed weights cannot be copied: dropped
+    plain = copy.deepcopy(model, opaque).float()
     for module in list(plain.modules()):
         for child_name, child in list(module.named_children()):
             if isinstance(child, torch.nn.Linear) and type(child) is not torch.nn.Linear:
-                linear = torch.nn.Linear(child.in_features, child.out_features, bias=child.bias is not None)
+                linear = torch.nn.Linear(child.in_features, child.out_features, bias=child.bias is not None,
+                                         device="meta")  # no initialisation: it would draw from the global RNG
                 linear.weight, linear.bias = child.weight, child.bias
                 setattr(module, child_name, linear)
     return plain
