@@ -191,7 +191,6 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
     with gr.Blocks(title="PaSS Playground") as demo:
         gr.Markdown(TITLE, elem_id="page-title")
         status = gr.Markdown(hide_paths(holder.headline()), elem_id="status-line")
-        wire_lessons = lesson_strip()  # "Start here": presets with a question to answer before Run
         with gr.Accordion("Model and drafters", open=False):  # folded: on a phone the prompt stays on screen
             gr.Markdown(INTRO)
             model_md = gr.Markdown(hide_paths(holder.status()), elem_id="model-line")
@@ -213,7 +212,8 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
                     slow_motion = gr.Slider(0, MAX_STEP_DELAY_S, value=0, step=0.05, elem_id="slow-motion",
                                             label="slow motion: delay per step (s)",
                                             info="0 = full speed; the wait is wall time, never counted as compute")
-                with gr.Column(scale=2):
+                with gr.Column(scale=2):  # on a phone this column comes after the prompt and Run
+                    wire_lessons = lesson_strip()  # "Start here": presets with a question to answer before Run
                     with gr.Accordion("Settings", open=True):
                         methods = gr.CheckboxGroup([(m.label, key) for key, m in METHODS.items()],
                                                    value=[key for key in DEFAULT_RACE if key in METHODS],

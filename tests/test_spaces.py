@@ -117,7 +117,8 @@ def test_assembled_app_loads_the_embedded_model_offline(space, embedded_gguf):
     """The same, and the embedded model loads offline from the Space folder's pass_core."""
     proc = run_space_app(space, "--load")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "MODEL SmolLM2" in proc.stdout and "BUILT" in proc.stdout, proc.stdout
+    assert "MODEL smollm2-135m-instruct" in proc.stdout and "GGUF SmolLM2-135M-Instruct" in proc.stdout, proc.stdout
+    assert "BUILT" in proc.stdout, proc.stdout
 
 
 def test_readme_states_the_zerogpu_figure_and_its_source():

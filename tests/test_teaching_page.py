@@ -120,7 +120,7 @@ def test_replay_only_serves_a_trace_without_a_model(tiny, tmp_path):
         with pytest.raises(Exception, match="--replay-only"):
             client.predict("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False, ["ar", "pass"], api_name="/race")
         with pytest.raises(Exception, match="--replay-only"):
-            client.predict("Hi", 10, api_name="/lab")
+            client.predict("Hi", 30, api_name="/lab")
 
 
 def test_trace_files_are_pruned_on_a_long_running_server(tmp_path, monkeypatch):
