@@ -37,6 +37,7 @@ from playground.race_view import (HIDE_REJECTED_JS, INTRO, METRIC_LABELS, PAGE_C
 from playground.stepping import MAX_STEP_DELAY_S, NEXT, PREVIOUS, RESUME, StepControl, step_position
 from playground.components import trace_file
 from playground.teaching_panels import lesson_strip, whatif_accordion, wire_panels
+from playground.tree_race import tree_panel, tree_setting, wire_tree
 from playground.teaching import (INSPECTOR_HINT, LAB_DEFAULT_RUNS, LAB_INTRO, LAB_PROMPT, THEORY_BEFORE_RACE,
                                  inspect_selection, token_namer)
 # the handlers, re-exported: tests and API users reach them as playground.page.<name>
@@ -163,7 +164,7 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
         return lab_handler(loaded, prompt, runs, progress, decode=holder.token_text)
 
     def on_run(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused, methods,
-               chat_template=True, auto_drafts=False, request: gr.Request = None):
+               chat_template=True, auto_drafts=False, tree_nodes=0, request: gr.Request = None):
         if not holder.ready:
             yield (gr.skip(),) * (len(outputs) - 3) + ("Waiting for the model to load…", gr.skip(), gr.skip())
         try:
@@ -179,8 +180,8 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
             controls[session] = control
         try:
             for out in run_on_device(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
-                                     show_rejected, fused, methods, chat_template, auto_drafts, run_note=note,
-                                     control=control):
+                                     show_rejected, fused, methods, chat_template, auto_drafts, tree_nodes,
+                                     run_note=note, control=control):
                 show = show_now.get(session, show_rejected)
                 yield out if show == bool(show_rejected) else with_panes_for(out, show)
         finally:
@@ -231,6 +232,7 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
                                                       label="cost-aware draft lengths (extension)",
                                                       info="each step verifies 0..L drafts, chosen from this "
                                                            "machine's pass cost and the acceptance so far")
+                        tree_nodes = tree_setting()  # token trees beside the chains (playground/tree_race.py)
             with gr.Row(equal_height=True):
                 panes = [gr.HighlightedText(label=m.label, color_map=pane_colours(key), show_legend=True,
                                             show_inline_category=False, combine_adjacent=False,
@@ -238,6 +240,7 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
                                             visible=key in DEFAULT_RACE,
                                             min_width=320)  # on a phone, one pane per line
                          for key, m in METHODS.items()]
+            tree = tree_panel()  # the tree entries' panes (hidden until one races), the step's tree, a node chooser
             with gr.Accordion("Token inspector", open=True, elem_id="inspector"):
                 inspector_md = gr.Markdown(INSPECTOR_HINT, elem_id="inspector-text")
                 inspector_plot = gr.Plot(label="the distribution the selected token was drawn from",
@@ -286,11 +289,11 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
                   chat_template, auto_drafts]
         wire_panels(state, inputs, wire_lessons, wire_whatif)  # the teaching panels' events
         outputs = [*panes, *metrics, greedy_md, latency_plot, cumulative_plot, hist_plot, position_plot, theory_plot,
-                   theory_md, cost_plot, cost_md, trace_download, run_md, lookahead_md, state]
+                   theory_md, cost_plot, cost_md, *tree.outputs, trace_download, run_md, lookahead_md, state]
         # preprocess=False: every value reaches validate_inputs as sent, for it to refuse by name (a component's
         # own check, e.g. of the methods' choices, would answer an API caller with a bare "400 Bad Request")
-        run_event = run_btn.click(on_run, inputs, outputs, api_name="race", concurrency_limit=1, preprocess=False,
-                                  show_progress="minimal", validator=validate_inputs)
+        run_event = run_btn.click(on_run, [*inputs, tree_nodes], outputs, api_name="race", concurrency_limit=1,
+                                  preprocess=False, show_progress="minimal", validator=validate_inputs)
         replay_btn.click(lambda path, show: replay_handler(path, show, holder.loaded), [trace_upload, show_rejected],
                          outputs, api_name="replay", concurrency_limit=4)
         for button, direction in ((pause_btn, "pause"), (previous_btn, PREVIOUS), (next_btn, NEXT),
@@ -300,6 +303,7 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
         for key, pane in zip(METHODS, panes):
             pane.select(on_select(key), [state, show_rejected], [inspector_md, inspector_plot],
                         api_visibility="private", queue=False)
+        wire_tree(tree, holder, state, show_rejected, [inspector_md, inspector_plot])
         demo.unload(on_unload)
         # preprocess=False: N reaches validate_lab as sent, for it to refuse by name (the slider's own range check
         # answers "Value 5 is less than minimum value 10" and logs a traceback)

@@ -28,6 +28,7 @@ from playground.race_text import baseline_label
 from playground.race_view import METRIC_LABELS, race_view
 from playground.stepping import NEXT, PREVIOUS, RESUME, StepControl, step_line, step_position
 from playground.teaching import lab_figure, lab_markdown, replay_note, theory_view
+from playground.tree_race import tree_outputs, tree_problem, with_trees
 
 DEFAULT_RACE = ("ar", "pass", "parallelspec")
 UPDATE_INTERVAL_S = 0.5  # at most 2 page updates per second of wall time at the start of a race (UI cost <= 5 %)
@@ -97,6 +98,7 @@ def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finishe
         *(view.figures or (gr.skip(),) * 4),
         *theory,
         *cost,
+        *tree_outputs(shown, show_rejected, charts_now, revision),
         gr.skip() if trace_path is None else str(trace_path),
         view.run_line,
         drafter_note,
@@ -132,12 +134,13 @@ def drafters_for(loaded: LoadedModel, keys, settings: DecodeSettings) -> tuple[d
 
 
 def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
-                 show_rejected=True, fused=False, methods=DEFAULT_RACE, chat_template=True, auto_drafts=False, *,
-                 update_interval_s: float = UPDATE_INTERVAL_S, run_note: str = "", inspect: bool = False,
-                 control: StepControl | None = None):
+                 show_rejected=True, fused=False, methods=DEFAULT_RACE, chat_template=True, auto_drafts=False,
+                 tree_nodes=0, *, update_interval_s: float = UPDATE_INTERVAL_S, run_note: str = "",
+                 inspect: bool = False, control: StepControl | None = None):
     """Race the chosen methods (pass_core.race: fair interleaving by compute time) and stream the page.
 
-    ``methods`` holds two or more keys of ``METHODS``. Yields the outputs of ``render`` at most
+    ``methods`` holds two or more keys of ``METHODS``; ``tree_nodes`` (``tree_race.TREE_CHOICES``) adds a token-tree
+    entry beside each tree-capable one (``tree_race.with_trees``). Yields the outputs of ``render`` at most
     every ``update_interval_s`` seconds of wall time (the gap grows by ``update_interval_s`` per
     ``TOKENS_PER_EXTRA_S`` tokens already shown, to at most ``MAX_UPDATE_GAP_S``, so that the browser keeps up;
     Stop takes effect at the next update),
@@ -151,10 +154,9 @@ def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k,
     keys = race_keys(methods)
     settings = make_settings(num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, fused, chat_template,
                              inspect, auto_drafts)
-    problem = prompt_problem(prompt)
+    problem = prompt_problem(prompt) or tree_problem(tree_nodes, fused, auto_drafts)
     if problem:
         raise user_error(problem)
-    events = {key: [] for key in keys}
     show = dict(chat_template=settings.chat_template, run_note=run_note, dtype=str(loaded.dtype),
                 revision=f"race-{time.time_ns()}", curve=cached_pass_cost(loaded),
                 baseline=baseline_label(loaded.backend or str(loaded.dtype).replace("torch.", ""),
@@ -162,6 +164,8 @@ def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k,
     try:
         found, note = drafters_for(loaded, keys, settings)
         decoders = {key: METHODS[key].decode(loaded, prompt, settings, found[key]) for key in keys}
+        decoders, note = with_trees(loaded, prompt, settings, keys, found, decoders, note, tree_nodes)
+        events = {key: [] for key in decoders}  # a tree entry races beside its method (``tree_race``)
         last, updates, tokens = float("-inf"), 0, 0
         for name, event in race(decoders):
             events[name].append(event)
@@ -282,18 +286,19 @@ def validate_lab(prompt, runs) -> list:
 
 
 def validate_inputs(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected=True,
-                    fused=False, methods=DEFAULT_RACE, chat_template=True, auto_drafts=False) -> list:
+                    fused=False, methods=DEFAULT_RACE, chat_template=True, auto_drafts=False, tree_nodes=0) -> list:
     """One ``gr.validate`` per input, run by gradio before the race, for the page and the API alike: the page marks
     each faulty input with its message (the setting, its range and the value given), ``gradio_client`` raises
     ``ValidationError`` listing them, and nothing races. ``race_handler`` checks the same again."""
     *fields, methods_issue = input_problems(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
                                             methods)
+    tree_issue = tree_problem(tree_nodes, fused, auto_drafts)
     return [gr.validate(problem is None, problem or "")
-            for problem in (*fields, None, None, methods_issue, None, None)]
+            for problem in (*fields, None, None, methods_issue, None, None, tree_issue)]
 
 
 def gpu_duration(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed=0, show_rejected=True,
-                 fused=False, methods=DEFAULT_RACE, chat_template=True, auto_drafts=False, run_note="",
+                 fused=False, methods=DEFAULT_RACE, chat_template=True, auto_drafts=False, tree_nodes=0, run_note="",
                  control=None) -> int:
     """Seconds of GPU to ask ZeroGPU for: ``race_inputs.zerogpu_duration``, at most ``ZEROGPU_MAX_S``."""
     return zerogpu_duration(max_new_tokens, methods)

@@ -13,7 +13,7 @@ import threading
 import time
 
 from pass_core.decoding.events import StepEvent
-from pass_core.registry import METHODS
+from playground.race_charts import short_name
 
 #: Slow motion: the page's range for the delay per step, in seconds.
 MAX_STEP_DELAY_S = 2.0
@@ -108,7 +108,7 @@ def step_line(events: dict[str, list[StepEvent]], order: list[tuple[str, int]], 
         return "**Paused** before the first step."
     name, index = order[position - 1]
     event = events[name][index]
-    label = METHODS[name].short_name if name in METHODS else name
+    label = short_name(name)  # "ParallelSpec +tree8" for a tree entry
     tokens = len(event.new_token_ids)
     where = f"step {position} of the {len(order)} computed so far" if live else f"step {position} of {len(order)}"
     return (f"**Paused** after {where} of the race: {label} step {event.step} "

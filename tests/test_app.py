@@ -21,11 +21,14 @@ from playground import race_charts as charts  # noqa: E402
 from playground import race_inputs  # noqa: E402
 from playground.race_inputs import NUMERIC_INPUTS  # noqa: E402
 from playground.race_view import help_text, setting_range  # noqa: E402
+from playground.tree_race import TREE_PANES  # noqa: E402
 from tiny import tiny_loaded  # noqa: E402
 
 PANES = [f"{key}_tokens" for key in METHODS]
+#: the tree entries' panes, the tree figure and its node chooser (``tree_race.tree_outputs``)
+TREE_OUTPUTS = [*(f"{key}_tree_tokens" for key in TREE_PANES), "tree_figure", "tree_node"]
 OUTPUT_NAMES = [*PANES, *page.METRIC_LABELS, "greedy_check", "latency", "cumulative", "histogram", "positions",
-                "theory", "theory_text", "cost", "cost_text", "trace", "run_info", "lookahead", "state"]
+                "theory", "theory_text", "cost", "cost_text", *TREE_OUTPUTS, "trace", "run_info", "lookahead", "state"]
 DRAFTING = [key for key in page.DEFAULT_RACE if key != "ar"]
 
 

@@ -165,7 +165,7 @@ def _check_shape(data: dict, where: str) -> None:
     methods = data.get("methods", {})
     if "methods" in data and not methods:
         raise ValueError(f"{where}: the field 'methods' is empty, so there is nothing to replay.")
-    unknown = [key for key in methods if key not in METHODS]
+    unknown = [key for key in methods if key.split("+")[0] not in METHODS]  # "parallelspec+tree8": a variant
     if unknown:
         raise ValueError(f"{where} holds unknown method(s) {', '.join(map(repr, unknown))}: a trace replays "
                          f"the methods {', '.join(METHODS)}.")

@@ -1,0 +1,159 @@
+"""Token trees in the race (an extension, docs/algorithms.md section 4b): the "token tree" setting, the tree
+entries it adds beside each ticked tree-capable method ("parallelspec+tree8", named as the benchmark's variants),
+their panes, the tree figure and the node chooser, and what the race's updates send to them.
+
+A tree entry races as a method of its own: its own pane, metric lines, chart lines and trace events (its events
+carry ``tree_parents``). Gradio components and values, no tensors: decoding comes from ``pass_core.registry``.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gradio as gr
+
+from pass_core.decoding.settings import TREE_AUTO, DecodeSettings
+from pass_core.drafters.trees import choose_tree_size
+from pass_core.registry import METHODS
+from pass_core.runtime.pass_cost import cached_pass_cost
+from pass_core.teaching.race import events_upto
+from playground.race_charts import highlighted_tokens, pane_colours
+from playground.race_inputs import whole
+from playground.teaching import INSPECTOR_HINT, inspect_selection, token_namer
+from playground.tree_view import TREE_HINT, inspect_node, node_choices, tree_figure
+
+#: The token tree setting's choices: (shown, value = ``DecodeSettings.tree_nodes``); the sizes are the shipped ones.
+TREE_CHOICES = [("chain (no tree)", 0), ("4 nodes", 4), ("8 nodes", 8), ("16 nodes", 16),
+                ("auto for this machine", TREE_AUTO)]
+#: The methods that draft token trees: each has a tree pane, shown while its tree entry races.
+TREE_PANES = tuple(key for key, m in METHODS.items() if m.tree)
+
+
+def tree_problem(value, fused=False, auto_drafts=False) -> str | None:
+    """Why ``value`` is not a token tree setting (one of ``TREE_CHOICES``' values), or cannot go with the fused
+    step or cost-aware draft lengths (``DecodeSettings``' own message); None when it is fine."""
+    nodes = whole(value)
+    allowed = [v for _, v in TREE_CHOICES]
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes not in allowed:
+        return (f"token tree must be one of {', '.join(map(str, allowed[1:-1]))} nodes, 0 (a chain) or "
+                f"{TREE_AUTO} (auto for this machine), got {value!r}.")
+    try:
+        DecodeSettings(tree_nodes=nodes, fused=bool(fused), auto_drafts=bool(auto_drafts))
+    except ValueError as err:
+        return f"token tree: {err}."
+    return None
+
+
+def tree_entry(key: str, nodes: int) -> str:
+    """The race's name of method ``key`` with a tree of ``nodes`` nodes: "parallelspec+tree8"."""
+    return f"{key}+tree{nodes}"
+
+
+def tree_base(entry: str) -> str | None:
+    """The tree-capable method of a tree entry ("parallelspec+tree8" -> "parallelspec"), else None."""
+    base, plus, variant = entry.partition("+")
+    return base if plus and variant.startswith("tree") and base in TREE_PANES else None
+
+
+def entry_for(events: dict, pane_key: str) -> str:
+    """The events' key a pane shows: ``pane_key`` itself, or for a tree pane ("pass+tree") its racing entry."""
+    if pane_key in events:
+        return pane_key
+    return next((key for key in events if key.startswith(pane_key)), pane_key)
+
+
+def with_trees(loaded, prompt: str, settings: DecodeSettings, keys, found: dict, decoders: dict, note: str,
+               tree_nodes) -> tuple[dict, str]:
+    """The race's decoders with a tree entry after each ticked tree-capable method (none for a chain), and the
+    drafter line with the tree sizes. "auto for this machine" takes, per method, the shipped size with the most
+    expected tokens per unit of this machine's pass cost (``drafters.trees.choose_tree_size``).
+
+    Raises:
+        ValueError: a setting the tree cannot go with, or no shipped tree for a method (shown as gr.Error).
+    """
+    nodes = whole(tree_nodes)
+    if not nodes:
+        return decoders, note
+    out, lines = {}, []
+    for key, decoder in decoders.items():
+        out[key] = decoder
+        if key in keys and key in TREE_PANES:
+            size = nodes if nodes != TREE_AUTO else choose_tree_size(key, cached_pass_cost(loaded))
+            tree_settings = settings.with_(tree_nodes=size)
+            out[tree_entry(key, size)] = METHODS[key].decode(loaded, prompt, tree_settings, found[key])
+            lines.append(f"{METHODS[key].short_name} {size} nodes")
+    how = "auto for this machine (most expected tokens per unit of pass cost): " if nodes == TREE_AUTO else ""
+    return out, note + (f"  \n**Token tree:** {how}{', '.join(lines)}." if lines else
+                        "  \n**Token tree:** no ticked method drafts trees (PaSS, PaSS + adapters, ParallelSpec do).")
+
+
+def tree_outputs(events: dict, show_rejected: bool, charts_now: bool = True, revision: str = "race") -> tuple:
+    """The tree parts of a race update, in ``tree_parts().outputs`` order: one pane per ``TREE_PANES`` method
+    (shown, titled with its entry, while that entry races; hidden otherwise), then the tree figure and the node
+    chooser (``gr.skip()`` unless ``charts_now``), both for the latest tree step of each entry in ``events``."""
+    panes = []
+    for base in TREE_PANES:
+        entry = next((key for key in events if tree_base(key) == base), None)
+        panes.append(gr.update(visible=False, value=[]) if entry is None else gr.update(
+            visible=True, value=highlighted_tokens(events[entry], show_rejected),
+            label=f"{METHODS[base].label} + token tree ({entry.partition('+tree')[2]} nodes)"))
+    if not charts_now:
+        return (*panes, gr.skip(), gr.skip())
+    choices = node_choices(events)
+    return (*panes, tree_figure(events, revision),
+            gr.update(choices=choices, value=None, interactive=bool(choices)))
+
+
+def tree_setting() -> gr.Dropdown:
+    """The "token tree" input (in the race's settings)."""
+    return gr.Dropdown(TREE_CHOICES, value=0, label="token tree (extension)", elem_id="input-tree_nodes",
+                       info="adds a tree run beside each ticked PaSS / ParallelSpec method: one verification pass "
+                            "over a tree of drafts (not with the fused step or cost-aware lengths)")
+
+
+def tree_panel() -> SimpleNamespace:
+    """Made where called: a row of one hidden token pane per ``TREE_PANES`` method (shown with its entry's tokens
+    while that entry races, ``tree_outputs``), then an accordion with the hint, the tree figure and the node
+    chooser. Returns ``panes``, ``plot``, ``node`` and ``outputs``: the race updates' tree outputs, in
+    ``tree_outputs`` order."""
+    with gr.Row(equal_height=True):
+        panes = [gr.HighlightedText(label=f"{METHODS[key].label} + token tree", color_map=pane_colours(key),
+                                    show_legend=True, show_inline_category=False, combine_adjacent=False,
+                                    elem_classes="token-pane", elem_id=f"pane-{key}-tree", visible=False,
+                                    min_width=320) for key in TREE_PANES]
+    with gr.Accordion("Token tree of this step", open=True, elem_id="tree-panel"):
+        gr.Markdown(TREE_HINT)
+        plot = gr.Plot(label="the step's token tree: accepted path, rejected and untried nodes", elem_id="tree-plot")
+        node = gr.Dropdown([], label="inspect a node of the step's tree (shown in the token inspector)",
+                           elem_id="tree-node", interactive=False)
+    return SimpleNamespace(panes=panes, plot=plot, node=node, outputs=[*panes, plot, node])
+
+
+def wire_tree(parts: SimpleNamespace, holder, state, show_rejected, inspector: list) -> None:
+    """The node chooser fills the token inspector (``tree_view.inspect_node``); a token clicked in a tree pane
+    fills it as in any pane (``teaching.inspect_selection``). ``holder``: the page's ``ModelHolder`` (decodes
+    token ids for the inspector's axis when the race was run on its model)."""
+    def namer(state):
+        return token_namer(state["events"], holder.token_text if state.get("own_model", True) and holder.loaded
+                           else None)
+
+    def on_node(state, choice):
+        if not state or not choice:
+            return INSPECTOR_HINT, None
+        events = events_upto(state["events"], state.get("position"))
+        return inspect_node(events, choice, namer(state)) or (INSPECTOR_HINT, None)
+
+    def on_pane(key: str):
+        def handler(state, show_rejected, evt: gr.SelectData):
+            entry = entry_for(state["events"], f"{key}+tree") if state else None
+            if entry is None or entry not in state["events"] or not isinstance(evt.index, int):
+                return INSPECTOR_HINT, None
+            events = events_upto(state["events"], state.get("position"))
+            return inspect_selection(events[entry], entry, evt.index, show_rejected, namer(state))
+        return handler
+
+    # preprocess=False: the chooser's value arrives as sent (its choices change with every step)
+    parts.node.input(on_node, [state, parts.node], inspector, api_visibility="private", queue=False,
+                     preprocess=False)
+    for key, pane in zip(TREE_PANES, parts.panes):
+        pane.select(on_pane(key), [state, show_rejected], inspector, api_visibility="private", queue=False)

@@ -1,0 +1,271 @@
+"""Token trees on the race page, from events alone: the current step's tree as a node-link figure, the step's
+nodes to choose from, and the token inspector for one node (docs/algorithms.md section 4b).
+
+Pure: events in, markdown and Plotly figures out; no Gradio, no tensors. A tree step is a ``StepEvent`` with
+``tree_parents`` (the parent of each draft node, -1 = the root, the pending token); its ``drafts`` hold one
+``DraftRecord`` per node in the same order (``position`` = depth, q, p, p_res, u, decision).
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import replace
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from pass_core.decoding.events import TOKEN_LABELS, StepEvent, TokenRecord
+from pass_core.decoding.inspection import PositionInspection
+from playground.race_charts import pane_colours, short_name
+from playground.teaching import _code, _fmt, inspector_figure
+
+#: The choice that stands for the step's last token (resampled or bonus) in ``node_choices``.
+NEXT = "next"
+#: Node colours beside the accepted colour of ``pane_colours``: rejected (greyed), never tried (lighter).
+REJECTED_GREY, UNTRIED_GREY, ROOT_COLOUR, EDGE_GREY = "#6b7280", "#d1d5db", "#111827", "#cbd5e1"
+#: The tree figure's text before a race with a token tree.
+TREE_HINT = ("*Choose a token tree (4, 8, 16 nodes or auto) and race PaSS or ParallelSpec: each step's tree is "
+             "drawn here, its accepted path in the accepted colour.*")
+#: The inspector's rule line for a tree step (docs/algorithms.md section 4b).
+TREE_RULE = ("Token tree: at each node its children are tried in rank order; child x is accepted when "
+             "u < min(1, p_res(x)/q(x)), where p_res starts as p at the node and loses each rejected sibling "
+             "(p_res ← norm(max(0, p_res − q))). The candidates are the drafter's top-i, so q is one-hot. When "
+             "every child is rejected the next token is drawn from p_res (resampled); at a leaf it is drawn from p "
+             "(bonus).")
+
+
+def tree_step(events: list[StepEvent]) -> StepEvent | None:
+    """The latest tree step of one method's events (the step-through's current state), or None."""
+    return next((e for e in reversed(events) if e.tree_parents), None)
+
+
+def accepted_path(event: StepEvent) -> list[int]:
+    """The accepted nodes of a tree step, root's child first (they form one path: one per depth)."""
+    return sorted((j for j, d in enumerate(event.drafts) if d.decision == "accepted"),
+                  key=lambda j: event.drafts[j].position)
+
+
+def last_token(event: StepEvent) -> TokenRecord | None:
+    """The step's resampled or bonus token (None when EOS or the token budget ended the step before it)."""
+    return next((t for t in reversed(event.tokens) if t.label in ("resampled", "bonus")), None)
+
+
+def root_text(events: list[StepEvent], event: StepEvent) -> str:
+    """What the tree hangs under: PaSS's exact token of this step, else the previous step's last output token."""
+    if event.tokens and event.tokens[0].label == "exact":
+        return event.tokens[0].text
+    index = next((i for i, e in enumerate(events) if e is event), 0)
+    earlier = [t for e in events[:index] for t in e.tokens if t.committed]
+    return earlier[-1].text if earlier else "context"
+
+
+def label(text: str) -> str:
+    """A token's text for a figure label: its repr without quotes (whitespace visible), escaped for Plotly."""
+    return html.escape(repr(text)[1:-1] or "∅")
+
+
+def struck(text: str) -> str:
+    """``text`` struck through with combining long strokes (Plotly's labels have no strike tag)."""
+    return "".join(ch + "\u0336" for ch in text)
+
+
+def _slots(parents: tuple[int, ...], extra_parent: int | None) -> dict[int, float]:
+    """A tidy layout: each leaf gets the next row in depth-first order, a parent the mean of its children's rows.
+    Keys: node index, -1 the root, ``len(parents)`` the extra last token (child of ``extra_parent``)."""
+    children: dict[int, list[int]] = {}
+    for j, parent in enumerate(parents):
+        children.setdefault(parent, []).append(j)
+    if extra_parent is not None:
+        children.setdefault(extra_parent, []).append(len(parents))
+    rows: dict[int, float] = {}
+    next_row = [0]
+
+    def place(node: int) -> float:
+        kids = children.get(node, [])
+        if not kids:
+            rows[node] = next_row[0]
+            next_row[0] += 1
+        else:
+            rows[node] = sum(place(k) for k in kids) / len(kids)
+        return rows[node]
+    place(-1)
+    return rows
+
+
+def _tree_traces(events: list[StepEvent], event: StepEvent, entry: str, first: bool) -> list[go.Scatter]:
+    """The Scatter traces of one tree step: edges, then nodes by decision (legend entries once, ``first``)."""
+    drafts, parents = event.drafts, event.tree_parents
+    path, final = accepted_path(event), last_token(event)
+    end = path[-1] if path else -1
+    rows = _slots(parents, end if final is not None else None)
+    depth = {j: d.position for j, d in enumerate(drafts)}
+    depth.update({-1: 0, len(drafts): len(path) + 1})  # the last token follows the accepted path
+    xy = {j: (depth[j], -rows[j]) for j in rows}
+    colours = pane_colours(entry.split("+")[0])
+    accepted_colour = colours[TOKEN_LABELS["accepted"]]
+
+    def edges(pairs, name, colour, width, dash="solid"):
+        xs, ys = [], []
+        for a, b in pairs:
+            xs += [xy[a][0], xy[b][0], None]
+            ys += [xy[a][1], xy[b][1], None]
+        return go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=colour, width=width, dash=dash), name=name,
+                          hoverinfo="skip", showlegend=False)
+
+    on_path = set(path)
+    traces = [edges([(parents[j], j) for j in range(len(drafts)) if j not in on_path], "edges", EDGE_GREY, 1.5),
+              edges([(parents[j], j) for j in path], "accepted path", accepted_colour, 4)]
+    if final is not None:
+        traces.append(edges([(end, len(drafts))], "last token", colours[TOKEN_LABELS[final.label]], 2,
+                            "dot"))
+    groups = {"accepted": ([], accepted_colour, "circle"), "rejected": ([], REJECTED_GREY, "x"),
+              "not_verified": ([], UNTRIED_GREY, "circle-open")}
+    for j, d in enumerate(drafts):
+        groups.get(d.decision, groups["not_verified"])[0].append(j)
+    root = go.Scatter(x=[0], y=[xy[-1][1]], mode="markers+text", text=[label(root_text(events, event))],
+                      textposition="top center", marker=dict(color=ROOT_COLOUR, size=11, symbol="square"),
+                      name="root (the pending token)", customdata=[-1], legendgroup="root", showlegend=first,
+                      hovertext=["the root: the last committed token; the tree drafts what follows it"],
+                      hoverinfo="text")
+    traces.append(root)
+    for decision, (nodes, colour, symbol) in groups.items():
+        texts = [label(drafts[j].text) for j in nodes]
+        traces.append(go.Scatter(
+            x=[xy[j][0] for j in nodes], y=[xy[j][1] for j in nodes], mode="markers+text", customdata=nodes,
+            text=[struck(t) if decision == "rejected" else t for t in texts], textposition="top center",
+            textfont=dict(color="#111827" if decision == "accepted" else colour),
+            marker=dict(color=colour, size=12, symbol=symbol, line=dict(color=colour, width=2)),
+            name=decision.replace("_", " "), legendgroup=decision, showlegend=first,
+            hovertext=[node_hover(drafts[j], j, parents[j]) for j in nodes], hoverinfo="text"))
+    if final is not None:
+        colour = colours[TOKEN_LABELS[final.label]]
+        traces.append(go.Scatter(x=[xy[len(drafts)][0]], y=[xy[len(drafts)][1]], mode="markers+text",
+                                 text=[label(final.text)], textposition="top center", customdata=[NEXT],
+                                 marker=dict(color=colour, size=13, symbol="diamond"), name=final.label,
+                                 legendgroup=final.label, showlegend=True,
+                                 hovertext=[f"{final.label} token {final.text!r} (id {final.token_id})"],
+                                 hoverinfo="text"))
+    return traces
+
+
+def node_hover(draft, node: int, parent: int) -> str:
+    """A node's hover text: index, parent, token, q, p, p_res and the decision."""
+    return (f"node {node} (parent {'root' if parent < 0 else parent}, depth {draft.position}): "
+            f"{html.escape(repr(draft.text))}<br>q {draft.q:.4f} · p {draft.p:.4f} · p_res {_fmt(draft.p_res, '.4f')}"
+            f"<br>{draft.decision.replace('_', ' ')}")
+
+
+def tree_figure(events: dict[str, list[StepEvent]], revision: str = "race") -> go.Figure | None:
+    """One node-link panel per method with tree steps: its latest tree step (``tree_step``). x = depth (the root,
+    the pending token, at 0), one row per leaf; the accepted path's nodes and edges in the method's accepted
+    colour, rejected nodes grey and struck through, never-tried nodes open and light, the resampled or bonus
+    token at the end of the path (dotted edge). Hover shows each node's q, p, p_res and decision. None when no
+    method has a tree step yet. ``revision``: Plotly's ``uirevision`` (keeps the user's zoom)."""
+    steps = {key: (evs, tree_step(evs)) for key, evs in events.items()}
+    steps = {key: pair for key, pair in steps.items() if pair[1] is not None}
+    if not steps:
+        return None
+    titles = [f"{short_name(key)}, step {event.step}: {len(event.tree_parents)} nodes, "
+              f"{len(accepted_path(event))} accepted" for key, (_, event) in steps.items()]
+    fig = make_subplots(rows=len(steps), cols=1, subplot_titles=titles, vertical_spacing=0.12 / len(steps))
+    height = 0
+    for row, (key, (evs, event)) in enumerate(steps.items(), start=1):
+        for trace in _tree_traces(evs, event, key, first=row == 1):
+            fig.add_trace(trace, row=row, col=1)
+        leaves = max(1, sum(1 for j in range(len(event.tree_parents)) if j not in set(event.tree_parents)) + 1)
+        height += 90 + 34 * leaves
+        fig.update_xaxes(dtick=1, title=dict(text="depth (draft position)"), row=row, col=1)
+    fig.update_yaxes(visible=False)
+    fig.update_xaxes(gridcolor="#e5e7eb", zeroline=False)
+    fig.update_layout(height=height + 80, margin=dict(l=15, r=15, t=40, b=10), uirevision=revision,
+                      paper_bgcolor="white", plot_bgcolor="white", font=dict(size=12),
+                      legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0))
+    return fig
+
+
+def node_choices(events: dict[str, list[StepEvent]]) -> list[tuple[str, str]]:
+    """The current tree step's nodes of every method, for the node chooser: (label, "entry|node"), then its last
+    token (resampled or bonus) as "entry|next"."""
+    out = []
+    for key, evs in events.items():
+        event = tree_step(evs)
+        if event is None:
+            continue
+        for j, d in enumerate(event.drafts):
+            out.append((f"{short_name(key)} · step {event.step} · node {j} (depth {d.position}) "
+                        f"{d.text!r} · {d.decision.replace('_', ' ')}", f"{key}|{j}"))
+        final = last_token(event)
+        if final is not None:
+            out.append((f"{short_name(key)} · step {event.step} · {final.label} token {final.text!r}",
+                        f"{key}|{NEXT}"))
+    return out
+
+
+def _node_event(event: StepEvent, node: int) -> tuple[StepEvent, int] | None:
+    """The tree step seen as a chain up to ``node`` (its accepted ancestors, then the node itself), for
+    ``inspector_figure``: (that event, the node's token index). None for a node never tried."""
+    draft = event.drafts[node]
+    if draft.decision not in ("accepted", "rejected"):
+        return None
+    exact = tuple(event.tokens[:1]) if event.tokens and event.tokens[0].label == "exact" else ()
+    above = [event.drafts[j] for j in accepted_path(event) if event.drafts[j].position < draft.position]
+    tokens = exact + tuple(TokenRecord(d.token_id, d.text, "accepted") for d in above)
+    tokens += (TokenRecord(draft.token_id, draft.text, draft.decision),)
+    return replace(event, tokens=tokens, drafts=(*above, draft)), len(tokens) - 1
+
+
+def _final_event(event: StepEvent, final: TokenRecord) -> tuple[StepEvent, int] | None:
+    """The step's resampled or bonus token with the p of the last accepted node, for ``inspector_figure``."""
+    m = len(accepted_path(event))
+    at = next((pi for pi in event.inspection if pi.position == m + 1), None)
+    if at is None:
+        return None
+    return replace(event, tokens=(replace(final, label="target"),), inspection=(PositionInspection(1, at.p),)), 0
+
+
+def node_table(event: StepEvent, selected: int | None = None) -> list[str]:
+    """Markdown rows of every node of a tree step: parent, depth, token, q(x), p(x), p_res(x), min(1, p_res/q), u and
+    the decision; the ``selected`` node's index in bold."""
+    lines = ["| node | parent | depth | token | q(x) | p(x) | p_res(x) | min(1, p_res/q) | u | decision |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for j, (d, parent) in enumerate(zip(event.drafts, event.tree_parents)):
+        ratio = min(1.0, d.p_res / d.q) if d.p_res is not None and d.q > 0 else None
+        name = f"**{j}**" if j == selected else str(j)
+        lines.append(f"| {name} | {'root' if parent < 0 else parent} | {d.position} | {_code(d.text)} | {d.q:.4f} | "
+                     f"{d.p:.4f} | {_fmt(d.p_res, '.4f')} | {_fmt(ratio, '.4f')} | {_fmt(d.u, '.4f')} | "
+                     f"{d.decision.replace('_', ' ')} |")
+    return lines
+
+
+def inspect_node(events: dict[str, list[StepEvent]], choice: str, decode=str) -> tuple[str, go.Figure | None] | None:
+    """The token inspector for a chosen node ("entry|node" or "entry|next" from ``node_choices``) of the current
+    tree step: the node's token, q, p, p_res and decision, the step's node table and the tree rule, and
+    ``teaching.inspector_figure``'s bars of the p the node was tried against (the accepted path's p, recorded by
+    the inspector; None for a node never tried). None when the choice does not name a node of the current step."""
+    entry, _, which = str(choice or "").rpartition("|")
+    event = tree_step(events.get(entry, []))
+    if event is None or not (which == NEXT or (which.isdigit() and int(which) < len(event.drafts))):
+        return None
+    head = f"**{short_name(entry)}, step {event.step}** ({len(event.drafts)}-node tree). "
+    if which == NEXT:
+        final = last_token(event)
+        if final is None:
+            return None
+        how = ("drawn from p at the leaf the accepted path ends in" if final.label == "bonus" else
+               "drawn from p_res at the last accepted node: p there with every rejected child taken out and "
+               "renormalised (the bars show that p)")
+        text = f"Selected: {_code(final.text)} (token id {final.token_id}, **{final.label}**), {how}."
+        shown, node = _final_event(event, final), None
+    else:
+        node = int(which)
+        d = event.drafts[node]
+        parent = event.tree_parents[node]
+        text = (f"Selected: node {node}, {_code(d.text)} (token id {d.token_id}, "
+                f"**{d.decision.replace('_', ' ')}**), depth {d.position}, "
+                f"parent {'the root' if parent < 0 else f'node {parent}'}: q(x) = {d.q:.4f}, "
+                f"p(x) = {d.p:.4f}, p_res(x) = {_fmt(d.p_res, '.4f')}"
+                + ("" if d.p_res is not None else " (never tried: its parent was not accepted, or the step ended)")
+                + ".")
+        shown = _node_event(event, node)
+    markdown = "\n".join([text, "", head, "", *node_table(event, node), "", TREE_RULE])
+    return markdown, (inspector_figure(shown[0], shown[1], decode) if shown else None)

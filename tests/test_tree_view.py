@@ -1,0 +1,150 @@
+"""Token trees on the page (docs/algorithms.md section 4b): the tree figure of a step (nodes, accepted path,
+labels, colours), the node chooser and the node inspector on a hand-made tree step, the token tree setting's
+refusals, and a race with a tree on the tiny model (its tree entries, trace, replay and step-through)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from pass_core.decoding.events import TOKEN_LABELS, DraftRecord, StepEvent, TokenRecord
+from pass_core.decoding.inspection import PositionInspection, TopN
+from pass_core.teaching.trace import load_trace
+from playground import page
+from playground.race_charts import pane_colours
+from playground.tree_race import TREE_PANES, tree_base, tree_problem
+from playground.tree_view import (NEXT, REJECTED_GREY, accepted_path, inspect_node, label, node_choices, struck,
+                                  tree_figure)
+from test_app import OUTPUT_NAMES, run
+
+#: A 6-node tree: the root's children A (accepted) and B (not tried: A came first); under A, C (rejected) then D
+#: (accepted); E under B (not tried); F under D (rejected); then G resampled at D's children.
+PARENTS = (-1, -1, 0, 0, 1, 3)
+NODES = [("A", 1, 0.61, 0.61, "accepted"), ("B", 1, 0.2, None, "not_verified"), ("C", 2, 0.12, 0.12, "rejected"),
+         ("D", 2, 0.5, 0.57, "accepted"), ("E", 2, 0.3, None, "not_verified"), ("F", 3, 0.05, 0.05, "rejected")]
+
+
+def tree_event(step: int = 2) -> StepEvent:
+    drafts = tuple(DraftRecord(position=depth, token_id=65 + j, text=text, q=1.0, p=p, u=0.3 if p_res else None,
+                               decision=decision, p_res=p_res)
+                   for j, (text, depth, p, p_res, decision) in enumerate(NODES))
+    tokens = (TokenRecord(65, "A", "accepted"), TokenRecord(68, "D", "accepted"), TokenRecord(70, "F", "rejected"),
+              TokenRecord(71, "G", "resampled"))
+    inspection = tuple(PositionInspection(i, TopN((65 + i, 90), (0.6, 0.1))) for i in (1, 2, 3))
+    return StepEvent(method="parallelspec", step=step, tokens=tokens, drafts=drafts, num_verified_drafts=6,
+                     inspection=inspection, tree_parents=PARENTS)
+
+
+def chain_event(step: int = 1) -> StepEvent:
+    return StepEvent(method="parallelspec", step=step, tokens=(TokenRecord(80, "P", "target"),))
+
+
+def traces_named(fig, name):
+    return [t for t in fig.data if t.name == name]
+
+
+def test_tree_figure_draws_every_node_the_accepted_path_and_the_last_token():
+    events = {"parallelspec+tree8": [chain_event(), tree_event()]}
+    fig = tree_figure(events)
+    nodes = [t for t in fig.data if t.mode == "markers+text"]
+    assert sum(len(t.x) for t in nodes) == len(PARENTS) + 2  # every node, the root and the resampled token
+    accepted = traces_named(fig, "accepted")[0]
+    assert list(accepted.customdata) == accepted_path(tree_event()) == [0, 3]
+    colour = pane_colours("parallelspec")[TOKEN_LABELS["accepted"]]
+    assert accepted.marker.color == colour and traces_named(fig, "accepted path")[0].line.color == colour
+    # the accepted path's edges: root -> A -> D (x = depth), the resampled token after D at depth 3
+    path = traces_named(fig, "accepted path")[0]
+    assert [x for x in path.x if x is not None] == [0, 1, 1, 2]
+    last = traces_named(fig, "resampled")[0]
+    assert list(last.text) == [label("G")] and list(last.x) == [3]
+    rejected = traces_named(fig, "rejected")[0]
+    assert list(rejected.customdata) == [2, 5] and list(rejected.text) == [struck("C"), struck("F")]
+    assert rejected.marker.color == REJECTED_GREY
+    assert list(traces_named(fig, "not verified")[0].customdata) == [1, 4]
+    assert list(traces_named(fig, "root (the pending token)")[0].text) == ["P"]  # the previous step's last token
+    assert "step 2" in fig.layout.annotations[0].text and "2 accepted" in fig.layout.annotations[0].text
+
+
+def test_tree_figure_follows_the_events_shown_and_escapes_labels():
+    assert tree_figure({"parallelspec": [chain_event()]}) is None  # no tree step yet: nothing to draw
+    later = tree_event(step=3)
+    later = replace(later, drafts=(replace(later.drafts[0], text="<|im_end|>"), *later.drafts[1:]))
+    fig = tree_figure({"pass+tree8": [tree_event(step=2), later]})
+    assert "step 3" in fig.layout.annotations[0].text  # the latest tree step
+    assert list(traces_named(fig, "accepted")[0].text)[0] == "&lt;|im_end|&gt;"
+
+
+def test_node_choices_and_the_node_inspector_show_the_nodes_numbers():
+    events = {"ar": [chain_event()], "parallelspec+tree8": [chain_event(), tree_event()]}
+    choices = node_choices(events)
+    assert [value for _, value in choices] == [f"parallelspec+tree8|{j}" for j in range(6)] + [
+        f"parallelspec+tree8|{NEXT}"]
+    assert "node 2 (depth 2) 'C' · rejected" in choices[2][0]
+    text, fig = inspect_node(events, "parallelspec+tree8|3")
+    d = tree_event().drafts[3]
+    assert f"node 3, `'D'` (token id {d.token_id}, **accepted**)" in text
+    assert f"q(x) = {d.q:.4f}, p(x) = {d.p:.4f}, p_res(x) = {d.p_res:.4f}" in text
+    assert "| **3** | 0 | 2 | `'D'` | 1.0000 | 0.5000 | 0.5700 |" in text
+    assert fig is not None and [b.name for b in fig.data][0] == "p_2"  # the p of D's parent A: position 2
+    assert any("d_2" == a.text for a in fig.layout.annotations)
+    text, fig = inspect_node(events, "parallelspec+tree8|4")
+    assert "**not verified**" in text and "never tried" in text and fig is None
+    text, fig = inspect_node(events, f"parallelspec+tree8|{NEXT}")
+    assert "**resampled**" in text and fig is not None and list(fig.data[0].y)[:1] == [0.6]  # p at position 3
+    for bad in ("parallelspec+tree8|6", "ar|0", "nothing", None):
+        assert inspect_node(events, bad) is None
+
+
+@pytest.mark.parametrize("value, fused, auto, fine", [
+    (0, False, False, True), (4, False, False, True), (8.0, False, False, True), (16, False, False, True),
+    (-1, False, False, True), (5, False, False, False), ("8", False, False, False), (True, False, False, False),
+    (None, False, False, False), (8, True, False, False), (-1, False, True, False), (0, True, True, True)])
+def test_tree_setting_is_refused_by_name(value, fused, auto, fine):
+    problem = tree_problem(value, fused, auto)
+    assert (problem is None) == fine, problem
+    if not fine:
+        assert problem.startswith("token tree"), problem
+    checks = page.validate_inputs("Hi", 2, 0.0, 0, 1.0, 8, 0, True, fused, ["ar", "pass"], True, auto, value)
+    assert (checks[-1]["is_valid"]) == fine and checks[-1]["message"] == (problem or "")
+
+
+def test_a_race_with_trees_has_tree_entries_panes_trace_and_replay(tiny):
+    outs = run(tiny, temperature=1.0, max_new_tokens=6, methods=["ar", "parallelspec"], tree_nodes=4,
+               update_interval_s=0.0, inspect=True)
+    final = outs[-1]
+    events = final["state"]["events"]
+    assert list(events) == ["ar", "parallelspec", "parallelspec+tree4"]
+    assert all(len(e.tree_parents) == len(e.drafts) for e in events["parallelspec+tree4"] if e.drafts)
+    assert any(e.tree_parents for e in events["parallelspec+tree4"]) and not any(
+        e.tree_parents for e in events["parallelspec"])
+    pane = final[f"{TREE_PANES[TREE_PANES.index('parallelspec')]}_tree_tokens"]
+    assert pane["visible"] and pane["value"] and "4 nodes" in pane["label"]
+    assert all(not final[f"{key}_tree_tokens"]["visible"] for key in TREE_PANES if key != "parallelspec")
+    assert final["tree_figure"] is not None and final["tree_node"]["choices"]
+    assert "Token tree:** ParallelSpec 4 nodes" in final["lookahead"]
+    trace = load_trace(final["trace"])
+    assert list(trace.events) == list(events) and tree_base("parallelspec+tree4") == "parallelspec"
+    assert [e.tree_parents for e in trace.events["parallelspec+tree4"]] == [
+        e.tree_parents for e in events["parallelspec+tree4"]]
+    replayed = dict(zip(OUTPUT_NAMES, page.replay_handler(final["trace"], True), strict=True))
+    assert replayed["parallelspec_tree_tokens"]["value"] == pane["value"]
+    assert replayed["tree_node"]["choices"] == final["tree_node"]["choices"]
+    # step-through: at each position the figure and the chooser show the latest tree step shown by then
+    total = sum(map(len, events.values()))
+    for position in range(1, total + 1):
+        shown = dict(zip(OUTPUT_NAMES, page.render_state(final["state"], True, position), strict=True))
+        upto = page.events_upto(events, position)["parallelspec+tree4"]
+        steps = [e.step for e in upto if e.tree_parents]
+        if not steps:
+            assert shown["tree_figure"] is None and shown["tree_node"]["choices"] == []
+        else:
+            assert f"step {steps[-1]}:" in shown["tree_figure"].layout.annotations[0].text
+            assert all(f"step {steps[-1]} ·" in name for name, _ in shown["tree_node"]["choices"])
+
+
+def test_a_race_refuses_a_bad_tree_and_a_tree_with_the_fused_step(tiny):
+    with pytest.raises(page.gr.Error, match="token tree must be one of"):
+        run(tiny, methods=["ar", "parallelspec"], tree_nodes=3)
+    with pytest.raises(page.gr.Error, match="fused"):
+        run(tiny, fused=True, methods=["ar", "pass"], tree_nodes=8)
