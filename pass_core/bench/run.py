@@ -135,9 +135,15 @@ def run_bench(loaded, prompts: list[BenchPrompt], methods: list[str], lookaheads
         return list(METHODS[method].decode(model_for(key.method), prompt, settings,
                                            state.get((key.method, key.num_lookahead))))
 
-    for m in methods:  # warm-up: first calls pay for allocations and kernel selection
-        run(RunKey(m, None if is_ar_like(m) else lookaheads[0], temperatures[0], 0, 0),
-            max_new_tokens=min(WARMUP_TOKENS, base.max_new_tokens))
+    methods = list(methods)
+    for m in list(methods):  # warm-up: first calls pay for allocations and kernel selection
+        try:
+            run(RunKey(m, None if is_ar_like(m) else lookaheads[0], temperatures[0], 0, 0),
+                max_new_tokens=min(WARMUP_TOKENS, base.max_new_tokens))
+        except ValueError as exc:  # e.g. +tree when this machine's pass-cost curve is not physical: the rest runs
+            methods.remove(m)
+            notes[m] = f"skipped: {exc}"
+            print(f"{m}: skipped: {exc}", file=sys.stderr)
     runs = []
     for key in tqdm(schedule(methods, lookaheads, temperatures, len(prompts), repeats),
                     desc="bench", unit="run", disable=not progress, file=sys.stderr):
