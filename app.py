@@ -29,6 +29,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=None,
                         help="torch CPU threads (default: measured with --backend auto, else torch's choice; 1 avoids the worst slow-downs when other "
                              "jobs share the CPU)")
+    parser.add_argument("--untrained-drafters", action="store_true",
+                        help="on a model without trained drafter files, offer the methods that need them anyway, with "
+                             "untrained drafters (expect almost no accepted drafts; train files: docs/training.md)")
     parser.add_argument("--replay-only", action="store_true",
                         help="load no model: serve the page to replay traces (Run and the lab need a model)")
     args = parser.parse_args(argv)
@@ -41,7 +44,7 @@ def main(argv: list[str] | None = None) -> None:
     holder = (ModelHolder.without_model() if args.replay_only
               else ModelHolder(args.model, args.device, dtype=dtype, backend=backend,
                                     threads=args.threads).start())
-    demo = build_demo(holder)
+    demo = build_demo(holder, untrained_drafters=args.untrained_drafters)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                 server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
                 theme=gr.themes.Soft(), css=PAGE_CSS, show_error=True,

@@ -17,7 +17,9 @@ from pass_core.drafters.prompt_lookup import PromptLookupDrafter
 from pass_core.drafters.draft_model.drafter import DraftModelDrafter
 from pass_core.drafters.draft_model.models import resolve_draft_model
 from pass_core.decoding.settings import TREE_AUTO, DecodeSettings
-from pass_core.drafters.shipped import resolve_adapters, resolve_drafter, resolve_lookahead
+from pass_core.drafters.shipped import (SHIPPED_MAX_DRAFTS, SHIPPED_MAX_LOOKAHEAD, resolve_adapters, resolve_drafter,
+                                        resolve_lookahead, shipped_adapters_path, shipped_drafter_path,
+                                        shipped_lookahead_path, ships)
 from pass_core.drafters.trees import choose_tree_size, shipped_tree
 from pass_core.decoding.speculative import generate_speculative
 from pass_core.runtime.pass_cost import cached_pass_cost
@@ -50,6 +52,9 @@ class Method:
         drafter: ``(state, settings) -> Drafter`` for the speculative loop; None for plain AR.
         tree: it drafts token trees (``DecodeSettings.tree_nodes``, an extension, docs/algorithms.md
             section 4b) from the shipped shapes (``drafters.trees``).
+        trained_for: ``model name -> bool``: a file trained for that model ships (where ``resolve`` looks first;
+            without one it falls back to an untrained drafter that hardly drafts). None for a method that needs
+            no trained file.
     """
 
     key: str
@@ -62,6 +67,7 @@ class Method:
     resolve: Callable[[Any, int, str | None], tuple[Any, str]] | None = None
     drafter: Callable[[Any, DecodeSettings], Drafter] | None = None
     tree: bool = False
+    trained_for: Callable[[str], bool] | None = None
 
     def find_files(self, loaded, num_drafts: int, path: str | None = None) -> tuple[Any, str]:
         """``resolve`` for this method, or (None, "") when it needs no file.
@@ -98,6 +104,10 @@ class Method:
                                     verify_fn=verify_fn, inspect_fn=inspect_fn, pass_cost=curve)
 
 
+def _ships_lookahead(name: str) -> bool:
+    return ships(shipped_lookahead_path, name, SHIPPED_MAX_LOOKAHEAD)
+
+
 def _fixed_token(loaded, num_drafts: int, path: str | None = None):
     return resolve_lookahead(loaded, num_drafts, kind="fixed-token")
 
@@ -107,7 +117,7 @@ METHODS: dict[str, Method] = {m.key: m for m in (
            "the target model alone, one forward pass per token"),
     Method("pass", "PaSS", "PaSS", _GREEN,
            "the target drafts for itself with L learned look-ahead embeddings (Monea et al. 2023)",
-           file_option="lookahead", fusable=True, resolve=resolve_lookahead, tree=True,
+           file_option="lookahead", fusable=True, resolve=resolve_lookahead, tree=True, trained_for=_ships_lookahead,
            drafter=lambda la, s: LookaheadDrafter(la, fused=s.fused, tree=shipped_tree("pass", s.tree_nodes))),
     Method("fixed-token", "PaSS, fixed-token baseline", "fixed-token", _PURPLE,
            "PaSS with an existing, untrained token in every look-ahead slot (the paper's baseline)",
@@ -116,10 +126,12 @@ METHODS: dict[str, Method] = {m.key: m for m in (
            "extension: PaSS with low-rank adapters that act only at the look-ahead positions, so every real "
            "position still computes exactly the frozen model's p (one model, lossless)",
            file_option="adapters", fusable=True, resolve=resolve_adapters, tree=True,
+           trained_for=lambda name: ships(shipped_adapters_path, name, SHIPPED_MAX_LOOKAHEAD),
            drafter=lambda la, s: LookaheadDrafter(la, fused=s.fused, tree=shipped_tree("pass-lora", s.tree_nodes))),
     Method("parallelspec", "ParallelSpec (parallel drafter)", "ParallelSpec", _ORANGE,
            "a one-layer parallel drafter proposes k drafts in one pass from k [MASK] tokens (Xiao et al. 2024)",
            file_option="drafter", resolve=resolve_drafter, tree=True,
+           trained_for=lambda name: ships(shipped_drafter_path, name, SHIPPED_MAX_DRAFTS),
            drafter=lambda d, s: ParallelSpecDrafter(d, tree=shipped_tree("parallelspec", s.tree_nodes))),
     Method("prompt-lookup", "Prompt lookup (copies from the context)", "prompt lookup", _VERMILLION,
            "drafts the tokens that followed the last n-gram's earlier occurrence in the prompt and the output; "
@@ -142,3 +154,11 @@ def get_method(key: str) -> Method:
         return METHODS[key]
     except KeyError:
         raise ValueError(f"Unknown method {key!r}: choose one of {', '.join(METHODS)}.") from None
+
+
+def offered_methods(model_name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the methods worth racing on ``model_name``, the ones left out), each in registry order: a method that
+    needs a trained file (``Method.trained_for``) is left out unless one ships for this model, since its untrained
+    fallback would race a drafter that hardly drafts. Checks files only; loads nothing."""
+    left_out = tuple(key for key, m in METHODS.items() if m.trained_for is not None and not m.trained_for(model_name))
+    return tuple(key for key in METHODS if key not in left_out), left_out

@@ -31,7 +31,8 @@ from pass_core.registry import METHODS
 from pass_core.decoding.settings import SETTING_RANGES, DecodeSettings
 from playground.cost_charts import COST_WAITING
 from playground.race_charts import pane_colours
-from playground.race_inputs import EXAMPLES, LAB_MIN_RUNS, NUMERIC_INPUTS, cap_for_zerogpu, hide_paths, whole
+from playground.race_inputs import (EXAMPLES, LAB_MIN_RUNS, NUMERIC_INPUTS, cap_for_zerogpu, hide_paths, method_offer,
+                                    whole)
 from playground.race_view import (HIDE_REJECTED_JS, INTRO, METRIC_LABELS, PAGE_CSS, TITLE, help_text,  # noqa: F401
                                      setting_range)
 from playground.stepping import MAX_STEP_DELAY_S, NEXT, PREVIOUS, RESUME, StepControl, step_position
@@ -77,12 +78,14 @@ def numeric_input(name: str) -> gr.Number:
     return box
 
 
-def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
+def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = False) -> gr.Blocks:
     """Build the page around a model (a ``LoadedModel``, or a ``ModelHolder`` that may still be loading, or
-    ``ModelHolder.without_model()``: replay only)."""
+    ``ModelHolder.without_model()``: replay only). The methods offered are ``race_inputs.method_offer``'s for the
+    model's name: those needing a trained file only where one ships for it, unless ``untrained_drafters``."""
     holder = model if isinstance(model, ModelHolder) else ModelHolder(model.name, loaded=model)
+    offer = method_offer(None if holder.replay_only else holder.name, DEFAULT_RACE, untrained_drafters)
 
-    def lookahead_line(num_lookahead, methods=DEFAULT_RACE) -> str:
+    def lookahead_line(num_lookahead, methods=offer.default) -> str:
         if holder.loaded is None:
             return "**Look-ahead embeddings / drafters:** chosen once the model has loaded."
         keys = [key for key in METHODS if key in set(methods or ())]
@@ -214,11 +217,12 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
                                             label="slow motion: delay per step (s)",
                                             info="0 = full speed; the wait is wall time, never counted as compute")
                 with gr.Column(scale=2):  # on a phone this column comes after the prompt and Run
-                    wire_lessons = lesson_strip()  # "Start here": presets with a question to answer before Run
+                    wire_lessons = lesson_strip(offer.keys)  # "Start here": presets, each with a question before Run
                     with gr.Accordion("Settings", open=True):
-                        methods = gr.CheckboxGroup([(m.label, key) for key, m in METHODS.items()],
-                                                   value=[key for key in DEFAULT_RACE if key in METHODS],
-                                                   label="methods to race", info="any two or more")
+                        methods = gr.CheckboxGroup([(METHODS[key].label, key) for key in offer.keys],
+                                                   value=list(offer.default), label="methods to race",
+                                                   info="any two or more" + (f". {offer.note}" if offer.note else ""),
+                                                   elem_id="methods")
                         (num_lookahead, temperature, top_k, top_p, max_new_tokens,
                          seed) = map(numeric_input, NUMERIC_INPUTS)
                         with gr.Row():
@@ -237,7 +241,7 @@ def build_demo(model: ModelHolder | LoadedModel) -> gr.Blocks:
                 panes = [gr.HighlightedText(label=m.label, color_map=pane_colours(key), show_legend=True,
                                             show_inline_category=False, combine_adjacent=False,
                                             elem_classes="token-pane", elem_id=f"pane-{key}",
-                                            visible=key in DEFAULT_RACE,
+                                            visible=key in offer.default,
                                             min_width=320)  # on a phone, one pane per line
                          for key, m in METHODS.items()]
             tree = tree_panel()  # the tree entries' panes (hidden until one races), the step's tree, a node chooser

@@ -9,9 +9,10 @@ always names the setting, its allowed range and the value given.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from pass_core.teaching.lab import MAX_RUNS
-from pass_core.registry import METHODS
+from pass_core.registry import METHODS, offered_methods
 from pass_core.decoding.settings import GREEDY_BELOW, DecodeSettings
 from pass_core.decoding.text import check_prompt
 
@@ -34,6 +35,44 @@ EXAMPLES = [
     "Continue this list with three more items:\n1. Monday: water the plants\n2. Tuesday: take out the recycling\n"
     "3. Wednesday: clean the kitchen",
 ]
+
+#: The race ticked on a model without trained drafter files (``MethodOffer``): the methods that need none.
+OTHER_MODEL_RACE = ("ar", "prompt-lookup", "draft-model")
+#: The model the shipped trained files (look-ahead embeddings, adapters, ParallelSpec drafter) were trained for.
+SHIPPED_FOR = "SmolLM2-135M-Instruct, the embedded model"
+
+
+@dataclass(frozen=True)
+class MethodOffer:
+    """The methods the page offers for one model.
+
+    Attributes:
+        keys: the methods offered (checkboxes and panes), in registry order.
+        default: the ones ticked when the page opens.
+        note: one sentence naming the methods left out and why ("" when none is).
+    """
+
+    keys: tuple[str, ...]
+    default: tuple[str, ...]
+    note: str = ""
+
+
+def method_offer(model_name: str | None, default_race, untrained: bool = False) -> MethodOffer:
+    """What the page offers for ``model_name``: every method but those needing a trained file that does not ship
+    for this model (``registry.offered_methods``); ``default_race`` ticked, or ``OTHER_MODEL_RACE`` when a method
+    of it is left out. ``untrained`` (or no model name: replay only) offers every registered method, the left-out
+    ones with their untrained fallbacks."""
+    keys, left_out = offered_methods(model_name) if model_name and not untrained else (tuple(METHODS), ())
+    default = tuple(key for key in (default_race if set(default_race) <= set(keys) else OTHER_MODEL_RACE)
+                    if key in keys)
+    if not left_out:
+        return MethodOffer(keys, default)
+    names = [METHODS[key].short_name for key in left_out]
+    names = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+    return MethodOffer(keys, default, f"{names} are not offered for this model: they need trained files, and the "
+                                      f"shipped ones were trained for {SHIPPED_FOR}; to race them here, train one "
+                                      "for this model (docs/training.md).")
+
 
 #: The numeric inputs in the order of the race's arguments: setting -> (label, step, hint shown after the range).
 NUMERIC_INPUTS: dict[str, tuple[str, float, str]] = {

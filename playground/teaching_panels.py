@@ -21,13 +21,21 @@ WHATIF_INTRO = ("Predicted tokens per step and speed-up over AR from three numbe
                 "diamonds (their own α and k).")
 
 
-def lesson_strip():
-    """Lay out the "Start here" strip (open) here: one radio button per lesson and the chosen lesson's question.
-    Returns ``wire(state, inputs)``: choosing a lesson then fills the race's ``inputs`` (``Lesson.values``'s
-    order) and shows its question and what to look at after the run."""
-    with gr.Accordion("Start here: six short lessons", open=True, elem_id="lessons"):
-        choice = gr.Radio([lesson.title for lesson in LESSONS], value=None, show_label=False, elem_id="lesson-choice")
-        text = gr.Markdown(LESSON_HINT, elem_id="lesson-text")
+#: The strip's text on a model where no lesson can race (every lesson races a method that needs a trained file).
+NO_LESSONS = ("*The lessons race methods whose trained files are for the embedded model; they are not offered for "
+              "this one.*")
+
+
+def lesson_strip(offered=None):
+    """Lay out the "Start here" strip (open) here: one radio button per lesson whose methods are all ``offered``
+    (None: every lesson) and the chosen lesson's question. Returns ``wire(state, inputs)``: choosing a lesson then
+    fills the race's ``inputs`` (``Lesson.values``'s order) and shows its question and what to look at after the
+    run."""
+    titles = [lesson.title for lesson in LESSONS if offered is None or set(lesson.methods) <= set(offered)]
+    label = "Start here: six short lessons" if len(titles) == len(LESSONS) else "Start here: lessons"
+    with gr.Accordion(label, open=True, elem_id="lessons"):
+        choice = gr.Radio(titles, value=None, show_label=False, elem_id="lesson-choice", visible=bool(titles))
+        text = gr.Markdown(LESSON_HINT if titles else NO_LESSONS, elem_id="lesson-text")
 
     def choose(title):
         values = lesson_values(title)

@@ -102,7 +102,8 @@ def app_server(tiny_long_folder, tmp_path_factory):
     """The one ``python app.py`` of the test run (on ``tiny_long_folder``), shared by the tests that drive the real
     server (gradio_client, the load test, the browser). They share an xdist group, so they run one after another
     on one worker and each finds the queue empty."""
-    with running_server(str(tiny_long_folder), tmp_path_factory.mktemp("app-server") / "app.log") as server:
+    with running_server(str(tiny_long_folder), tmp_path_factory.mktemp("app-server") / "app.log",
+                        "--untrained-drafters") as server:
         yield server
 
 

@@ -69,7 +69,7 @@ def race_page_url():
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(race_handlers, "race", slow_race)
-        demo, port = page.build_demo(tiny_loaded(seed=0)), free_port()
+        demo, port = page.build_demo(tiny_loaded(seed=0), untrained_drafters=True), free_port()
         demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, css=PAGE_CSS, quiet=True)
         try:
             yield f"http://127.0.0.1:{port}/", lambda seconds: delay.update(s=seconds)

@@ -26,6 +26,12 @@ def assets_dir() -> Path:
 SHIPPED_MAX_LOOKAHEAD = 8
 
 
+def ships(path_for, model_name: str, largest: int) -> bool:
+    """Whether a file trained for ``model_name`` ships: ``path_for(model_name, n)`` (one of the
+    ``shipped_*_path`` functions below) is a file for some n = 1..``largest``, where the resolvers look."""
+    return any(path_for(model_name, n).is_file() for n in range(1, largest + 1))
+
+
 def shipped_lookahead_path(model_name: str, num_lookahead: int) -> Path:
     """Where the shipped look-ahead file for (model, L) lives (it may not exist)."""
     safe = model_name.replace("/", "--")

@@ -1,0 +1,85 @@
+"""The app on another model (``python app.py --model FOLDER``): the methods that need a trained file (PaSS, PaSS +
+look-ahead adapters, ParallelSpec) are offered only where a file trained for that model ships; elsewhere the page
+offers AR, the fixed-token baseline, prompt lookup and the draft model, ticks AR + prompt lookup + draft model, and
+says in one sentence, under the methods, why the others are missing and where to learn to train one. The tiny model
+saved to disk stands for the other model; the page is built in this process (no server)."""
+
+from __future__ import annotations
+
+import gradio as gr
+import pytest
+
+import app
+from pass_core.registry import METHODS, offered_methods
+from pass_core.runtime.models import DEFAULT_MODEL, load_model
+from playground import page
+from playground.race_inputs import OTHER_MODEL_RACE, MethodOffer, method_offer
+from playground.teaching_panels import NO_LESSONS
+from test_app import OUTPUT_NAMES
+
+TRAINED = ("pass", "pass-lora", "parallelspec")  # the methods whose drafters are trained files
+
+
+@pytest.fixture(scope="module")
+def other(tiny_folder):
+    """The tiny model loaded from its folder, as ``app.py --model FOLDER`` loads it (named by the folder's path)."""
+    return load_model(str(tiny_folder))
+
+
+def methods_box(demo) -> gr.CheckboxGroup:
+    boxes = [c for c in demo.blocks.values() if isinstance(c, gr.CheckboxGroup) and c.label == "methods to race"]
+    assert len(boxes) == 1
+    return boxes[0]
+
+
+def test_trained_methods_are_offered_where_their_file_ships(tmp_path, monkeypatch):
+    assert offered_methods(DEFAULT_MODEL) == (tuple(METHODS), ())  # the embedded model: every file ships
+    assert method_offer(DEFAULT_MODEL, page.DEFAULT_RACE) == MethodOffer(tuple(METHODS), page.DEFAULT_RACE, "")
+    offered, left_out = offered_methods("org/other-model")
+    assert left_out == TRAINED and offered == tuple(key for key in METHODS if key not in TRAINED)
+    # a file decides, not the name: a ParallelSpec drafter (k = 2) for this model where the resolver looks
+    monkeypatch.setenv("PASS_PLAYGROUND_ASSETS", str(tmp_path))
+    (tmp_path / "drafter").mkdir()
+    (tmp_path / "drafter" / "org--other-model-k2.safetensors").write_bytes(b"")
+    assert offered_methods("org/other-model")[1] == ("pass", "pass-lora")
+    assert offered_methods(DEFAULT_MODEL)[1] == TRAINED  # and without its files the embedded model loses them
+    offer = method_offer("org/other-model", page.DEFAULT_RACE)
+    assert offer.default == OTHER_MODEL_RACE and offer.note.startswith("PaSS and PaSS+adapters are not offered")
+    assert method_offer(None, page.DEFAULT_RACE).keys == tuple(METHODS)  # replay only: every pane can show
+
+
+def test_page_on_another_model_offers_the_methods_without_trained_files(other):
+    demo = page.build_demo(other)
+    box = methods_box(demo)
+    assert [key for _, key in box.choices] == ["ar", "fixed-token", "prompt-lookup", "draft-model"]
+    assert box.value == ["ar", "prompt-lookup", "draft-model"] == list(OTHER_MODEL_RACE)
+    assert box.info == ("any two or more. PaSS, PaSS+adapters and ParallelSpec are not offered for this model: they "
+                        "need trained files, and the shipped ones were trained for SmolLM2-135M-Instruct, the "
+                        "embedded model; to race them here, train one for this model (docs/training.md).")
+    panes = [c for c in demo.blocks.values() if isinstance(c, gr.HighlightedText)]
+    assert [p.elem_id for p in panes if p.visible] == [f"pane-{key}" for key in OTHER_MODEL_RACE]
+    drafter_line = next(c.value for c in demo.blocks.values() if getattr(c, "elem_id", None) == "drafter-line")
+    assert "Draft model" in drafter_line and "untrained" not in drafter_line
+    lessons = next(c for c in demo.blocks.values() if getattr(c, "elem_id", None) == "lesson-choice")
+    lesson_text = next(c for c in demo.blocks.values() if getattr(c, "elem_id", None) == "lesson-text")
+    assert lessons.choices == [] and not lessons.visible and lesson_text.value == NO_LESSONS  # all race PaSS
+    # Run with the ticked methods, through the page's own handler: all three race and agree (greedy)
+    on_run = next(fn.fn for fn in demo.fns.values() if fn.api_name == "race")
+    final = dict(zip(OUTPUT_NAMES, list(on_run("Hello there", 2, 0.0, 0, 1.0, 8, 0, True, False, box.value))[-1]))
+    assert set(final["state"]["events"]) == set(OTHER_MODEL_RACE)
+    assert all(final[f"{key}_tokens"] for key in OTHER_MODEL_RACE)
+    assert "prompt lookup output is identical to AR" in final["greedy_check"]
+    assert "draft model output is identical to AR" in final["greedy_check"]
+
+
+def test_untrained_drafters_offers_every_method_again(other, monkeypatch):
+    box = methods_box(page.build_demo(other, untrained_drafters=True))
+    assert [key for _, key in box.choices] == list(METHODS) and box.value == list(page.DEFAULT_RACE)
+    assert box.info == "any two or more"
+    built = []  # app.py's flag reaches the page (no model load, no server)
+    monkeypatch.setattr(app.ModelHolder, "start", lambda self: self)
+    monkeypatch.setattr(app, "build_demo", lambda holder, **kw: built.append((holder.name, kw)) or
+                        type("Demo", (), {"launch": lambda self, **_: None})())
+    app.main(["--model", other.name, "--device", "cpu", "--backend", "fp32"])
+    app.main(["--model", other.name, "--device", "cpu", "--backend", "fp32", "--untrained-drafters"])
+    assert built == [(other.name, {"untrained_drafters": False}), (other.name, {"untrained_drafters": True})]
