@@ -22,7 +22,7 @@ from pass_core.drafters.shipped import (SHIPPED_MAX_DRAFTS, SHIPPED_MAX_LOOKAHEA
                                         shipped_lookahead_path, ships)
 from pass_core.drafters.trees import choose_tree_size, shipped_tree
 from pass_core.decoding.speculative import generate_speculative
-from pass_core.runtime.pass_cost import cached_pass_cost
+from pass_core.runtime.pass_cost import usable_pass_cost
 from pass_core.decoding.verification import verify_drafts
 
 #: Okabe-Ito colour-blind-safe palette (Okabe & Ito 2008), for method lines and bars.
@@ -96,10 +96,11 @@ class Method:
         if settings.tree_nodes and not self.tree:
             raise ValueError(f"{self.label} does not draft token trees: use tree nodes 0 (a chain)")
         if settings.tree_nodes == TREE_AUTO:  # the shipped size this machine's pass cost favours
-            settings = settings.with_(tree_nodes=choose_tree_size(self.key, cached_pass_cost(loaded)))
+            curve = usable_pass_cost(loaded, "Tree sizes for this machine")
+            settings = settings.with_(tree_nodes=choose_tree_size(self.key, curve))
         if state is None:
             state, _ = self.find_files(loaded, settings.num_lookahead)
-        curve = cached_pass_cost(loaded) if settings.auto_drafts else None  # measured once per loaded model
+        curve = usable_pass_cost(loaded) if settings.auto_drafts else None  # measured once per model; physical
         return generate_speculative(loaded, prompt, settings, self.drafter(state, settings), method=self.key,
                                     verify_fn=verify_fn, inspect_fn=inspect_fn, pass_cost=curve)
 

@@ -1,4 +1,4 @@
-"""Page components that differ from gradio's own in one respect each."""
+"""Page components that differ from gradio's own in one respect each, and a setting's number box with its slider."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ from pathlib import Path
 
 import gradio as gr
 
+from pass_core.decoding.settings import SETTING_RANGES
 from playground.race_handlers import user_error
+from playground.race_inputs import NUMERIC_INPUTS
+from playground.race_view import setting_range
 
 
 def trace_file(**kwargs) -> gr.File:
@@ -27,3 +30,21 @@ def trace_file(**kwargs) -> gr.File:
 
     component.preprocess = quiet_preprocess
     return component
+
+
+def numeric_input(name: str) -> gr.Number:
+    """A setting's number box (the race's input) and a slider beside it to drag within the range, kept in step
+    in the browser. The box has no minimum or maximum of its own, so it keeps a value typed out of range for
+    ``validate_inputs`` to refuse by name; the slider's own box, which clamps typed values silently, is hidden."""
+    label, step, hint = NUMERIC_INPUTS[name]
+    lo, hi, default = SETTING_RANGES[name]
+    info = setting_range(name) + (f"; {hint}" if hint else "")
+    with gr.Row(equal_height=True):
+        box = gr.Number(default, label=label, info=info, step=step, elem_id=f"input-{name}", min_width=200)
+        if name != "seed":  # two billion seeds: nothing to drag
+            aid = gr.Slider(lo, hi, value=default, step=step, label=label, show_label=False,
+                            elem_classes="range-aid", buttons=[])
+            sync = dict(js="(v) => v", api_visibility="private", queue=False, show_progress="hidden")
+            aid.input(None, aid, box, **sync)
+            box.input(None, box, aid, **sync)
+    return box

@@ -98,10 +98,35 @@ COST_NO_CURVE = ("*No pass-cost curve: a replayed trace does not carry the cost 
                  "race here to see this machine's.*")
 
 
-def cost_view(events: dict[str, list[StepEvent]], curve: dict | None, revision: str = "race"
-              ) -> tuple[go.Figure | None, str]:
+def refused_line(refused: tuple[dict, str], used: dict | None) -> str:
+    """Why the newest curve was refused (``pass_cost.curve_problem``) and what stands in for it."""
+    curve, problem = refused
+    instead = ("the last physical curve measured here is used instead" if used else
+               "no physical curve was measured here yet, so the cost chart, the what-if panel's *this machine* and "
+               "cost-aware draft lengths have none")
+    return (f"⚠ **This machine's newest pass-cost curve is not physical and was refused:** {problem}. It is drawn "
+            f"greyed, and {instead}. Press *Re-measure pass cost* (best on an idle machine) to measure it again.")
+
+
+def refused_trace(curve: dict) -> go.Scatter:
+    """A refused curve, greyed and dotted: shown, never read."""
+    return go.Scatter(x=curve["widths"], y=curve["c"], mode="lines+markers", opacity=0.5,
+                      line=dict(color="#9ca3af", dash="dot"), marker=dict(color="#9ca3af"),
+                      name="refused: not physical (not used)")
+
+
+def cost_view(events: dict[str, list[StepEvent]], curve: dict | None, revision: str = "race",
+              refused: tuple[dict, str] | None = None) -> tuple[go.Figure | None, str]:
     """The page's cost view of a race: ``pass_cost_figure`` with the race's ``step_points`` and
-    ``pass_cost_markdown``; (None, ``COST_NO_CURVE``) without a curve."""
+    ``pass_cost_markdown``; (None, ``COST_NO_CURVE``) without a curve. ``refused``: (a curve that is not
+    physical, why): drawn greyed beside ``curve`` (the curve in use, or None) and named first in the text."""
+    if refused:
+        line = refused_line(refused, curve)
+        if not curve:
+            return go.Figure([refused_trace(refused[0])], dict(height=360, uirevision=revision)), line
+        points = step_points(events, curve["ms"][0] / 1000)
+        fig = pass_cost_figure(curve, points, revision).add_trace(refused_trace(refused[0]))
+        return fig, line + "  \n" + pass_cost_markdown(curve, points)
     if not curve:
         return None, COST_NO_CURVE
     points = step_points(events, curve["ms"][0] / 1000)

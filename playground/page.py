@@ -36,19 +36,21 @@ from playground.race_inputs import (EXAMPLES, LAB_MIN_RUNS, NUMERIC_INPUTS, cap_
 from playground.race_view import (HIDE_REJECTED_JS, INTRO, METRIC_LABELS, PAGE_CSS, TITLE, help_text,  # noqa: F401
                                      setting_range)
 from playground.stepping import MAX_STEP_DELAY_S, NEXT, PREVIOUS, RESUME, StepControl, step_position
-from playground.components import trace_file
+from playground.components import numeric_input, trace_file
+from playground.page_guards import (STEP_WAIT_S, STOPPED_NOTE, RaceSlots, remeasure_button, stop_outputs,  # noqa: F401
+                                    wire_step_button)
+from playground.lab_handlers import lab_handler, validate_lab  # noqa: F401  (re-exported)
 from playground.teaching_panels import lesson_strip, whatif_accordion, wire_panels
 from playground.tree_race import tree_panel, tree_setting, wire_tree
 from playground.teaching import (INSPECTOR_HINT, LAB_DEFAULT_RUNS, LAB_INTRO, LAB_PROMPT, THEORY_BEFORE_RACE,
                                  inspect_selection, token_namer)
 # the handlers, re-exported: tests and API users reach them as playground.page.<name>
 from playground.race_handlers import (CHART_EVERY, DEFAULT_RACE, TRACES_KEPT, UPDATE_INTERVAL_S, drafters_for,  # noqa: F401
-                           gpu_duration, lab_handler, pane_visibility, race_handler, race_keys, render, render_state,
-                           replay_handler, rerender_panes, user_error, validate_inputs, validate_lab,
+                           gpu_duration, pane_visibility, race_handler, race_keys, render, render_state,
+                           replay_handler, rerender_panes, user_error, validate_inputs,
                            with_panes_for)
 
 QUEUE_MAX_SIZE = 16
-STOPPED_NOTE = "**Stopped.** The panes show what each method had produced when you pressed Stop."
 NOTHING_TO_STEP = "*Run a race or replay a trace first: the step-through moves through its steps.*"
 LOAD_TIMEOUT_S = 600  # a Run pressed while the model loads waits this long at most
 #: The "How to read this" help; ``help_text`` fills in the registered methods and the setting ranges.
@@ -58,24 +60,6 @@ HELP_TEMPLATE = (Path(__file__).resolve().parents[1] / "assets" / "help" / "how-
 def gpu(duration):
     """``spaces.GPU(duration=...)`` where the ``spaces`` package exists (ZeroGPU), else a no-op."""
     return spaces.GPU(duration=duration) if spaces is not None else (lambda fn: fn)
-
-
-def numeric_input(name: str) -> gr.Number:
-    """A setting's number box (the race's input) and a slider beside it to drag within the range, kept in step
-    in the browser. The box has no minimum or maximum of its own, so it keeps a value typed out of range for
-    ``validate_inputs`` to refuse by name; the slider's own box, which clamps typed values silently, is hidden."""
-    label, step, hint = NUMERIC_INPUTS[name]
-    lo, hi, default = SETTING_RANGES[name]
-    info = setting_range(name) + (f"; {hint}" if hint else "")
-    with gr.Row(equal_height=True):
-        box = gr.Number(default, label=label, info=info, step=step, elem_id=f"input-{name}", min_width=200)
-        if name != "seed":  # two billion seeds: nothing to drag
-            aid = gr.Slider(lo, hi, value=default, step=step, label=label, show_label=False,
-                            elem_classes="range-aid", buttons=[])
-            sync = dict(js="(v) => v", api_visibility="private", queue=False, show_progress="hidden")
-            aid.input(None, aid, box, **sync)
-            box.input(None, box, aid, **sync)
-    return box
 
 
 def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = False) -> gr.Blocks:
@@ -112,6 +96,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
     # session -> the step-through buttons of that session's live race, and its slow-motion delay (seconds). On
     # ZeroGPU the race runs in another process, which the buttons cannot reach: they act on the finished race.
     controls: dict[str, StepControl] = {}
+    slots = RaceSlots()  # races run one at a time: who races, who waits (a note for the waiting)
     delays: dict[str, float] = {}
 
     @gpu(duration=gpu_duration)
@@ -123,6 +108,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
             control = controls.get(getattr(request, "session_hash", None))
             if control is not None:  # a live race: it computes, renders and yields the positions itself
                 control.pause() if direction == "pause" else control.move(direction)
+                control.wait_shown(STEP_WAIT_S)  # the button stays busy until the race shows the step
                 return (gr.skip(),) * len(outputs)
             if not state:  # nothing to step through: say so in the run line, leave everything else as it is
                 return (gr.skip(),) * (len(outputs) - 3) + (NOTHING_TO_STEP, gr.skip(), gr.skip())
@@ -158,6 +144,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
 
     def on_unload(request: gr.Request = None):
         delays.pop(getattr(request, "session_hash", None), None)
+        slots.leave(getattr(request, "session_hash", None))
 
     def on_lab(prompt, runs, progress=gr.Progress()):
         try:
@@ -181,6 +168,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         control = StepControl(delays.get(session, 0.0)) if spaces is None else None
         if control is not None:
             controls[session] = control
+        slots.start(session)
         try:
             for out in run_on_device(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
                                      show_rejected, fused, methods, chat_template, auto_drafts, tree_nodes,
@@ -188,6 +176,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                 show = show_now.get(session, show_rejected)
                 yield out if show == bool(show_rejected) else with_panes_for(out, show)
         finally:
+            slots.end()
             show_now.pop(session, None)
             if controls.get(session) is control:
                 controls.pop(session, None)
@@ -266,6 +255,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
             with gr.Accordion("Pass cost on this machine", open=True):
                 cost_plot = gr.Plot(label="cost of a pass over w tokens, and what each method yields per step")
                 cost_md = gr.Markdown(COST_WAITING, elem_id="cost-sentences")
+                wire_remeasure = remeasure_button()  # with a progress indicator; refused while a race runs
             wire_whatif = whatif_accordion()  # "What if…": alpha, k and a cost curve -> predicted speed-up
             with gr.Accordion("Traces: download a race, replay one without a model", open=True):
                 with gr.Row(equal_height=True):
@@ -291,7 +281,9 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
 
         inputs = [prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused, methods,
                   chat_template, auto_drafts]
+        run_btn.click(slots.on_run, None, run_md, api_visibility="private", queue=False, show_progress="hidden")
         wire_panels(state, inputs, wire_lessons, wire_whatif)  # the teaching panels' events
+        wire_remeasure(holder, state, cost_plot, cost_md, slots)
         outputs = [*panes, *metrics, greedy_md, latency_plot, cumulative_plot, hist_plot, position_plot, theory_plot,
                    theory_md, cost_plot, cost_md, *tree.outputs, trace_download, run_md, lookahead_md, state]
         # preprocess=False: every value reaches validate_inputs as sent, for it to refuse by name (a component's
@@ -302,7 +294,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                          outputs, api_name="replay", concurrency_limit=4)
         for button, direction in ((pause_btn, "pause"), (previous_btn, PREVIOUS), (next_btn, NEXT),
                                   (resume_btn, RESUME)):
-            button.click(on_step(direction), [state, show_rejected], outputs, api_visibility="private", queue=False)
+            wire_step_button(button, on_step(direction), [state, show_rejected], outputs)  # busy; one press at a time
         slow_motion.change(on_slow_motion, slow_motion, None, api_visibility="private", queue=False)
         for key, pane in zip(METHODS, panes):
             pane.select(on_select(key), [state, show_rejected], [inspector_md, inspector_plot],
@@ -313,7 +305,8 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         # answers "Value 5 is less than minimum value 10" and logs a traceback)
         lab_btn.click(on_lab, [lab_prompt, lab_runs], [lab_plot, lab_md], api_name="lab", concurrency_limit=1,
                       preprocess=False, validator=validate_lab)
-        stop_btn.click(lambda: STOPPED_NOTE, None, run_md, cancels=[run_event], api_visibility="private", queue=False)
+        stop_btn.click(lambda state=None: stop_outputs(holder.loaded, state), state, [run_md, trace_download],
+                       cancels=[run_event], api_visibility="private", queue=False)  # with a trace of what was produced
         show_rejected.change(on_toggle, [state, show_rejected], panes, api_visibility="private", queue=False,
                              js=HIDE_REJECTED_JS)
         num_lookahead.change(lookahead_line, [num_lookahead, methods], lookahead_md, api_visibility="private",

@@ -13,21 +13,21 @@ from pathlib import Path
 
 import gradio as gr
 
-from pass_core.teaching.lab import run_lab
 from pass_core.runtime.models import LoadedModel
-from pass_core.runtime.pass_cost import cached_pass_cost
+from pass_core.runtime.pass_cost import pass_cost_curves
 from pass_core.teaching.race import events_upto, race, race_order
 from pass_core.registry import METHODS
 from pass_core.decoding.settings import DecodeSettings
 from pass_core.teaching.trace import load_trace, make_trace, recorded_on, save_trace
 from playground.cost_charts import cost_view
 from playground.race_charts import highlighted_tokens
-from playground.race_inputs import chosen_methods, hide_paths, input_problems, lab_runs_problem, methods_problem, \
+from playground.race_guards import finish, guard_lines, new_guards, prefill_warning
+from playground.race_inputs import chosen_methods, hide_paths, input_problems, methods_problem, \
     prompt_problem, whole, zerogpu_duration
 from playground.race_text import baseline_label
 from playground.race_view import METRIC_LABELS, race_view
 from playground.stepping import NEXT, PREVIOUS, RESUME, StepControl, step_line, step_position
-from playground.teaching import lab_figure, lab_markdown, replay_note, theory_view
+from playground.teaching import replay_note, theory_view
 from playground.tree_race import tree_outputs, tree_problem, with_trees
 
 DEFAULT_RACE = ("ar", "pass", "parallelspec")
@@ -69,7 +69,8 @@ def race_keys(methods) -> tuple[str, ...]:
 def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finished: bool, drafter_note: str,
            charts_now: bool = True, *, chat_template: bool = True, run_note: str = "", dtype: str = "float32",
            revision: str = "race", trace_path: str | None = None, position: int | None = None, live: bool = False,
-           own_model: bool = True, theory_now: bool = True, curve: dict | None = None, baseline: str = "") -> tuple:
+           own_model: bool = True, theory_now: bool = True, curve: dict | None = None, baseline: str = "",
+           guards: dict | None = None) -> tuple:
     """Every output of the race (``race_view`` of the events so far), in ``build_demo``'s output order: one pane
     per registered method (empty when not racing; the page hides it), 5 metrics, greedy check, 4 figures (or
     ``gr.skip()`` unless ``charts_now``: Plotly redraws are the browser's heaviest work), the theory figure and
@@ -81,16 +82,19 @@ def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finishe
     ``theory_now``: redraw the theory view too (with the charts; a live race does it on every
     ``THEORY_EVERY``-th chart redraw). ``curve``: this machine's pass-cost curve (``pass_cost``): the cost chart
     and its lines are drawn with the theory (None: the chart says why it is missing). ``baseline``: what AR ran
-    on (``race_text.baseline_label``), shown with the speed-up."""
+    on (``race_text.baseline_label``), shown with the speed-up. ``guards``: the race's ``race_guards`` (a busy
+    machine, a refused pass-cost curve, a long prefill: in the run line and the cost view)."""
     shown, headline = events, None
     if position is not None:
         order = race_order(events)
         shown, headline = events_upto(events, position, order), step_line(events, order, position, live)
+    note = "  \n".join(filter(None, (run_note, guard_lines(guards, finished))))
     view = race_view(shown, show_rejected, greedy, fused, finished and position is None, with_figures=charts_now,
-                     chat_template=chat_template, note=run_note, dtype=dtype, revision=revision, headline=headline,
+                     chat_template=chat_template, note=note, dtype=dtype, revision=revision, headline=headline,
                      baseline=baseline)
     theory = theory_view(shown, revision) if theory_now and charts_now else (gr.skip(), gr.skip())
-    cost = cost_view(shown, curve, revision) if theory_now and charts_now else (gr.skip(), gr.skip())
+    refused = (guards or {}).get("refused")
+    cost = cost_view(shown, curve, revision, refused) if theory_now and charts_now else (gr.skip(), gr.skip())
     return (
         *(view.panes.get(key, []) for key in METHODS),
         *(view.metrics[key] for key in METRIC_LABELS),
@@ -105,7 +109,7 @@ def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finishe
         {"events": events, "greedy": greedy, "fused": fused, "finished": finished, "note": drafter_note,
          "position": position, "own_model": own_model,
          "show": dict(chat_template=chat_template, run_note=run_note, dtype=dtype, revision=revision, curve=curve,
-                      baseline=baseline)},
+                      baseline=baseline, guards=guards)},
     )
 
 
@@ -158,11 +162,17 @@ def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k,
     if problem:
         raise user_error(problem)
     show = dict(chat_template=settings.chat_template, run_note=run_note, dtype=str(loaded.dtype),
-                revision=f"race-{time.time_ns()}", curve=cached_pass_cost(loaded),
+                revision=f"race-{time.time_ns()}", curve=(curves := pass_cost_curves(loaded)).used,
                 baseline=baseline_label(loaded.backend or str(loaded.dtype).replace("torch.", ""),
                                         bool(loaded.backend_choice)))
+    show["guards"] = new_guards(prompt, settings, curves,
+                                prefill_warning(loaded.tokenizer, prompt, settings, len(keys), curves.used))
     try:
         found, note = drafters_for(loaded, keys, settings)
+        if show["guards"]["prefill"]:  # said before the long first step, not after it
+            gr.Warning(show["guards"]["prefill"].replace("**", ""))
+            yield render({key: [] for key in keys}, show_rejected, settings.greedy, settings.fused, False, note,
+                         **show)
         decoders = {key: METHODS[key].decode(loaded, prompt, settings, found[key]) for key in keys}
         decoders, note = with_trees(loaded, prompt, settings, keys, found, decoders, note, tree_nodes)
         events = {key: [] for key in decoders}  # a tree entry races beside its method (``tree_race``)
@@ -189,6 +199,10 @@ def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k,
                              theory_now=theory_now, **show)
     except ValueError as err:  # empty prompt, prompt too long, a drafter file for another model
         raise user_error(str(err)) from err
+    finally:  # also on Stop (gradio closes the generator): the race's busy line covers the race only
+        finish(show["guards"])
+        if control is not None:
+            control.shown()  # no step button waits for a race that has ended
     path = save_trace(make_trace(loaded, prompt, settings, events), _trace_folder() / "pass-playground-trace.json")
     yield render(events, show_rejected, settings.greedy, settings.fused, True, note, trace_path=str(path), **show)
 
@@ -204,6 +218,7 @@ def paused_updates(control: StepControl, events: dict, frame):
     total = position = sum(map(len, events.values()))
     first = frame(position)
     yield first
+    control.shown()  # gradio asks for the next update once it has sent this one
     heartbeat = (gr.skip(),) * len(first)
     idle_since = beat = time.monotonic()
     while True:
@@ -224,6 +239,7 @@ def paused_updates(control: StepControl, events: dict, frame):
         if move in (NEXT, PREVIOUS):
             position = step_position(position, total, move)
             yield frame(position)
+            control.shown()
 
 
 TRACES_KEPT = 64  # a long-running server keeps the newest race traces only
@@ -258,31 +274,6 @@ def replay_handler(trace_file, show_rejected=True, model: LoadedModel | None = N
     return render(trace.events, show_rejected, s.greedy, s.fused, True, "Replayed from a trace: no files needed.",
                   chat_template=s.chat_template, run_note=replay_note(trace), revision=f"replay-{time.time_ns()}",
                   own_model=recorded_on(trace, model))
-
-
-def lab_handler(loaded: LoadedModel, prompt, runs, progress=None, decode=str) -> tuple:
-    """The losslessness lab (``pass_core.lab.run_lab``): ``runs`` seeded continuations with every method and the
-    broken rule. ``progress``: a ``gr.Progress`` (or None), fed (runs done, runs in all); ``decode``: token id ->
-    text for the chart. Returns (``lab_figure``, ``lab_markdown``). Raises gr.Error for a bad prompt or N."""
-    problem = prompt_problem(prompt) or lab_runs_problem(runs)
-    if problem:
-        raise user_error(problem)
-    runs = whole(runs)
-    feed = (lambda done, total: progress((done, total), desc="lab runs", unit="runs")) if progress else None
-    try:
-        result = run_lab(loaded, prompt, runs, progress=feed)
-    except (TypeError, ValueError) as err:
-        raise user_error(str(err)) from err
-    names = {key: m.label for key, m in METHODS.items()}
-    return lab_figure(result, names, decode), lab_markdown(result, names)
-
-
-def validate_lab(prompt, runs) -> list:
-    """The lab's ``gr.validate`` per input, run by gradio before the request joins the queue (as
-    ``validate_inputs`` for the race): a bad prompt or N is refused at once, also while the model loads or
-    another lab runs. ``lab_handler`` checks the same again."""
-    return [gr.validate(problem is None, problem or "")
-            for problem in (prompt_problem(prompt), lab_runs_problem(runs))]
 
 
 def validate_inputs(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected=True,

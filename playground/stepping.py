@@ -35,6 +35,8 @@ class StepControl:
     def __init__(self, delay_s: float = 0.0):
         self._moves: queue.Queue[str] = queue.Queue()
         self._lock = threading.Lock()
+        self._shown = threading.Event()  # set: the state after the last press is on the page
+        self._shown.set()
         self.paused = False
         self.delay_s = 0.0
         self.set_delay(delay_s)
@@ -53,6 +55,8 @@ class StepControl:
     def pause(self) -> None:
         """Stop after the step being computed; the race waits for ``move``."""
         with self._lock:
+            if not self.paused:  # the race shows a paused frame after its current step
+                self._shown.clear()
             self.paused = True
 
     def move(self, direction: str) -> None:
@@ -65,7 +69,18 @@ class StepControl:
             raise ValueError(f"unknown step-through move {direction!r}")
         with self._lock:
             self.paused = direction != RESUME
+            if self.paused:  # the race shows the step asked for (``shown``)
+                self._shown.clear()
         self._moves.put(direction)
+
+    def shown(self) -> None:
+        """The race has put the state after the last Pause / Next / Previous on the page (or has ended)."""
+        self._shown.set()
+
+    def wait_shown(self, timeout_s: float) -> bool:
+        """Wait until ``shown`` (at most ``timeout_s`` seconds): the page's step buttons stay busy until the step
+        they asked for is on the page, so a second press acts on that step. True when it was shown."""
+        return self._shown.wait(timeout_s)
 
     def wait_move(self, timeout_s: float) -> str | None:
         """The next button press, waiting at most ``timeout_s`` seconds; None when there was none."""

@@ -70,7 +70,7 @@ def run(loaded, key, prompt, settings, drafter=None, stream=False, **kw):
     else:
         drafter = drafter or case_drafter(loaded, key, settings)
         if settings.auto_drafts:  # read through the registry module, so that a test can replace the curve there
-            kw.setdefault("pass_cost", registry.cached_pass_cost(loaded))
+            kw.setdefault("pass_cost", registry.usable_pass_cost(loaded))
         events = generate_speculative(loaded, prompt, settings, drafter, method=key, **kw)
     return events if stream else list(events)
 

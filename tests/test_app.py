@@ -231,7 +231,7 @@ def test_demo_builds_with_race_endpoint_and_limits(tiny):
     cancel = [fn for fn in demo.fns.values() if race[0][0] in (fn.cancels or [])]
     assert cancel, "Stop must cancel the race"
     note = [fn for fn in demo.fns.values() if fn.targets == cancel[0].targets and fn.fn is not None]
-    assert note and note[0].fn() == page.STOPPED_NOTE  # and say so where the page says "Racing…"
+    assert note and note[0].fn()[0] == page.STOPPED_NOTE  # and say so where the page says "Racing…"
     assert demo._queue.max_size == page.QUEUE_MAX_SIZE
 
 

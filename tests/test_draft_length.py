@@ -62,7 +62,7 @@ def test_exploration_drafts_every_nth_step():
 def flat_curve(monkeypatch):
     """Every run sees the ``FLAT`` cost curve (1-token pass 40 ms), so that the choices do not depend on
     this machine's timings."""
-    monkeypatch.setattr(registry, "cached_pass_cost", lambda loaded: {"c": FLAT, "ms": [40.0 * c for c in FLAT]})
+    monkeypatch.setattr(registry, "usable_pass_cost", lambda loaded, *what: {"c": FLAT, "ms": [40.0 * c for c in FLAT]})
 
 
 @pytest.mark.parametrize("key, fused", CASES, ids=CASE_IDS)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import statistics
+from dataclasses import dataclass
 
 import torch
 
@@ -98,20 +99,101 @@ def busy_warning(curve: dict) -> str:
             "worst slow-downs.")
 
 
-#: Cached curves by model object: (loaded model's id, device, dtype, threads) -> curve.
+#: Cached curves by model object: (loaded model's id, device, dtype, threads) -> curve; and the newest physical
+#: curve (``curve_problem`` None) per key, which stands in for a newer curve that is not.
 _CURVES: dict[tuple, dict] = {}
+_GOOD: dict[tuple, dict] = {}
+
+#: A curve is not physical when a pass over w > 1 tokens costs less than this many one-token passes...
+MIN_WIDER_COST = 0.9
+#: ...or falls more than this share below a narrower pass. Idle machines measured drops of up to 18 % (float32
+#: GEMM shapes on a CPU: c(3) = 1.60, c(4) = 1.32 in experiments/cpu-backend-fp32-t2.json), so 25 % is noise's
+#: limit; a busy CPU's spikes (c(2) = 6.7 measured on a shared 2-core CPU) fall far beyond it.
+MONOTONE_SLACK = 0.25
+
+
+def _key(loaded) -> tuple:
+    return id(loaded.model), str(loaded.device), str(loaded.dtype), torch.get_num_threads()
+
+
+def curve_problem(curve: dict) -> str | None:
+    """Why ``curve`` (``measure_pass_cost``'s dict) is not physical, or None: a pass over more tokens cannot cost
+    less than ``MIN_WIDER_COST`` one-token passes, nor (beyond ``MONOTONE_SLACK``) less than a narrower pass."""
+    widths, c = curve["widths"], curve["c"]
+    for w, cost in zip(widths, c):
+        if w > 1 and cost < MIN_WIDER_COST:
+            return (f"c({w}) = {cost:.2f} is below {MIN_WIDER_COST:g}: a pass over {w} tokens cannot cost less than "
+                    "a one-token pass")
+    top_w, top = widths[0], c[0]
+    for w, cost in zip(widths, c):
+        if cost < (1 - MONOTONE_SLACK) * top:
+            return (f"c({w}) = {cost:.2f} is {1 - cost / top:.0%} below c({top_w}) = {top:.2f}: a wider pass cannot "
+                    f"cost that much less (noise allows {MONOTONE_SLACK:.0%})")
+        if cost > top:
+            top_w, top = w, cost
+    return None
+
+
+def _measure(loaded, widths, repeats) -> dict:
+    cache_len = 200 if loaded.max_positions is None else max(1, min(200, loaded.max_positions // 2))
+    widths = [w for w in widths if loaded.max_positions is None or cache_len + w <= loaded.max_positions]
+    curve = measure_pass_cost(loaded, widths, cache_len=cache_len, repeats=repeats)
+    if curve_problem(curve) is None:
+        _GOOD[_key(loaded)] = curve
+    return curve
 
 
 def cached_pass_cost(loaded, widths=DEFAULT_WIDTHS, repeats: int = 3) -> dict:
     """``measure_pass_cost`` once per loaded model, device, dtype and thread count (a few seconds for
     SmolLM2-135M on a CPU), then from memory. The cache is the shorter of 200 tokens and half the
-    model's context. Returns the curve dict of ``measure_pass_cost``."""
-    key = (id(loaded.model), str(loaded.device), str(loaded.dtype), torch.get_num_threads())
+    model's context. Returns the curve dict of ``measure_pass_cost``, physical or not (``pass_cost_curves``
+    tells which to use)."""
+    key = _key(loaded)
     if key not in _CURVES:
-        cache_len = 200 if loaded.max_positions is None else max(1, min(200, loaded.max_positions // 2))
-        widths = [w for w in widths if loaded.max_positions is None or cache_len + w <= loaded.max_positions]
-        _CURVES[key] = measure_pass_cost(loaded, widths, cache_len=cache_len, repeats=repeats)
+        _CURVES[key] = _measure(loaded, widths, repeats)
     return _CURVES[key]
+
+
+@dataclass(frozen=True)
+class CostCurves:
+    """This machine's pass-cost curves for a loaded model.
+
+    Attributes:
+        used: the curve the cost view, the what-if panel, cost-aware draft lengths and tree sizes read: the newest
+            measurement when physical, else the last physical one (None: none yet).
+        refused: the newest measurement when it is not physical (None: it is).
+        problem: why ``refused`` was refused (``curve_problem``; "" when nothing was).
+    """
+
+    used: dict | None
+    refused: dict | None = None
+    problem: str = ""
+
+
+def pass_cost_curves(loaded, remeasure: bool = False) -> CostCurves:
+    """``cached_pass_cost`` (``remeasure``: measured again now, replacing the cached curve) checked by
+    ``curve_problem``: a curve that is not physical is refused and the last physical one used instead."""
+    if remeasure:
+        _CURVES[_key(loaded)] = _measure(loaded, DEFAULT_WIDTHS, 3)
+    curve = cached_pass_cost(loaded)
+    problem = curve_problem(curve)
+    if problem is None:
+        return CostCurves(curve)
+    return CostCurves(_GOOD.get(_key(loaded)), curve, problem)
+
+
+def usable_pass_cost(loaded, what: str = "Cost-aware draft lengths") -> dict:
+    """``pass_cost_curves(loaded).used``, for ``what`` (named in the error).
+
+    Raises:
+        ValueError: no physical curve was measured for this model (only refused ones).
+    """
+    curves = pass_cost_curves(loaded)
+    if curves.used is None:
+        raise ValueError(f"{what} need this machine's pass-cost curve, and the one measured is not physical "
+                         f"({curves.problem}). Press *Re-measure pass cost* (best on an idle machine), or choose "
+                         "settings that do without it.")
+    return curves.used
 
 
 def pass_cost_markdown(curve: dict) -> str:

@@ -1,0 +1,138 @@
+"""The page's guards around a race, wired by ``page.build_demo``: Stop that leaves a trace of what was produced,
+Next / Previous step buttons that show they are working and take one press at a time, a note for a visitor whose
+race waits for another one, and the re-measure button of the pass-cost curve (with a progress indicator).
+
+Gradio wiring and handlers as plain functions (tests call them without a browser); no tensors: traces come from
+``pass_core.teaching.trace``, curves from ``pass_core.runtime.pass_cost``, the cost view from ``cost_charts``.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import gradio as gr
+
+from pass_core.runtime.pass_cost import pass_cost_curves
+from pass_core.teaching.race import events_upto
+from pass_core.teaching.trace import make_trace, save_trace
+from playground.cost_charts import cost_view
+from playground.race_guards import finish
+
+STOPPED_NOTE = "**Stopped.** The panes show what each method had produced when you pressed Stop."
+STOPPED_TRACE = " *Download trace* gives exactly those steps."
+#: How long a step button waits for a live race to show the step it asked for (the button stays busy meanwhile).
+STEP_WAIT_S = 10.0
+RACE_RUNNING = ("A race is running: re-measure the pass cost after it ends (measuring now would slow the race and "
+                "distort the curve).")
+
+
+def stop_outputs(loaded, state) -> tuple:
+    """Stop's (run line, trace download): ``STOPPED_NOTE`` and, for a race stopped before its end (``state``:
+    ``race_handlers.render``'s dict), a trace of the steps it had produced (``pass_core.teaching.trace``), with
+    its busy line (``race_guards``); ``gr.skip()`` for the download when there is no such race (none yet, a
+    finished race or a replay: their trace is already offered) or no model."""
+    guards = ((state or {}).get("show") or {}).get("guards") or {}
+    if loaded is None or not state or state.get("finished") or not guards.get("source"):
+        return STOPPED_NOTE, gr.skip()
+    from playground.race_handlers import _trace_folder  # the race's own folder and name for traces
+    finish(guards)
+    prompt, settings = guards["source"]
+    path = save_trace(make_trace(loaded, prompt, settings, state["events"]),
+                      _trace_folder() / "pass-playground-trace.json")
+    return "  \n".join(filter(None, (STOPPED_NOTE + STOPPED_TRACE, guards.get("load")))), str(path)
+
+
+class RaceSlots:
+    """Who races and who waits, across the page's sessions: the race runs one at a time (``concurrency_limit=1``),
+    so a visitor who presses Run during another's race is told why nothing moves yet. Thread-safe."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.running = 0
+        self._waiting: set = set()
+
+    def start(self, session) -> None:
+        """A race of ``session`` starts (it has left the queue); call ``end`` after it, whatever happens."""
+        with self._lock:
+            self.running += 1
+            self._waiting.discard(session)
+
+    def end(self) -> None:
+        with self._lock:
+            self.running -= 1
+
+    def leave(self, session) -> None:
+        """``session`` closed its tab: it waits no more."""
+        with self._lock:
+            self._waiting.discard(session)
+
+    def on_run(self, request: gr.Request = None):
+        """Run's first, unqueued answer: a note in the run line when another race is running, else no change."""
+        session = getattr(request, "session_hash", None)
+        with self._lock:
+            if not self.running:
+                return gr.skip()
+            self._waiting.add(session)
+            ahead = len(self._waiting) - 1
+        return ("⏳ **Another race is running on this server: yours starts when it ends**" +
+                (f" ({ahead} more waiting before yours)." if ahead > 0 else ".") +
+                " The spinner shows your place in the queue.")
+
+
+def remeasure_outputs(loaded, state, progress=None) -> tuple:
+    """Measure this machine's pass-cost curve again (``pass_cost_curves(remeasure=True)``: a curve that is not
+    physical is refused and the last physical one kept) and redraw the cost view. ``state``: the page's race
+    (``race_handlers.render``'s dict, or None): its curve and refused curve are replaced, so the what-if panel
+    and step-through read the new ones. Returns (cost figure, cost markdown, state)."""
+    if progress is not None:
+        progress(0.0, desc="measuring the pass cost of this machine")
+    curves = pass_cost_curves(loaded, remeasure=True)
+    refused = (curves.refused, curves.problem) if curves.refused is not None else None
+    events, revision = {}, "remeasure"
+    if state:
+        show = dict(state["show"], curve=curves.used,
+                    guards=dict(state["show"].get("guards") or {}, refused=refused))
+        state = dict(state, show=show)
+        events, revision = events_upto(state["events"], state.get("position")), show["revision"]
+    return (*cost_view(events, curves.used, revision, refused), state)
+
+
+def remeasure_button():
+    """The "Re-measure pass cost" button, placed where this is called; returns ``wire(holder, state, cost_plot,
+    cost_md, slots)``, to call once those exist. A press while a race runs is refused (``RACE_RUNNING``)."""
+    button = gr.Button("Re-measure pass cost", size="sm", elem_id="remeasure-button")
+
+    def wire(holder, state, cost_plot, cost_md, slots: RaceSlots):
+        def on_remeasure(state, progress=gr.Progress()):
+            from playground.race_handlers import user_error
+            if slots.running:
+                raise user_error(RACE_RUNNING)
+            if holder.loaded is None:
+                raise user_error("The model has not loaded yet: re-measure once it has.")
+            return remeasure_outputs(holder.loaded, state, progress)
+        button.click(on_remeasure, state, [cost_plot, cost_md, state], concurrency_limit=1, show_progress="full",
+                     api_visibility="private")
+    return wire
+
+
+def _busy_js(elem_id: str, busy: bool) -> str:
+    """Client-side: mark the button ``elem_id`` busy (dimmed, a progress cursor, ``aria-busy``, a trailing ⏳,
+    clicks ignored) or idle again."""
+    if not busy:
+        return (f"() => {{ const b = document.getElementById('{elem_id}'); if (b) {{ b.removeAttribute('aria-busy'); "
+                "b.style.pointerEvents = ''; b.style.opacity = ''; b.style.cursor = ''; } }")
+    return ("() => { if (!document.getElementById('step-busy-css')) { const s = document.createElement('style'); "
+            "s.id = 'step-busy-css'; s.textContent = 'button[aria-busy=\"true\"]::after {content: \" ⏳\"}'; "
+            f"document.head.appendChild(s); }} const b = document.getElementById('{elem_id}'); if (b) {{ "
+            "b.setAttribute('aria-busy', 'true'); b.style.pointerEvents = 'none'; b.style.opacity = '0.6'; "
+            "b.style.cursor = 'progress'; } }")
+
+
+def wire_step_button(button: gr.Button, handler, inputs, outputs) -> None:
+    """A step-through button: busy from the press until its step is on the page (``_busy_js``; the handler of a
+    live race waits for the race to show it, ``STEP_WAIT_S``), and one press at a time (``trigger_mode="once"``:
+    a double click steps once)."""
+    private = dict(api_visibility="private", queue=False)
+    button.click(None, None, None, js=_busy_js(button.elem_id, True), **private)
+    button.click(handler, inputs, outputs, trigger_mode="once", show_progress="hidden", **private).then(
+        None, None, None, js=_busy_js(button.elem_id, False), **private)

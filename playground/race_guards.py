@@ -1,0 +1,70 @@
+"""What a race carries besides its events so that the page can tell the truth about it: how busy the machine
+was while it ran, whether this machine's pass-cost curve is physical, a warning before a long prefill, and the
+race's prompt and settings (to write its trace after Stop).
+
+A race's guards are one dict, kept in the page's state with the race (``race_handlers.render``'s ``guards``):
+``{"meter": LoadMeter while the race runs, "load": the busy line once it ended, "refused": (curve, why) or None,
+"prefill": the warning or "", "source": (prompt, DecodeSettings)}``. No Gradio and no tensors here: token counts
+come from ``pass_core.decoding.text``, the load from ``pass_core.runtime.machine_load``.
+"""
+
+from __future__ import annotations
+
+from pass_core.decoding.settings import DecodeSettings
+from pass_core.decoding.text import encode_prompt
+from pass_core.runtime.machine_load import LoadMeter, busy_line
+from pass_core.runtime.pass_cost import CostCurves
+
+#: A prompt of more tokens than this (chat template included) gets a warning before its prefill.
+LONG_PREFILL_TOKENS = 2000
+
+
+def new_guards(prompt: str, settings: DecodeSettings, curves: CostCurves, prefill: str = "") -> dict:
+    """The guards of a race starting now: its load meter starts, the refused curve (if any) and the prefill
+    warning are kept with the race's prompt and settings."""
+    return {"meter": LoadMeter(), "load": "", "prefill": prefill, "source": (prompt, settings),
+            "refused": (curves.refused, curves.problem) if curves.refused is not None else None}
+
+
+def finish(guards: dict | None) -> None:
+    """The race ended (finished or stopped): its busy line is measured once more and kept; the meter goes."""
+    if guards and guards.get("meter") is not None:
+        guards["load"] = busy_line(guards.pop("meter").load())
+
+
+def guard_lines(guards: dict | None, finished: bool) -> str:
+    """Markdown lines for the run line: the prefill warning while the race runs, then the busy line (measured
+    so far while it runs, over the whole race once it ended)."""
+    if not guards:
+        return ""
+    meter = guards.get("meter")
+    load = busy_line(meter.load()) if meter is not None else guards.get("load", "")
+    return "  \n".join(line for line in ((guards.get("prefill") if not finished else ""), load) if line)
+
+
+def prefill_seconds(tokens: int, curve: dict | None) -> float | None:
+    """Rough seconds for one prefill of ``tokens`` tokens: the per-token time of the curve's widest pass
+    (``pass_cost``: "widths", "ms"), which leaves out attention's growth with the prompt (so: at least this).
+    None without a curve."""
+    if not curve or not curve.get("ms"):
+        return None
+    return tokens * curve["ms"][-1] / curve["widths"][-1] / 1000
+
+
+def prefill_warning(tokenizer, prompt: str, settings: DecodeSettings, methods: int, curve: dict | None,
+                    limit: int | None = None) -> str:
+    """A warning when the prompt is over ``limit`` tokens (chat template included; None: ``LONG_PREFILL_TOKENS``),
+    else "": how many tokens, and
+    how long the first step of each of the ``methods`` racing methods may take (``prefill_seconds``). A prompt
+    that cannot be encoded gets no warning (the race refuses it with its own message)."""
+    try:
+        tokens = len(encode_prompt(tokenizer, prompt, settings.chat_template))
+    except ValueError:
+        return ""
+    if tokens <= (LONG_PREFILL_TOKENS if limit is None else limit):
+        return ""
+    seconds = prefill_seconds(tokens, curve)
+    each = (f"at least about {seconds:.1f} s on this machine (estimated from its pass cost)" if seconds is not None
+            else "a while")
+    return (f"⏳ **Long prompt: {tokens:,} tokens.** The first step of each method reads the whole prompt "
+            f"(prefill): it may take {each}, for each of the {methods} methods, before the panes start to fill.")

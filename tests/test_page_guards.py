@@ -1,0 +1,229 @@
+"""The page's guards around a race, driven as handler functions on the tiny model: the busy-machine line beside
+the metrics, a pass-cost curve that is not physical refused (greyed, not fed to the cost view, the what-if panel or
+cost-aware draft lengths) with a re-measure button, busy step buttons that take one press at a time, a trace after
+Stop, a warning before a long prefill, and a note for a visitor whose race waits for another. Last, a race under
+an artificial load (a busy loop on each core).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import gradio as gr
+import pytest
+
+from pass_core import registry
+from pass_core.runtime import machine_load, pass_cost
+from pass_core.runtime.machine_load import CpuSample, MachineLoad, busy_line, load_between
+from pass_core.teaching.trace import load_trace
+from playground import page, page_guards, race_guards
+from playground.stepping import NEXT, StepControl
+from playground.whatif import MACHINE, NO_MACHINE_CURVE, whatif_view
+from test_app import OUTPUT_NAMES, run
+
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    """Tiny models run fastest on one thread (and far faster on a busy machine)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def is_skip(value) -> bool:
+    return value == gr.skip()
+
+
+# --- the busy verdict -------------------------------------------------------------------------------------------
+
+def test_busy_verdict_reads_other_programs_cpu_time():
+    """Other programs' cores = the machine's busy CPU time minus this process's, over the wall time; busy only when
+    they took half a core or more while every core was busy, over at least ``MIN_WALL_S``."""
+    start = CpuSample(wall_s=100.0, own_cpu_s=10.0, busy_s=1000.0, total_s=2000.0, cpus=2)
+    contended = CpuSample(wall_s=102.0, own_cpu_s=11.0, busy_s=1003.9, total_s=2004.0, cpus=2)  # 2.9 s by others
+    load = load_between(start, contended)
+    assert load.own_cores == pytest.approx(0.5) and load.other_cores == pytest.approx(1.45)
+    assert load.saturated and load.busy
+    line = busy_line(load)
+    assert "busy during this race" in line and "timings are unreliable" in line and "1.4 cores" in line
+    assert f"on {load.cores} cores" in line
+    alone = CpuSample(wall_s=102.0, own_cpu_s=13.8, busy_s=1003.9, total_s=2004.0, cpus=2)  # the race used it all
+    assert load_between(start, alone).other_cores == pytest.approx(0.05) and not load_between(start, alone).busy
+    idle_cores = CpuSample(wall_s=102.0, own_cpu_s=11.0, busy_s=1002.2, total_s=2004.0, cpus=2)  # 45 % busy
+    assert not load_between(start, idle_cores).busy and busy_line(load_between(start, idle_cores)) == ""
+    assert not MachineLoad(0.2, 0.5, 1.5, True, 3.0, 2).busy  # too short to tell
+    # without /proc/stat: the load average beyond the race's own cores and the cores left to others
+    assert MachineLoad(2.0, 1.0, None, None, 3.2, 2).busy and not MachineLoad(2.0, 1.0, None, None, 1.3, 2).busy
+
+
+# --- the pass-cost curve ----------------------------------------------------------------------------------------
+
+def curve(c: list[float], one_ms: float = 10.0) -> dict:
+    return {"widths": list(range(1, len(c) + 1)), "ms": [one_ms * x for x in c], "c": c, "cache_len": 200,
+            "repeats": 3, "device": "cpu", "dtype": "float32", "threads": 1, "load_average_1min": 0.1, "cores": 2}
+
+
+GOOD = curve([1.0, 1.3, 1.6, 1.9])
+NOT_PHYSICAL = curve([1.0, 0.6, 1.2, 1.4])  # a 2-token pass cheaper than a 1-token one
+
+
+def test_measured_idle_curves_are_physical_and_broken_ones_are_refused():
+    """Every curve measured on an idle machine in experiments/ passes (CPU float32 dips of 18 % included); a wider
+    pass below 0.9 one-token passes, or a dip beyond noise, is refused with the width named."""
+    measured = [json.loads((EXPERIMENTS / name).read_text())["pass_cost"]
+                for name in ("cpu-backend-fp32-t2.json", "cpu-backend-fp32-t1.json", "cpu-backend-bf16-t1.json",
+                             "cpu-backend-onednn-t2.json", "cpu-pass-cost.json")]
+    measured += list(json.loads((EXPERIMENTS / "gpu-h200-pass-cost.json").read_text()).values())
+    assert all(pass_cost.curve_problem(m) is None for m in measured if isinstance(m, dict) and "c" in m)
+    assert pass_cost.curve_problem(GOOD) is None
+    assert "c(2) = 0.60" in pass_cost.curve_problem(NOT_PHYSICAL)
+    dip = pass_cost.curve_problem(curve([1.0, 1.5, 2.0, 1.2]))  # 40 % below c(3): a busy machine's spike
+    assert dip and "c(4) = 1.20" in dip and "c(3)" in dip
+
+
+@pytest.fixture
+def measured(monkeypatch):
+    """The curves ``measure_pass_cost`` returns from now on, in turn (``measured.append``), for every model; the
+    cache of curves starts empty."""
+    queue: list[dict] = []
+    monkeypatch.setattr(pass_cost, "_CURVES", {})
+    monkeypatch.setattr(pass_cost, "_GOOD", {})
+    monkeypatch.setattr(pass_cost, "measure_pass_cost", lambda *a, **k: queue.pop(0))
+    return queue
+
+
+def test_a_refused_curve_is_greyed_and_the_last_good_one_used(tiny, measured):
+    measured += [GOOD, NOT_PHYSICAL]
+    final = run(tiny, max_new_tokens=6)[-1]
+    assert final["state"]["show"]["curve"] is GOOD and "refused" not in final["cost_text"]
+    fig, text, state = page_guards.remeasure_outputs(tiny, final["state"])  # the re-measure button
+    assert "not physical and was refused" in text and "c(2) = 0.60" in text and "last physical curve" in text
+    grey = [t for t in fig.data if t.name.startswith("refused")]
+    assert len(grey) == 1 and list(grey[0].y) == NOT_PHYSICAL["c"]
+    assert list(next(t for t in fig.data if t.name.startswith("c(w)")).y) == GOOD["c"]  # the black line: GOOD
+    assert state["show"]["curve"] is GOOD  # the what-if panel's "this machine" and step-through read this one
+    assert registry.usable_pass_cost(tiny) is GOOD  # cost-aware draft lengths and tree sizes too
+    again = run(tiny, max_new_tokens=6)[-1]  # a race after the refusal: greyed again, the good one in use
+    assert again["state"]["show"]["curve"] is GOOD and "was refused" in again["cost_text"]
+    measured.append(curve([1.0, 1.1, 1.2, 1.3]))
+    _, text, state = page_guards.remeasure_outputs(tiny, again["state"])  # a physical curve replaces both
+    assert "refused" not in text and state["show"]["curve"]["c"] == [1.0, 1.1, 1.2, 1.3]
+
+
+def test_without_a_physical_curve_nothing_reads_it(tiny, measured):
+    measured.append(NOT_PHYSICAL)
+    final = run(tiny, max_new_tokens=6)[-1]
+    assert final["state"]["show"]["curve"] is None and "no physical curve" in final["cost_text"]
+    assert whatif_view(0.6, 3, MACHINE, "", 0.1, final["state"]) == (None, NO_MACHINE_CURVE)
+    with pytest.raises(gr.Error, match="not physical.*Re-measure pass cost"):
+        run(tiny, max_new_tokens=6, auto_drafts=True)
+
+
+# --- step buttons -----------------------------------------------------------------------------------------------
+
+def test_step_buttons_wait_for_their_step_and_take_one_press_at_a_time(tiny):
+    """Next on a paused live race: the button's handler waits (``wait_shown``) until the race has put that step
+    on the page; on the page every step button is marked busy at the press and takes one press at a time."""
+    control = StepControl()
+    control.pause()
+    outs = page.race_handler(tiny, "Hello there", 2, 0.0, 0, 1.0, 12, 0, update_interval_s=0.0, control=control)
+    first = dict(zip(OUTPUT_NAMES, next(outs), strict=True))
+    assert first["state"]["position"] == 1
+    next(outs)  # gradio asks for the next update once the first is sent: the first step is shown
+    assert control.wait_shown(0)
+    control.move(NEXT)
+    assert not control.wait_shown(0.2)  # the race has not shown step 2 yet: the button stays busy
+    second = dict(zip(OUTPUT_NAMES, next(outs), strict=True))
+    assert second["state"]["position"] == 2
+    next(outs)
+    assert control.wait_shown(0)
+    outs.close()
+    demo = page.build_demo(tiny)
+    for elem_id in ("pause-button", "previous-button", "next-button", "resume-button"):
+        button = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == elem_id)
+        fns = [fn for fn in demo.fns.values() if any(t[0] == button._id for t in fn.targets)]
+        assert any(fn.js and "aria-busy" in fn.js and fn.fn is None for fn in fns), elem_id
+        assert [fn.trigger_mode for fn in fns if fn.fn is not None] == ["once"], elem_id
+
+
+# --- Stop, a long prefill, a race that waits --------------------------------------------------------------------
+
+def test_stop_offers_the_trace_of_what_was_produced(tiny, tmp_path):
+    outs = page.race_handler(tiny, "Hello there", 2, 0.0, 0, 1.0, 40, 0, update_interval_s=0.0)
+    frames = [dict(zip(OUTPUT_NAMES, next(outs), strict=True)) for _ in range(5)]
+    outs.close()  # Stop cancels the race: gradio closes its generator
+    state = frames[-1]["state"]
+    note, path = page_guards.stop_outputs(tiny, state)
+    assert note.startswith(page.STOPPED_NOTE) and "Download trace" in note
+    trace = load_trace(path)
+    assert trace.prompt == "Hello there" and trace.settings.max_new_tokens == 40
+    assert {k: [e.new_token_ids for e in v] for k, v in trace.events.items()} == \
+        {k: [e.new_token_ids for e in v] for k, v in state["events"].items()}
+    assert sum(map(len, trace.events.values())) == 5  # the steps produced, not a whole race
+    assert is_skip(page_guards.stop_outputs(tiny, None)[1])  # no race: nothing to download
+    demo = page.build_demo(tiny)
+    button = next(b for b in demo.blocks.values() if isinstance(b, gr.Button) and b.value == "Stop")
+    stop = next(fn for fn in demo.fns.values() if (button._id, "click") in [tuple(t) for t in fn.targets])
+    assert "trace-download" in [getattr(o, "elem_id", None) for o in stop.outputs]
+
+
+def test_a_long_prompt_is_warned_about_before_its_prefill(tiny, monkeypatch, measured):
+    measured.append(GOOD)  # 4.75 ms per token in its widest pass: the estimate is tokens x 4.75 ms
+    monkeypatch.setattr(race_guards, "LONG_PREFILL_TOKENS", 30)  # the tiny model holds 512 positions
+    outs = run(tiny, prompt="a long prompt " * 8, max_new_tokens=4, update_interval_s=0.0)
+    first = outs[0]
+    assert not any(first["state"]["events"].values())  # before any step
+    tokens = int(first["run_info"].split("Long prompt: ")[1].split(" tokens")[0].replace(",", ""))
+    assert tokens > 30 and "for each of the 3 methods" in first["run_info"]
+    assert f"at least about {tokens * 4.75e-3:.1f} s on this machine" in first["run_info"]
+    assert "Long prompt" not in outs[-1]["run_info"]
+    assert "Long prompt" not in run(tiny, prompt="short", max_new_tokens=4, update_interval_s=0.0)[0]["run_info"]
+
+
+def test_a_second_visitor_is_told_that_another_race_runs(tiny):
+    slots = page_guards.RaceSlots()
+    visitor = lambda name: type("Request", (), {"session_hash": name})()  # noqa: E731
+    assert is_skip(slots.on_run(visitor("b")))  # nothing races: Run starts at once
+    slots.start("a")
+    assert "Another race is running on this server: yours starts when it ends" in slots.on_run(visitor("b"))
+    assert "1 more waiting before yours" in slots.on_run(visitor("c"))
+    slots.leave("b")  # b closed its tab
+    assert "1 more waiting" not in slots.on_run(visitor("c"))
+    slots.end()
+    assert is_skip(slots.on_run(visitor("c")))
+    demo = page.build_demo(tiny)
+    race = next(fn for fn in demo.fns.values() if fn.api_name == "race")
+    note = [fn for fn in demo.fns.values() if fn.targets == race.targets and fn is not race]
+    assert any(getattr(fn.fn, "__name__", "") == "on_run" and not fn.queue for fn in note)
+
+
+# --- under an artificial load -----------------------------------------------------------------------------------
+
+def test_a_race_under_load_says_so_and_keeps_a_refused_curve_out(tiny, measured):
+    """A busy loop on each of two cores while a short race runs: the run line under the metrics says that the
+    machine was busy, and the race's non-physical curve is greyed and fed to neither the cost view nor the
+    what-if panel."""
+    measured.append(NOT_PHYSICAL)
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        time.sleep(0.3)
+        start = time.monotonic()
+        final = run(tiny, max_new_tokens=48, update_interval_s=0.0)[-1]
+        took = time.monotonic() - start
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+    assert took >= machine_load.MIN_WALL_S, took
+    assert "The machine was busy during this race" in final["run_info"] and "timings are unreliable" in final["run_info"]
+    assert final["state"]["show"]["curve"] is None and "not physical and was refused" in final["cost_text"]
+    assert whatif_view(0.6, 3, MACHINE, "", 0.1, final["state"]) == (None, NO_MACHINE_CURVE)
