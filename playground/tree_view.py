@@ -264,7 +264,8 @@ def inspect_node(events: dict[str, list[StepEvent]], choice: str, decode=str) ->
                 f"**{d.decision.replace('_', ' ')}**), depth {d.position}, "
                 f"parent {'the root' if parent < 0 else f'node {parent}'}: q(x) = {d.q:.4f}, "
                 f"p(x) = {d.p:.4f}, p_res(x) = {_fmt(d.p_res, '.4f')}"
-                + ("" if d.p_res is not None else " (never tried: its parent was not accepted, or the step ended)")
+                + ("" if d.p_res is not None else " (never tried: an earlier sibling was accepted, its parent was "
+                                                  "not, or the step ended)")
                 + ".")
         shown = _node_event(event, node)
     markdown = "\n".join([text, "", head, "", *node_table(event, node), "", TREE_RULE])
