@@ -1,5 +1,6 @@
 """The "Start here" lessons: six presets for a class, each a prompt, the methods to race and their settings, one
-question to answer before pressing Run, and what to look at after it. Pure data and markdown; no Gradio
+question to answer before pressing Run, and what to look at after it, with the metrics of the finished race that
+answer it (the same strings as the metric boxes) and the finish view. Pure data and markdown; no Gradio
 (``teaching_panels.lesson_strip`` builds the strip).
 """
 
@@ -7,7 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pass_core.decoding.events import StepEvent, summarize
 from pass_core.decoding.settings import SETTING_RANGES
+from playground.race_text import finish_line, metric_texts
+from playground.race_view import METRIC_LABELS
 
 _DEFAULTS = {name: default for name, (_, _, default) in SETTING_RANGES.items()}
 
@@ -24,6 +28,7 @@ class Lesson:
             ``temperature``, ``top_k``, ``top_p``, ``max_new_tokens``, ``seed``).
         predict: the question to answer before Run.
         after: what to look at once the race has finished (markdown).
+        numbers: the ``METRIC_LABELS`` keys whose values, from the finished race, are quoted under ``after``.
         fused, chat_template, auto_drafts: the race's checkboxes.
     """
 
@@ -33,6 +38,7 @@ class Lesson:
     predict: str
     after: str
     settings: dict = field(default_factory=dict)
+    numbers: tuple[str, ...] = ("tokens_per_s", "speedup")
     fused: bool = False
     chat_template: bool = True
     auto_drafts: bool = False
@@ -59,13 +65,13 @@ LESSONS = (
            "verification refuse it?**",
            "Click the red token: the **token inspector** shows u ≥ min(1, p/q): the target gave it less "
            "probability than the drafter did. The yellow token after it was drawn from the residual "
-           "norm(max(0, p − q)) (green bars).", {"temperature": 1.0, "top_k": 20}),
+           "norm(max(0, p − q)) (green bars).", {"temperature": 1.0, "top_k": 20}, ("acceptance_rate",)),
     Lesson("3 · Sampled vs greedy", "Explain in simple words how a rainbow forms.", ("ar", "pass", "parallelspec"),
            "At temperature 0.8 the three texts will differ. **Is the speculative output still the model's own "
            "output?**",
            "The greedy check says the texts differ by design, and the speed-up warns that it compares different "
            "lengths of work: compare **tokens/s**. Whether the *distribution* is the model's is what the "
-           "**Losslessness lab** tab tests (lesson 4).", {"temperature": 0.8, "top_k": 10}),
+           "**Losslessness lab** tab tests (lesson 4).", {"temperature": 0.8, "top_k": 10}, ("tokens_per_s",)),
     Lesson("4 · Which rule breaks the law?", "Once upon a time", ("ar", "pass"),
            "Open the **Losslessness lab** tab and press Run lab. **Which of the methods, if any, lands outside "
            "the bound?**",
@@ -76,13 +82,14 @@ LESSONS = (
            "PaSS accepts some drafts per step. **Will it beat AR on this machine?** Decide before Run.",
            "Read **Pass cost on this machine**: a pass over k + 1 tokens costs c(k+1) AR steps, and PaSS pays two "
            "such passes per step. Then open **What if…** and switch the cost curve to the H200: the same α wins "
-           "on a GPU, where a wide pass costs about as much as a narrow one."),
+           "on a GPU, where a wide pass costs about as much as a narrow one.", {},
+           ("mean_accepted_tokens", "tokens_per_forward_pass", "tokens_per_s", "speedup")),
     Lesson("6 · Copy task: which drafter copies?", "Repeat this sentence exactly: The quick brown fox jumps over "
            "the lazy dog near the quiet river bank.", ("ar", "pass", "parallelspec", "prompt-lookup"),
            "The answer is in the prompt. **Which drafter will have its drafts accepted most often?**",
            "Compare the **draft acceptance rate** (α on the judged drafts) and **tokens per forward pass**: prompt "
            "lookup proposes the continuation of the text it has already seen, so on a copy task its drafts are "
-           "right far more often than the trained drafters'."),
+           "right far more often than the trained drafters'.", {}, ("acceptance_rate", "tokens_per_forward_pass")),
 )
 
 #: The strip's text before a lesson is chosen.
@@ -90,13 +97,33 @@ LESSON_HINT = ("*Pick a lesson: it fills in the prompt, the methods and the sett
                "you press Run, then check.*")
 
 
-def lesson_markdown(title: str | None) -> str:
-    """The chosen lesson's question and what to look at after the run; ``LESSON_HINT`` for no (or an unknown)
-    lesson."""
+#: Under the question until the race has finished.
+AFTER_PENDING = "*After the race, what to look at appears here with this run's own numbers.*"
+
+
+def lesson_markdown(title: str | None, events: dict[str, list[StepEvent]] | None = None, baseline: str = "",
+                    greedy: bool = True) -> str:
+    """The chosen lesson's question and, once its race has finished, what to look at with that race's numbers;
+    ``LESSON_HINT`` for no (or an unknown) lesson.
+
+    Args:
+        title: the lesson's title (the strip's choice).
+        events: the finished race's events (method key -> its ``StepEvent`` list, race order); None before a
+            race: the question and ``AFTER_PENDING``.
+        baseline / greedy: as ``race_text.metric_texts`` (the speed-up's baseline line; sampled or not).
+    """
     lesson = next((one for one in LESSONS if one.title == title), None)
     if lesson is None:
         return LESSON_HINT
-    return f"**Predict, before Run:** {lesson.predict}\n\n**After the run:** {lesson.after}"
+    question = f"**Predict, before Run:** {lesson.predict}"
+    if not events:
+        return f"{question}\n\n{AFTER_PENDING}"
+    summaries = {key: (s if s.steps else None) for key, s in ((k, summarize(e, k)) for k, e in events.items())}
+    texts = metric_texts(summaries, events, baseline, greedy)
+    numbers = [f"{METRIC_LABELS[key]}: {texts[key].splitlines()[0]}" for key in lesson.numbers]
+    finish = finish_line(summaries)
+    return "\n\n".join([question, f"**After the run:** {lesson.after}",
+                          "**This run:** " + "  \n".join(numbers), *([finish] if finish else [])])
 
 
 def lesson_values(title: str | None) -> list | None:

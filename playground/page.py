@@ -282,7 +282,6 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         inputs = [prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused, methods,
                   chat_template, auto_drafts]
         run_btn.click(slots.on_run, None, run_md, api_visibility="private", queue=False, show_progress="hidden")
-        wire_panels(state, inputs, wire_lessons, wire_whatif)  # the teaching panels' events
         wire_remeasure(holder, state, cost_plot, cost_md, slots)
         outputs = [*panes, *metrics, greedy_md, latency_plot, cumulative_plot, hist_plot, position_plot, theory_plot,
                    theory_md, cost_plot, cost_md, *tree.outputs, trace_download, run_md, lookahead_md, state]
@@ -290,6 +289,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         # own check, e.g. of the methods' choices, would answer an API caller with a bare "400 Bad Request")
         run_event = run_btn.click(on_run, [*inputs, tree_nodes], outputs, api_name="race", concurrency_limit=1,
                                   preprocess=False, show_progress="minimal", validator=validate_inputs)
+        wire_panels(state, inputs, wire_lessons, wire_whatif, race=run_event)  # the teaching panels' events
         replay_btn.click(lambda path, show: replay_handler(path, show, holder.loaded), [trace_upload, show_rejected],
                          outputs, api_name="replay", concurrency_limit=4)
         for button, direction in ((pause_btn, "pause"), (previous_btn, PREVIOUS), (next_btn, NEXT),

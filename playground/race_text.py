@@ -88,6 +88,20 @@ def metric_texts(summaries: dict[str, RunSummary | None], events: dict[str, list
     }
 
 
+def finish_line(summaries: dict[str, RunSummary | None]) -> str:
+    """The finish view: markdown naming the method with the highest tokens/s (the tokens/s metric: generated
+    tokens / summed compute time, whole run) and every other method's rate, fastest first; "" before two methods
+    have a step. Greedy races write the same tokens, so the highest rate is also the first to finish on the
+    compute clock; sampled races may write different lengths, so it is the rate that is compared."""
+    rates = sorted(((s.tokens_per_s, key) for key, s in summaries.items() if s and s.steps),
+                   key=lambda pair: -pair[0])
+    if len(rates) < 2:
+        return ""
+    (best, winner), rest = rates[0], rates[1:]
+    others = ", ".join(f"{short_name(key)} {rate:.1f}" for rate, key in rest)
+    return f"🏁 **Highest tokens/s: {short_name(winner)}** at {best:.1f} tokens/s (then {others})."
+
+
 def compute_line(summaries: dict[str, RunSummary | None]) -> str:
     """One markdown line of compute facts per method: tokens, steps (and how many verified drafts),
     forward passes (target + drafter when a separate drafter model ran), compute time, ms per step."""

@@ -78,8 +78,9 @@ class RaceView:
         greedy_check: markdown, the output comparison (greedy) or why there is none (sampling).
         figures: latency, tokens vs compute time, acceptance histogram, acceptance by position;
             None when the charts are not redrawn this time.
-        run_line: markdown, "Racing…" or "Finished.", the caller's note, a line per method that wrote nothing
-            (``empty_output_notes``), one compute line per method and each method's first step (prefill) time.
+        run_line: markdown, "Racing…" or "Finished." (then the finish view, ``race_text.finish_line``), the caller's
+            note, a line per method that wrote nothing (``empty_output_notes``), one compute line per method and each
+            method's first step (prefill) time.
     """
 
     panes: dict[str, list[tuple[str, str]]]
@@ -150,7 +151,9 @@ def race_view(events: dict[str, list[StepEvent]], show_rejected: bool, greedy: b
         metrics=text.metric_texts(summaries, events, baseline, greedy),
         greedy_check=text.greedy_check(events, greedy, finished, dtype),
         figures=figures,
-        run_line="  \n".join([headline or ("**Finished.**" if finished else "**Racing…**"), *([note] if note else []),
+        run_line="  \n".join([headline or ("**Finished.**" if finished else "**Racing…**"),
+                                *filter(None, [finished and headline is None and text.finish_line(summaries)]),
+                                *([note] if note else []),
                                 *empty_output_notes(events, chat_template), text.compute_line(summaries),
                                 *filter(None, [text.prefill_line(events)])]),
     )

@@ -3,8 +3,9 @@ accordion (sliders for alpha, k and the drafter's cost, a cost-curve preset, and
 ``playground.whatif``). Layout and wiring only; the values come from ``lessons`` and ``whatif``.
 
 ``build_demo`` (``playground/page.py``) calls each builder where its panel goes; each returns ``wire(state,
-inputs)``, which the page calls once the race's ``gr.State`` and input list exist (the what-if panel reads this
-run's events and curve from the state; a lesson fills in the race's inputs).
+inputs, race)``, which the page calls once the race's ``gr.State``, input list and Run event exist (the what-if
+panel reads this run's events and curve from the state; a lesson fills in the race's inputs, and once the race has
+finished shows what to look at with its numbers and the finish view: ``lessons.lesson_markdown``).
 """
 
 from __future__ import annotations
@@ -41,15 +42,24 @@ def lesson_strip(offered=None):
         values = lesson_values(title)
         return (lesson_markdown(title), *(values if values is not None else [gr.skip()] * len(LESSONS[0].values())))
 
-    def wire(state: gr.State, inputs: list) -> None:
+    def after_race(title, race_state):
+        if not title or not race_state or not race_state.get("finished") or race_state.get("position") is not None:
+            return gr.skip()  # no lesson chosen, or the race was stopped / is paused: keep the question
+        return lesson_markdown(title, race_state["events"], race_state["show"].get("baseline", ""),
+                               race_state["greedy"])
+
+    def wire(state: gr.State, inputs: list, race=None) -> None:
         choice.input(choose, choice, [text, *inputs], queue=False, api_visibility="private", show_progress="hidden")
+        if race is not None:  # the race has finished: what to look at, with its numbers
+            race.success(after_race, [choice, state], text, queue=False, api_visibility="private",
+                         show_progress="hidden")
 
     return wire
 
 
 def whatif_accordion():
-    """Lay out the accordion (closed) here; returns ``wire(state, inputs)``, to call once the race's state exists,
-    which redraws the panel on opening it and on every control's change (``inputs`` unused)."""
+    """Lay out the accordion (closed) here; returns ``wire(state, inputs, race)``, to call once the race's state
+    exists, which redraws the panel on opening it and on every control's change (``inputs``, ``race`` unused)."""
     with gr.Accordion("What if…", open=False, elem_id="whatif") as accordion:
         gr.Markdown(WHATIF_INTRO)
         with gr.Row():
@@ -67,7 +77,7 @@ def whatif_accordion():
         plot = gr.Plot(label="predicted tokens per step and speed-up", elem_id="whatif-plot")
         text = gr.Markdown(elem_id="whatif-text")
 
-    def wire(state: gr.State, inputs: list) -> None:
+    def wire(state: gr.State, inputs: list, race=None) -> None:
         gr.on([accordion.expand, alpha.release, k.release, drafter_cost.release, preset.change, typed.submit],
               whatif_view, [alpha, k, preset, typed, drafter_cost, state], [plot, text], queue=False,
               api_visibility="private", show_progress="hidden")
@@ -75,8 +85,8 @@ def whatif_accordion():
     return wire
 
 
-def wire_panels(state: gr.State, inputs: list, *wires) -> None:
-    """Call each panel's ``wire(state, inputs)`` (``lesson_strip``, ``whatif_accordion``): once the race's state
-    and its input list exist."""
+def wire_panels(state: gr.State, inputs: list, *wires, race=None) -> None:
+    """Call each panel's ``wire(state, inputs, race)`` (``lesson_strip``, ``whatif_accordion``): once the race's
+    state, its input list and its Run event (``race``) exist."""
     for wire in wires:
-        wire(state, inputs)
+        wire(state, inputs, race)

@@ -1,13 +1,17 @@
 """The "Start here" lessons: each preset is a valid race (its values in the page's input order pass the race's own
-checks), asks a question before Run and says what to look at after."""
+checks), asks a question before Run and, once its race has finished, says what to look at with that race's numbers
+and the finish view (the method with the highest tokens/s)."""
 
 from __future__ import annotations
 
 import pytest
 
+from pass_core.decoding.events import StepEvent, TokenRecord, summarize
 from pass_core.registry import METHODS
-from playground.lessons import LESSON_HINT, LESSONS, lesson_markdown, lesson_values
+from playground.lessons import AFTER_PENDING, LESSON_HINT, LESSONS, lesson_markdown, lesson_values
 from playground.race_handlers import validate_inputs
+from playground.race_text import finish_line
+from playground.race_view import race_view
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.title)
@@ -19,8 +23,9 @@ def test_each_lesson_is_a_valid_race_with_a_question(lesson):
     assert all(key in METHODS for key in methods) and len(methods) >= 2
     assert all(check.get("__type__") == "validate" and check.get("is_valid", True) for check in validate_inputs(*values))
     assert temperature == lesson.settings.get("temperature", 0.0)
-    text = lesson_markdown(lesson.title)
-    assert text.startswith("**Predict, before Run:** ") and lesson.predict in text and lesson.after in text
+    text = lesson_markdown(lesson.title)  # before the race: the question only, the answer's pointers after it
+    assert text.startswith("**Predict, before Run:** ") and lesson.predict in text and lesson.after not in text
+    assert text.endswith(AFTER_PENDING)
     assert lesson_values(lesson.title) == values
 
 
@@ -30,3 +35,34 @@ def test_five_or_six_lessons_and_an_unknown_one():
     # the sampled lessons sample, the others are greedy (their texts can be compared token for token)
     sampled = {lesson.title for lesson in LESSONS if lesson.values()[2] > 0}
     assert sampled == {lesson.title for lesson in LESSONS if "temperature" in lesson.settings}
+
+
+def _run(method: str, tokens: int, seconds: float) -> list[StepEvent]:
+    """``tokens`` one-token steps of ``seconds / tokens`` each (the last one finished)."""
+    return [StepEvent(method, i + 1, (TokenRecord(i, "x", "target"),), step_s=seconds / tokens,
+                      finish_reason="max_new_tokens" if i == tokens - 1 else None) for i in range(tokens)]
+
+
+def test_after_the_race_the_lesson_quotes_its_numbers_and_names_the_fastest():
+    """A finished race of hand-made events (AR 8 tokens in 1 s, PaSS 8 in 0.5 s, ParallelSpec 8 in 0.8 s): each
+    lesson's text then holds its "After the run" pointers, the metric box strings of the metrics it names, and the
+    finish view naming PaSS at 16.0 tokens/s, then ParallelSpec 10.0 and AR 8.0."""
+    events = {"ar": _run("ar", 8, 1.0), "pass": _run("pass", 8, 0.5), "parallelspec": _run("parallelspec", 8, 0.8)}
+    view = race_view(events, True, True, False, True, with_figures=False)
+    finish = "🏁 **Highest tokens/s: PaSS** at 16.0 tokens/s (then ParallelSpec 10.0, AR 8.0)."
+    assert finish_line({key: summarize(evs) for key, evs in events.items()}) == finish
+    assert view.run_line.splitlines()[1].strip() == finish  # the run line: "Finished.", then the finish view
+    for lesson in LESSONS:
+        text = lesson_markdown(lesson.title, events)
+        assert lesson.predict in text and lesson.after in text and AFTER_PENDING not in text
+        for key in lesson.numbers:
+            assert view.metrics[key].splitlines()[0] in text, (lesson.title, key)
+        assert text.endswith(finish)
+
+
+def test_the_finish_view_waits_for_the_end_and_two_methods():
+    events = {"ar": _run("ar", 4, 1.0), "pass": _run("pass", 4, 0.5)}
+    assert "Highest tokens/s" not in race_view(events, True, True, False, False, with_figures=False).run_line
+    assert finish_line({"ar": None, "pass": None}) == ""
+    assert "Highest tokens/s: AR" in race_view({"ar": _run("ar", 4, 0.25), "pass": events["pass"]}, True, True,
+                                               False, True, with_figures=False).run_line

@@ -1,0 +1,227 @@
+"""The teaching panels in a real headless browser: the "Start here" lessons, the "What if…" panel and theory beside
+measurement, each checked against numbers the test computes itself (the downloaded trace, docs/algorithms.md
+section 4's formulas), never against the page's own functions. Screenshots at 1400 px and 400 px go to
+tests/artifacts/ (browser-lessons-WIDTH.png, browser-finish-WIDTH.png, browser-whatif-WIDTH.png).
+
+The lessons and the what-if panel run on the page built in this process on a tiny random model (the trained methods
+fall back to untrained drafters there, which is all a lesson's wiring needs); the theory check races the embedded
+model, whose trained drafters the claim is about. One Chromium serves the run (``chromium`` in conftest.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+
+import pytest
+
+from pass_core.registry import METHODS
+from playground.lessons import LESSONS
+from servers import free_port
+from test_browser import ARTIFACTS, new_page  # noqa: F401 (a fixture: a fresh context of the run's Chromium)
+
+#: The lessons' races are cut to this many new tokens (lesson 4 asks 24, the others the default 96): the wiring,
+#: not the text, is under test, and six races must take seconds.
+LESSON_TOKENS = 12
+
+
+@contextlib.contextmanager
+def served(loaded, **options):
+    """``page.build_demo(loaded, **options)`` served in this process on a free port; yields its URL."""
+    from playground import page
+    from playground.race_view import PAGE_CSS
+
+    demo, port = page.build_demo(loaded, **options), free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, css=PAGE_CSS, quiet=True)
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        demo.close()
+
+
+@pytest.fixture(scope="module")
+def tiny_page_url():
+    """The page on a tiny random model, every method offered (untrained drafters for the trained ones)."""
+    from tiny import tiny_loaded
+
+    with served(tiny_loaded(seed=0), untrained_drafters=True) as url:
+        yield url
+
+
+def open_page(new_page, url: str, width: int):  # noqa: F811
+    page = new_page(width, 900)
+    page.goto(url)
+    page.get_by_text("Ready:").first.wait_for(timeout=60_000)
+    return page
+
+
+def plain(markdown: str) -> str:
+    """Markdown as the browser shows it: no ** or * marks, whitespace runs as one space."""
+    return " ".join(markdown.replace("**", "").replace("*", "").split())
+
+
+def shown(page, selector: str) -> str:
+    return " ".join(page.locator(selector).inner_text().split())
+
+
+def metric_box(page, label: str) -> str:
+    """A metric box's value (its first line: the speed-up's later lines say what it compares)."""
+    box = page.locator("label").filter(has=page.get_by_text(label, exact=True)).locator("textarea")
+    return box.input_value().splitlines()[0]
+
+
+def per_method(box: str) -> dict[str, float]:
+    """"AR 16.1  ·  PaSS 12.0" (or "PaSS 0.81×", "PaSS 23.4% (…)") -> {"AR": 16.1, "PaSS": 12.0}."""
+    values = {}
+    for part in box.split("·"):
+        match = re.match(r"\s*(.+?) (-?[\d.]+)[×%]?( \(.*\))?\s*$", part)
+        assert match, f"cannot read {part!r} in the metric box {box!r}"
+        values[match.group(1)] = float(match.group(2))
+    return values
+
+
+def trace_rates(page, tmp_path) -> dict[str, float]:
+    """Tokens/s of each method from the downloaded trace: committed tokens / summed step time."""
+    from pass_core.teaching.trace import load_trace
+
+    with page.expect_download() as download:
+        page.locator("#trace-download").click()
+    download.value.save_as(tmp_path / "trace.json")
+    trace = load_trace(tmp_path / "trace.json")
+    rates = {}
+    for key, events in trace.events.items():
+        committed = sum(t.committed for e in events for t in e.tokens)
+        rates[METHODS[key].short_name] = committed / sum(e.step_s for e in events)
+    return rates
+
+
+def test_each_lesson_asks_first_then_explains_with_its_race_numbers(new_page, tiny_page_url, tmp_path):  # noqa: F811
+    """For each of the six lessons: choosing it fills the prompt and the methods and shows its question, and not yet
+    what to look at; after Run (cut to ``LESSON_TOKENS`` new tokens) the strip shows what to look at with this
+    race's numbers, equal to the metric boxes', whose tokens/s equal the downloaded trace's (committed tokens /
+    summed step time); and the finish view, in the run line and the strip, names the method with the highest
+    tokens/s in the metric box."""
+    page = open_page(new_page, tiny_page_url, 1400)
+    labels = {"tokens_per_s": "tokens/s", "speedup": "speed-up vs AR", "tokens_per_forward_pass":
+              "tokens per forward pass", "mean_accepted_tokens": "mean accepted tokens per verification step",
+              "acceptance_rate": "draft acceptance rate"}
+    for lesson in LESSONS:
+        page.locator("#lesson-choice").get_by_label(lesson.title, exact=True).check()
+        page.wait_for_function("q => document.querySelector('#lesson-text').innerText.replace(/\\s+/g, ' ')"
+                               ".includes(q)", arg=plain(lesson.predict), timeout=10_000)
+        assert plain(lesson.after) not in shown(page, "#lesson-text"), lesson.title  # not before the race
+        assert page.get_by_label("prompt", exact=True).input_value() == lesson.prompt
+        for key, method in METHODS.items():
+            assert page.get_by_label(method.label, exact=True).is_checked() == (key in lesson.methods), key
+        page.locator("#input-max_new_tokens input").fill(str(LESSON_TOKENS))
+        page.get_by_role("button", name="Run").click()
+        page.wait_for_function("() => document.querySelector('#lesson-text').innerText.includes('This run:')",
+                               timeout=90_000)
+        assert "Finished." in page.locator("#run-line").inner_text(), lesson.title
+        text = shown(page, "#lesson-text")
+        assert plain(lesson.predict) in text and plain(lesson.after) in text, lesson.title
+        for key in lesson.numbers:  # the strip quotes this race's metric boxes
+            assert f"{labels[key]}: " + " ".join(metric_box(page, labels[key]).split()) in text, (lesson.title, key)
+        rates = per_method(metric_box(page, "tokens/s"))
+        assert set(rates) == {METHODS[key].short_name for key in lesson.methods}, lesson.title
+        for name, rate in trace_rates(page, tmp_path).items():  # the boxes are this race's
+            assert rates[name] == pytest.approx(rate, abs=0.051), (lesson.title, name)
+        finish = re.search(r"Highest tokens/s: (.+?) at ([\d.]+) tokens/s", shown(page, "#run-line"))
+        assert finish, (lesson.title, shown(page, "#run-line"))
+        assert rates[finish.group(1)] == max(rates.values()), (lesson.title, finish.group(0), rates)
+        assert float(finish.group(2)) == rates[finish.group(1)]
+        assert finish.group(0) in text, lesson.title  # the strip ends with the same finish view
+
+
+def whatif_set(page, alpha: float, k: int, drafter_cost: float) -> None:
+    """Type into the what-if sliders' number boxes; leaving a box releases its slider (the panel redraws)."""
+    for name, value in (("alpha", alpha), ("k", k), ("drafter", drafter_cost)):
+        box = page.locator(f"#whatif-{name} input[type=number]")
+        box.fill(str(value))
+        box.blur()
+
+
+@pytest.mark.parametrize("alpha, k, drafter_cost", [(0.7, 4, 0.1), (0.35, 2, 0.25)])
+def test_whatif_predicts_the_speedup_of_the_formula(new_page, tiny_page_url, alpha, k, drafter_cost):  # noqa: F811
+    """On the flat cost curve (c(w) = 1) the panel's chain and PaSS speed-ups equal docs/algorithms.md section 4,
+    computed here: E = (1 - α^(k+1)) / (1 - α); chain E / (c(k+1) + c_d) = E / (1 + c_d); PaSS's two-pass loop
+    (1 + E) / (2 c(k+1)) = (1 + E) / 2."""
+    page = open_page(new_page, tiny_page_url, 1400)
+    page.locator("#whatif").get_by_text("What if…").first.click()
+    page.locator("#whatif-preset").get_by_label("flat (GPU-like)", exact=True).check()
+    whatif_set(page, alpha, k, drafter_cost)
+    head = f"At α = {alpha:.2f}, k = {k}, cost curve flat c(w) = 1"
+    page.wait_for_function("h => document.querySelector('#whatif-text').innerText.includes(h)", arg=head,
+                           timeout=30_000)
+    text = shown(page, "#whatif-text")
+    expected = (1 - alpha ** (k + 1)) / (1 - alpha)
+    chain = re.search(r"Chain: E = .*? = ([\d.]+) tokens per step .*?: ([\d.]+)x", text)
+    two_pass = re.search(r"PaSS two-pass loop: 1 \+ E = ([\d.]+) tokens per step .*?: ([\d.]+)x", text)
+    assert chain and two_pass, text
+    assert float(chain.group(1)) == pytest.approx(expected, abs=0.006)
+    assert float(chain.group(2)) == pytest.approx(expected / (1 + drafter_cost), abs=0.006)
+    assert float(two_pass.group(1)) == pytest.approx(1 + expected, abs=0.006)
+    assert float(two_pass.group(2)) == pytest.approx((1 + expected) / 2, abs=0.006)
+    page.locator("#whatif-plot .js-plotly-plot").wait_for(timeout=30_000)
+
+
+@pytest.mark.parametrize("width", [1400, 400])
+def test_screenshots_of_the_lesson_strip_finish_view_and_whatif(new_page, tiny_page_url, width):  # noqa: F811
+    """Lesson 1 raced (cut to ``LESSON_TOKENS`` tokens) and the what-if panel on the flat curve, at a desktop's and a
+    phone's width: the strip, the run line with the finish view and the panel each fit the page's width (nothing
+    runs off the right edge). Saves browser-lessons-WIDTH.png, browser-finish-WIDTH.png, browser-whatif-WIDTH.png."""
+    page = open_page(new_page, tiny_page_url, width)
+    page.locator("#lesson-choice").get_by_label(LESSONS[0].title, exact=True).check()
+    page.locator("#input-max_new_tokens input").fill(str(LESSON_TOKENS))
+    page.get_by_role("button", name="Run").click()
+    page.wait_for_function("() => document.querySelector('#lesson-text').innerText.includes('This run:')",
+                           timeout=90_000)
+    page.locator("#whatif").get_by_text("What if…").first.click()
+    page.locator("#whatif-preset").get_by_label("flat (GPU-like)", exact=True).check()
+    page.locator("#whatif-plot .js-plotly-plot").wait_for(timeout=30_000)
+    ARTIFACTS.mkdir(exist_ok=True)
+    viewport = page.evaluate("() => document.documentElement.clientWidth")
+    for selector, name in (("#lessons", "lessons"), ("#run-line", "finish"), ("#whatif", "whatif")):
+        element = page.locator(selector)
+        element.scroll_into_view_if_needed()
+        box = element.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= viewport + 1, (selector, box, viewport)
+        overflow = element.evaluate("e => [...e.querySelectorAll('*')].filter(c => c.getBoundingClientRect().right"
+                                    " > document.documentElement.clientWidth + 1 && c.getClientRects().length)"
+                                    ".map(c => c.tagName + '.' + c.className).slice(0, 5)")
+        assert not overflow, (selector, width, overflow)
+        element.screenshot(path=str(ARTIFACTS / f"browser-{name}-{width}.png"))
+
+
+@pytest.fixture(scope="module")
+def smollm_page_url(smollm):
+    """The page on the embedded model (its shipped look-ahead embeddings and drafter)."""
+    with served(smollm) as url:
+        yield url
+
+
+def test_theory_predicts_the_measured_mean_on_the_palindrome_example(new_page, smollm_page_url):  # noqa: F811
+    """The palindrome example (the page's first), AR, PaSS and ParallelSpec, greedy, the default 96 new tokens on
+    the embedded model: for each drafting method the theory view's predicted tokens per verification step, from
+    alpha on the judged drafts, lies within 0.05 of the mean accepted tokens per verification step in its metric
+    box."""
+    from playground.race_inputs import EXAMPLES
+
+    page = open_page(new_page, smollm_page_url, 1400)
+    page.get_by_text(EXAMPLES[0], exact=True).first.click()
+    assert page.get_by_label("prompt", exact=True).input_value() == EXAMPLES[0]
+    for key in METHODS:
+        assert page.get_by_label(METHODS[key].label, exact=True).is_checked() == (key in ("ar", "pass", "parallelspec"))
+    assert page.locator("#input-temperature input").input_value() == "0"
+    page.get_by_role("button", name="Run").click()
+    page.get_by_text("Finished.").first.wait_for(timeout=120_000)
+    page.wait_for_function("() => document.querySelector('#theory-sentences').innerText.includes('ParallelSpec:')",
+                           timeout=30_000)
+    theory = shown(page, "#theory-sentences")
+    measured = per_method(metric_box(page, "mean accepted tokens per verification step"))
+    for name in ("PaSS", "ParallelSpec"):
+        found = re.search(rf"{name}: alpha = ([\d.]+) .*? predicts ([\d.]+) tokens per verification step", theory)
+        assert found, (name, theory)
+        predicted = float(found.group(2))
+        assert abs(predicted - measured[name]) <= 0.05, (name, f"alpha {found.group(1)}", predicted, measured[name],
+                                                         theory)
