@@ -99,7 +99,7 @@ def finish_line(summaries: dict[str, RunSummary | None]) -> str:
         return ""
     (best, winner), rest = rates[0], rates[1:]
     others = ", ".join(f"{short_name(key)} {rate:.1f}" for rate, key in rest)
-    return f"🏁 **Highest tokens/s: {short_name(winner)}** at {best:.1f} tokens/s (then {others})."
+    return f"**Highest tokens/s: {short_name(winner)}** at {best:.1f} tokens/s (then {others})."
 
 
 def compute_line(summaries: dict[str, RunSummary | None]) -> str:

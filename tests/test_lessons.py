@@ -49,7 +49,7 @@ def test_after_the_race_the_lesson_quotes_its_numbers_and_names_the_fastest():
     finish view naming PaSS at 16.0 tokens/s, then ParallelSpec 10.0 and AR 8.0."""
     events = {"ar": _run("ar", 8, 1.0), "pass": _run("pass", 8, 0.5), "parallelspec": _run("parallelspec", 8, 0.8)}
     view = race_view(events, True, True, False, True, with_figures=False)
-    finish = "🏁 **Highest tokens/s: PaSS** at 16.0 tokens/s (then ParallelSpec 10.0, AR 8.0)."
+    finish = "**Highest tokens/s: PaSS** at 16.0 tokens/s (then ParallelSpec 10.0, AR 8.0)."
     assert finish_line({key: summarize(evs) for key, evs in events.items()}) == finish
     assert view.run_line.splitlines()[1].strip() == finish  # the run line: "Finished.", then the finish view
     for lesson in LESSONS:
