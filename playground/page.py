@@ -41,7 +41,7 @@ from playground.page_guards import (STEP_WAIT_S, STOPPED_NOTE, RaceSlots, remeas
                                     wire_step_button)
 from playground.lab_handlers import lab_handler, validate_lab  # noqa: F401  (re-exported)
 from playground.teaching_panels import lesson_strip, whatif_accordion, wire_panels
-from playground.tree_race import tree_panel, tree_setting, wire_tree
+from playground.tree_race import tree_count, tree_panel, tree_setting, wire_tree
 from playground.teaching import (INSPECTOR_HINT, LAB_DEFAULT_RUNS, LAB_INTRO, LAB_PROMPT, THEORY_BEFORE_RACE,
                                  inspect_selection, token_namer)
 # the handlers, re-exported: tests and API users reach them as playground.page.<name>
@@ -162,7 +162,8 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         except ModelNotReady as err:
             raise user_error(str(err)) from err
         # ZeroGPU refuses a call that asks for more than the visitor's quota: cap the race to fit (and say so)
-        max_new_tokens, note = cap_for_zerogpu(max_new_tokens, methods) if spaces is not None else (max_new_tokens, "")
+        max_new_tokens, note = (cap_for_zerogpu(max_new_tokens, methods, tree_count(methods, tree_nodes))
+                                if spaces is not None else (max_new_tokens, ""))
         session = getattr(request, "session_hash", None)
         show_now[session] = bool(show_rejected)
         control = StepControl(delays.get(session, 0.0)) if spaces is None else None

@@ -28,7 +28,7 @@ from playground.race_text import baseline_label
 from playground.race_view import METRIC_LABELS, race_view
 from playground.stepping import NEXT, PREVIOUS, RESUME, StepControl, step_line, step_position
 from playground.teaching import replay_note, theory_view
-from playground.tree_race import tree_outputs, tree_problem, with_trees
+from playground.tree_race import tree_count, tree_outputs, tree_problem, with_trees
 
 DEFAULT_RACE = ("ar", "pass", "parallelspec")
 UPDATE_INTERVAL_S = 0.5  # at most 2 page updates per second of wall time at the start of a race (UI cost <= 5 %)
@@ -292,7 +292,7 @@ def gpu_duration(prompt, num_lookahead, temperature, top_k, top_p, max_new_token
                  fused=False, methods=DEFAULT_RACE, chat_template=True, auto_drafts=False, tree_nodes=0, run_note="",
                  control=None) -> int:
     """Seconds of GPU to ask ZeroGPU for: ``race_inputs.zerogpu_duration``, at most ``ZEROGPU_MAX_S``."""
-    return zerogpu_duration(max_new_tokens, methods)
+    return zerogpu_duration(max_new_tokens, methods, tree_count(methods, tree_nodes))
 
 
 def rerender_panes(state, show_rejected):

@@ -181,23 +181,25 @@ def zerogpu_token_cap(num_methods: int) -> int:
     return (ZEROGPU_MAX_S * 1000 - GPU_START_MS) // (GPU_MS_PER_TOKEN * max(2, num_methods))
 
 
-def zerogpu_duration(max_new_tokens, methods) -> int:
-    """``gpu_seconds`` for a race's max new tokens and methods, never more than ``ZEROGPU_MAX_S`` (which is also
-    the answer for values that fail validation: the race then stops at once)."""
+def zerogpu_duration(max_new_tokens, methods, extra: int = 0) -> int:
+    """``gpu_seconds`` for a race's max new tokens and methods (plus ``extra`` runs: token-tree entries), never
+    more than ``ZEROGPU_MAX_S`` (which is also the answer for values that fail validation: the race then stops at
+    once)."""
     try:
-        return min(ZEROGPU_MAX_S, gpu_seconds(int(max_new_tokens), len(set(chosen_methods(methods)))))
+        return min(ZEROGPU_MAX_S, gpu_seconds(int(max_new_tokens), len(set(chosen_methods(methods))) + extra))
     except (TypeError, ValueError):
         return ZEROGPU_MAX_S
 
 
-def cap_for_zerogpu(max_new_tokens, methods) -> tuple:
+def cap_for_zerogpu(max_new_tokens, methods, extra: int = 0) -> tuple:
     """(max new tokens that fit one ZeroGPU call, the markdown note saying so; "" when nothing was capped).
+    ``extra``: runs beside the methods (token-tree entries, ``tree_race.tree_count``).
 
     Values that fail validation come back unchanged, for the race to refuse by name.
     """
     if setting_problem("max_new_tokens", max_new_tokens) or methods_problem(methods):
         return max_new_tokens, ""
-    max_new_tokens, num_methods = whole(max_new_tokens), len(set(chosen_methods(methods)))
+    max_new_tokens, num_methods = whole(max_new_tokens), len(set(chosen_methods(methods))) + extra
     cap = zerogpu_token_cap(num_methods)
     if max_new_tokens <= cap:
         return max_new_tokens, ""

@@ -15,10 +15,10 @@ import gradio as gr
 from pass_core.decoding.settings import TREE_AUTO, DecodeSettings
 from pass_core.drafters.trees import choose_tree_size
 from pass_core.registry import METHODS
-from pass_core.runtime.pass_cost import cached_pass_cost
+from pass_core.runtime.pass_cost import usable_pass_cost
 from pass_core.teaching.race import events_upto
 from playground.race_charts import highlighted_tokens, pane_colours
-from playground.race_inputs import whole
+from playground.race_inputs import chosen_methods, whole
 from playground.teaching import INSPECTOR_HINT, inspect_selection, token_namer
 from playground.tree_view import TREE_HINT, inspect_node, node_choices, tree_figure
 
@@ -55,6 +55,13 @@ def tree_base(entry: str) -> str | None:
     return base if plus and variant.startswith("tree") and base in TREE_PANES else None
 
 
+def tree_count(methods, tree_nodes) -> int:
+    """How many tree entries a race adds (one per chosen tree-capable method; 0 for a chain or a bad value)."""
+    if tree_problem(tree_nodes) or not whole(tree_nodes):
+        return 0
+    return len(set(chosen_methods(methods)) & set(TREE_PANES))
+
+
 def entry_for(events: dict, pane_key: str) -> str:
     """The events' key a pane shows: ``pane_key`` itself, or for a tree pane ("pass+tree") its racing entry."""
     if pane_key in events:
@@ -69,7 +76,8 @@ def with_trees(loaded, prompt: str, settings: DecodeSettings, keys, found: dict,
     expected tokens per unit of this machine's pass cost (``drafters.trees.choose_tree_size``).
 
     Raises:
-        ValueError: a setting the tree cannot go with, or no shipped tree for a method (shown as gr.Error).
+        ValueError: a setting the tree cannot go with, no shipped tree for a method, or (auto) no physical
+            pass-cost curve on this machine (``usable_pass_cost``); shown as gr.Error.
     """
     nodes = whole(tree_nodes)
     if not nodes:
@@ -78,7 +86,8 @@ def with_trees(loaded, prompt: str, settings: DecodeSettings, keys, found: dict,
     for key, decoder in decoders.items():
         out[key] = decoder
         if key in keys and key in TREE_PANES:
-            size = nodes if nodes != TREE_AUTO else choose_tree_size(key, cached_pass_cost(loaded))
+            size = nodes if nodes != TREE_AUTO else choose_tree_size(
+                key, usable_pass_cost(loaded, "Tree sizes for this machine"))
             tree_settings = settings.with_(tree_nodes=size)
             out[tree_entry(key, size)] = METHODS[key].decode(loaded, prompt, tree_settings, found[key])
             lines.append(f"{METHODS[key].short_name} {size} nodes")
@@ -88,7 +97,7 @@ def with_trees(loaded, prompt: str, settings: DecodeSettings, keys, found: dict,
 
 
 def tree_outputs(events: dict, show_rejected: bool, charts_now: bool = True, revision: str = "race") -> tuple:
-    """The tree parts of a race update, in ``tree_parts().outputs`` order: one pane per ``TREE_PANES`` method
+    """The tree parts of a race update, in ``tree_panel().outputs`` order: one pane per ``TREE_PANES`` method
     (shown, titled with its entry, while that entry races; hidden otherwise), then the tree figure and the node
     chooser (``gr.skip()`` unless ``charts_now``), both for the latest tree step of each entry in ``events``."""
     panes = []

@@ -8,7 +8,6 @@ Pure: events in, markdown and Plotly figures out; no Gradio, no tensors. A tree 
 
 from __future__ import annotations
 
-import html
 from dataclasses import replace
 
 import plotly.graph_objects as go
@@ -60,8 +59,14 @@ def root_text(events: list[StepEvent], event: StepEvent) -> str:
 
 
 def label(text: str) -> str:
-    """A token's text for a figure label: its repr without quotes (whitespace visible), escaped for Plotly."""
-    return html.escape(repr(text)[1:-1] or "∅")
+    """A token's text for a figure label: its repr without quotes (whitespace visible), with "<" and ">" shown as
+    "‹" and "›" (Plotly reads "<...>" in a label as a tag and shows "&lt;" as typed)."""
+    return plotly_safe(repr(text)[1:-1] or "∅")
+
+
+def plotly_safe(text: str) -> str:
+    """``text`` without the characters Plotly's labels treat as markup ("<", ">")."""
+    return text.replace("<", "‹").replace(">", "›")
 
 
 def struck(text: str) -> str:
@@ -151,7 +156,7 @@ def _tree_traces(events: list[StepEvent], event: StepEvent, entry: str, first: b
 def node_hover(draft, node: int, parent: int) -> str:
     """A node's hover text: index, parent, token, q, p, p_res and the decision."""
     return (f"node {node} (parent {'root' if parent < 0 else parent}, depth {draft.position}): "
-            f"{html.escape(repr(draft.text))}<br>q {draft.q:.4f} · p {draft.p:.4f} · p_res {_fmt(draft.p_res, '.4f')}"
+            f"{plotly_safe(repr(draft.text))}<br>q {draft.q:.4f} · p {draft.p:.4f} · p_res {_fmt(draft.p_res, '.4f')}"
             f"<br>{draft.decision.replace('_', ' ')}")
 
 
@@ -167,17 +172,19 @@ def tree_figure(events: dict[str, list[StepEvent]], revision: str = "race") -> g
         return None
     titles = [f"{short_name(key)}, step {event.step}: {len(event.tree_parents)} nodes, "
               f"{len(accepted_path(event))} accepted" for key, (_, event) in steps.items()]
-    fig = make_subplots(rows=len(steps), cols=1, subplot_titles=titles, vertical_spacing=0.12 / len(steps))
-    height = 0
+    # one row per leaf (and the last token), 34 px each; 60 px between two panels for the next one's title
+    rows = [45 + 34 * (1 + sum(j not in set(e.tree_parents) for j in range(len(e.tree_parents))))
+            for _, e in steps.values()]
+    gap = 60
+    fig = make_subplots(rows=len(steps), cols=1, subplot_titles=titles, row_heights=rows,
+                        vertical_spacing=gap / (sum(rows) + gap * (len(steps) - 1)))
     for row, (key, (evs, event)) in enumerate(steps.items(), start=1):
         for trace in _tree_traces(evs, event, key, first=row == 1):
             fig.add_trace(trace, row=row, col=1)
-        leaves = max(1, sum(1 for j in range(len(event.tree_parents)) if j not in set(event.tree_parents)) + 1)
-        height += 90 + 34 * leaves
-        fig.update_xaxes(dtick=1, title=dict(text="depth (draft position)"), row=row, col=1)
     fig.update_yaxes(visible=False)
-    fig.update_xaxes(gridcolor="#e5e7eb", zeroline=False)
-    fig.update_layout(height=height + 80, margin=dict(l=15, r=15, t=40, b=10), uirevision=revision,
+    fig.update_xaxes(dtick=1, gridcolor="#e5e7eb", zeroline=False)
+    fig.update_xaxes(title=dict(text="depth (draft position; 0 = the root)"), row=len(steps), col=1)
+    fig.update_layout(height=sum(rows) + gap * (len(steps) - 1) + 130, margin=dict(l=15, r=15, t=40, b=10), uirevision=revision,
                       paper_bgcolor="white", plot_bgcolor="white", font=dict(size=12),
                       legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0))
     return fig

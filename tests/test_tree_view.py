@@ -72,7 +72,7 @@ def test_tree_figure_follows_the_events_shown_and_escapes_labels():
     later = replace(later, drafts=(replace(later.drafts[0], text="<|im_end|>"), *later.drafts[1:]))
     fig = tree_figure({"pass+tree8": [tree_event(step=2), later]})
     assert "step 3" in fig.layout.annotations[0].text  # the latest tree step
-    assert list(traces_named(fig, "accepted")[0].text)[0] == "&lt;|im_end|&gt;"
+    assert list(traces_named(fig, "accepted")[0].text)[0] == "‹|im_end|›"  # no "<...>": Plotly reads it as a tag
 
 
 def test_node_choices_and_the_node_inspector_show_the_nodes_numbers():
@@ -148,3 +148,33 @@ def test_a_race_refuses_a_bad_tree_and_a_tree_with_the_fused_step(tiny):
         run(tiny, methods=["ar", "parallelspec"], tree_nodes=3)
     with pytest.raises(page.gr.Error, match="fused"):
         run(tiny, fused=True, methods=["ar", "pass"], tree_nodes=8)
+
+
+@pytest.mark.parametrize("curve, size", [([1.0] * 17, 16), ([float(w) for w in range(1, 18)], 4)])
+def test_auto_tree_size_follows_this_machines_pass_cost(tiny, monkeypatch, curve, size):
+    """Auto: a flat pass cost (a wide pass as cheap as one token) favours the biggest shipped tree, a cost growing
+    with the width the smallest; the entry and the drafter line name the size chosen."""
+    from pass_core.decoding.settings import DecodeSettings
+    from playground import tree_race
+
+    monkeypatch.setattr(tree_race, "usable_pass_cost", lambda loaded, what="": {"c": curve})
+    decoders, note = tree_race.with_trees(tiny, "Hi", DecodeSettings(max_new_tokens=2), ["ar", "parallelspec"],
+                                          {"ar": None, "parallelspec": None}, {"ar": None, "parallelspec": None},
+                                          "", -1)
+    assert list(decoders) == ["ar", "parallelspec", f"parallelspec+tree{size}"]
+    assert f"auto for this machine (most expected tokens per unit of pass cost): ParallelSpec {size} nodes" in note
+
+
+def test_zerogpu_counts_the_tree_entries():
+    """On ZeroGPU a tree race asks for GPU time for its tree entries too, and caps its tokens to fit."""
+    from playground import race_inputs
+    from playground.tree_race import tree_count
+
+    methods = ["ar", "pass", "parallelspec"]
+    assert [tree_count(methods, n) for n in (0, 8, -1, 5)] == [0, 2, 2, 0]
+    assert tree_count(["ar", "prompt-lookup"], 8) == 0
+    chain = page.gpu_duration("Hi", 3, 0.0, 0, 1.0, 100, 0, True, False, methods, True, False, 0)
+    tree = page.gpu_duration("Hi", 3, 0.0, 0, 1.0, 100, 0, True, False, methods, True, False, 8)
+    assert (chain, tree) == (race_inputs.gpu_seconds(100, 3), race_inputs.gpu_seconds(100, 5)) == (35, 45)
+    capped, note = race_inputs.cap_for_zerogpu(1024, methods, tree_count(methods, 8))
+    assert capped == race_inputs.zerogpu_token_cap(5) < race_inputs.zerogpu_token_cap(3) and "5 methods" in note
