@@ -14,8 +14,7 @@ from pass_core.teaching.trace import load_trace
 from playground import page
 from playground.race_charts import pane_colours
 from playground.tree_race import TREE_PANES, tree_base, tree_problem
-from playground.tree_view import (NEXT, REJECTED_GREY, accepted_path, inspect_node, label, node_choices, struck,
-                                  tree_figure)
+from playground.tree_view import NEXT, REJECTED_GREY, accepted_path, inspect_node, label, node_choices, tree_figure
 from test_app import OUTPUT_NAMES, run
 
 #: A 6-node tree: the root's children A (accepted) and B (not tried: A came first); under A, C (rejected) then D
@@ -59,7 +58,7 @@ def test_tree_figure_draws_every_node_the_accepted_path_and_the_last_token():
     last = traces_named(fig, "resampled")[0]
     assert list(last.text) == [label("G")] and list(last.x) == [3]
     rejected = traces_named(fig, "rejected")[0]
-    assert list(rejected.customdata) == [2, 5] and list(rejected.text) == [struck("C"), struck("F")]
+    assert list(rejected.customdata) == [2, 5] and list(rejected.text) == ["C\u0336", "F\u0336"]  # struck through
     assert rejected.marker.color == REJECTED_GREY
     assert list(traces_named(fig, "not verified")[0].customdata) == [1, 4]
     assert list(traces_named(fig, "root (the pending token)")[0].text) == ["P"]  # the previous step's last token
