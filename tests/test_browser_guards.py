@@ -1,0 +1,73 @@
+"""The page's guards in a real browser, on the page served in process on the tiny model (``race_page_url``): a
+double click on Next step moves one step and the button shows it is working meanwhile; Stop leaves a trace of
+what the panes show; a second tab that presses Run during a race is told that another race is running."""
+
+from __future__ import annotations
+
+import re
+
+from pass_core.teaching.trace import load_trace
+from test_browser import in_process_page, new_page, pane_chars, race_on, race_page_url  # noqa: F401 (fixtures)
+
+#: Records every aria-busy value the Next button takes, from the page's own DOM (a MutationObserver).
+WATCH_BUSY = """() => { window.busySeen = []; const b = document.getElementById('next-button');
+  new MutationObserver(() => window.busySeen.push(b.getAttribute('aria-busy')))
+    .observe(b, {attributes: true, attributeFilter: ['aria-busy']}); }"""
+
+
+def position(page) -> int:
+    return int(re.search(r"after step (\d+) of", page.locator("#run-line").inner_text()).group(1))
+
+
+def test_double_click_on_next_moves_one_step_and_the_button_shows_it_works(new_page, race_page_url):  # noqa: F811
+    with in_process_page(new_page, race_page_url, 1400, step_delay_s=0.03) as page:
+        race_on(page, max_new_tokens=60)
+        page.locator("#pane-pass .token.highlighted").first.wait_for(timeout=30_000)
+        page.locator("#pause-button").click()
+        page.get_by_text("Paused after step").first.wait_for(timeout=30_000)
+        page.wait_for_function("() => !document.getElementById('pause-button').hasAttribute('aria-busy')",
+                               timeout=30_000)
+        before = position(page)
+        page.evaluate(WATCH_BUSY)
+        page.locator("#next-button").dblclick()
+        page.wait_for_function(f"() => !document.querySelector('#run-line').innerText.includes('after step {before} of')",
+                               timeout=30_000)
+        page.wait_for_function("() => !document.getElementById('next-button').hasAttribute('aria-busy')",
+                               timeout=30_000)
+        page.wait_for_timeout(1500)  # a second step, had the double click made one, would be on the page by now
+        assert position(page) == before + 1
+        assert page.evaluate("window.busySeen")[:1] == ["true"]  # busy from the press, then idle again
+        page.locator("#resume-button").click()
+        page.get_by_text("Finished.").first.wait_for(timeout=120_000)
+
+
+def test_stop_offers_the_trace_of_what_the_panes_show(new_page, race_page_url, tmp_path):  # noqa: F811
+    with in_process_page(new_page, race_page_url, 1400, step_delay_s=0.05) as page:
+        race_on(page, max_new_tokens=200)
+        page.locator("#pane-ar .token.highlighted").nth(3).wait_for(timeout=30_000)
+        page.get_by_role("button", name="Stop").click()
+        page.get_by_text("Download trace gives exactly those steps").first.wait_for(timeout=30_000)
+        page.wait_for_timeout(3000)  # no update after Stop: the panes stay as they are
+        shown = pane_chars(page, "ar")
+        with page.expect_download() as download:
+            page.locator("#trace-download").click()
+        download.value.save_as(tmp_path / "trace.json")
+        trace = load_trace(tmp_path / "trace.json")
+        steps = sum(map(len, trace.events.values()))
+        assert 0 < steps < 3 * 200
+        produced = "".join(t.text for e in trace.events["ar"] for t in e.tokens if t.committed)
+        assert "".join(produced.split()) == shown
+
+
+def test_a_second_tab_is_told_that_another_race_runs(new_page, race_page_url):  # noqa: F811
+    with in_process_page(new_page, race_page_url, 1400, step_delay_s=0.05) as first:
+        second = new_page(1400)
+        second.goto(race_page_url[0])
+        second.get_by_text("Ready:").first.wait_for(timeout=60_000)
+        race_on(first, max_new_tokens=200)
+        first.locator("#pane-ar .token.highlighted").first.wait_for(timeout=30_000)
+        race_on(second, max_new_tokens=4)
+        second.get_by_text("Another race is running on this server: yours starts when it ends").first.wait_for(
+            timeout=30_000)
+        first.get_by_role("button", name="Stop").click()
+        second.get_by_text("Finished.").first.wait_for(timeout=60_000)  # then the second race runs
