@@ -171,10 +171,10 @@ def test_bad_input_raises_gr_error(tiny, kwargs, message):
 
 def test_validator_marks_each_bad_input():
     ok = page.validate_inputs("Hi", 3, 0.0, 0, 1.0, 96, 0, True, False, ["ar", "pass"], True)
-    assert len(ok) == 12 and all(v["is_valid"] for v in ok)  # one per input, auto_drafts last
-    bad = page.validate_inputs("  ", 30, -1.0, 0, 1.0, 96, -5, True, False, ["ar"], False)
+    assert len(ok) == 13 and all(v["is_valid"] for v in ok)  # one per input, the token tree last
+    bad = page.validate_inputs("  ", 30, -1.0, 0, 1.0, 96, -5, True, False, ["ar"], False, False, 5)
     assert [v["is_valid"] for v in bad] == [False, False, False, True, True, True, False, True, True, False, True,
-                                            True]
+                                            True, False]
     assert "empty" in bad[0]["message"] and "seed" in bad[6]["message"] and "two methods" in bad[9]["message"]
     unknown = page.validate_inputs("Hi", 3, 0.0, 0, 1.0, 96, 0, True, False, ["ar", "medusa"])[9]
     assert not unknown["is_valid"] and "'medusa'" in unknown["message"]
@@ -194,7 +194,8 @@ BAD_VALUES = [
     ("methods", ["bogus"], "Unknown method(s) 'bogus'"),
 ]
 GOOD = dict(prompt="Hello there", num_lookahead=2, temperature=0.0, top_k=0, top_p=1.0, max_new_tokens=6, seed=0,
-            show_rejected=True, fused=False, methods=["ar", "pass"], chat_template=True, auto_drafts=False)
+            show_rejected=True, fused=False, methods=["ar", "pass"], chat_template=True, auto_drafts=False,
+            tree_nodes=0)
 
 
 @pytest.mark.parametrize("name, value, message", BAD_VALUES)

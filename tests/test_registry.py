@@ -59,6 +59,10 @@ def test_app_offers_every_registered_method(tiny, echo):
     assert [tuple(choice) for choice in boxes[0].choices] == [(m.label, key) for key, m in METHODS.items()]
     assert boxes[0].value == ["ar", "pass", "parallelspec"]  # the default selection
     panes = [c for c in demo.blocks.values() if isinstance(c, gr.HighlightedText)]
+    tree_panes = [p for p in panes if p.elem_id.endswith("-tree")]  # one per tree-capable method, hidden
+    assert [p.elem_id for p in tree_panes] == [f"pane-{key}-tree" for key, m in METHODS.items() if m.tree]
+    assert not any(p.visible for p in tree_panes)
+    panes = [p for p in panes if not p.elem_id.endswith("-tree")]
     assert [(p.elem_id, p.label) for p in panes] == [(f"pane-{key}", m.label) for key, m in METHODS.items()]
     assert [p.visible for p in panes] == [key in page.DEFAULT_RACE for key in METHODS]
     assert [u["visible"] for u in page.pane_visibility(["ar", "echo"])] == [key in ("ar", "echo") for key in METHODS]
