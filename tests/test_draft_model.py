@@ -23,6 +23,7 @@ from pass_core.drafters.draft_model.drafter import DraftModelDrafter
 from pass_core.drafters.draft_model.models import (DraftModel, built_in, first_layers, load_draft_model,
                                                    resolve_draft_model)
 from pass_core.registry import METHODS
+from sampling_design import ALPHA, BETA, DELTA, design, total_variation
 from tiny import save_tiny, tiny_model, tiny_tokenizer
 
 GREEDY = DecodeSettings(max_new_tokens=40, temperature=0.0, num_lookahead=3)
@@ -124,7 +125,7 @@ def test_q_is_the_draft_models_processed_distribution(tiny):
 
 
 # ------------------------------------------------------------------ sampling with its own drafts
-WINDOW, RUNS, CONTROL_RUNS, BOUND = 4, 2000, 1000, 0.07
+WINDOW = 4
 
 
 def _tv(tiny, settings, law, runs, **kw):
@@ -135,23 +136,26 @@ def _tv(tiny, settings, law, runs, **kw):
         out = tuple(output_token_ids(events)[:WINDOW])
         counts[out] = counts.get(out, 0) + 1
         decisions |= {t.label for e in events for t in e.tokens}
-    return 0.5 * sum(abs(counts.get(x, 0) / runs - law.get(x, 0.0)) for x in set(counts) | set(law)), decisions
+    return total_variation(law, counts, runs), decisions
 
 
 def test_sampling_with_its_own_drafts_matches_the_exact_law_and_broken_rules_fail(tiny):
-    """First 4 tokens at T = 1, top-k 2, k = 2 drafts from the target's first layer's processed q: TV of 2000 seeded
-    runs against the exact law under 0.07; always-accept and resample-from-p (1000 runs each) above twice that."""
+    """First 4 tokens at T = 1, top-k 2, k = 2 drafts from the target's first layer's processed q. The number of
+    seeded runs n and the bound b come from the exact law (``sampling_design.design``: false-alarm rate ALPHA,
+    power 1 - BETA against any law at TV >= DELTA); the TV of n runs must stay under b, and always-accept and
+    resample-from-p, with the same n, above it."""
     settings = DecodeSettings(max_new_tokens=WINDOW, num_lookahead=2, temperature=1.0, top_k=2)
     law = exact_law(tiny, "ab", settings, WINDOW)
     assert len(law) == 16 and abs(sum(law.values()) - 1) < 1e-5
-    tv, seen = _tv(tiny, settings, law, RUNS)
+    plan = design(law, ALPHA, BETA, DELTA)
+    tv, seen = _tv(tiny, settings, law, plan.runs)
     assert {"accepted", "rejected", "bonus", "resampled"} <= seen, f"not every decision happened: {seen}"
-    print(f"\nTV draft-model: {tv:.4f}")
-    assert tv < BOUND, f"draft-model sampling differs from the target's law: TV {tv:.3f}"
+    print(f"\nTV draft-model: {tv:.4f}; {plan.describe()}")
+    assert tv < plan.bound, f"draft-model sampling differs from the target's law: TV {tv:.4f}; {plan.describe()}"
     for broken in (always_accept, resample_from_p):
-        tv_broken, _ = _tv(tiny, settings, law, CONTROL_RUNS, verify_fn=broken)
+        tv_broken, _ = _tv(tiny, settings, law, plan.runs, verify_fn=broken)
         print(f"TV draft-model {broken.__name__}: {tv_broken:.4f}")
-        assert tv_broken > 2 * BOUND, f"{broken.__name__}: TV {tv_broken:.3f}: the test has no power"
+        assert tv_broken > plan.bound, f"{broken.__name__}: TV {tv_broken:.4f}: the test has no power; {plan.describe()}"
 
 
 # ------------------------------------------------------------------ which draft model
