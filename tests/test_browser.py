@@ -255,7 +255,9 @@ def test_phone_and_desktop_layout(new_page, race_page_url, width):
         else:
             assert latency["y"] == cumulative["y"] and cumulative["x"] > latency["x"] + latency["width"] - 1
         for i in range(plots.count()):
-            legend, area = plots.nth(i).locator(".legend").bounding_box(), plots.nth(i).locator(".nsewdrag").bounding_box()
+            if plots.nth(i).locator(".legend").count() == 0:  # e.g. the token-tree figure of a race without trees
+                continue
+            legend, area = plots.nth(i).locator(".legend").bounding_box(), plots.nth(i).locator(".nsewdrag").first.bounding_box()
             assert not overlaps(legend, area), f"chart {i}'s legend covers its plot area at {width} px"
             assert not overlaps(legend, plots.nth(i).locator(".g-xtitle").bounding_box()), f"chart {i}, {width} px"
         ARTIFACTS.mkdir(exist_ok=True)

@@ -120,12 +120,13 @@ def test_a_refused_curve_is_greyed_and_the_last_good_one_used(tiny, measured):
 
 
 def test_without_a_physical_curve_nothing_reads_it(tiny, measured):
-    measured.append(NOT_PHYSICAL)
+    measured.extend([NOT_PHYSICAL] * (1 + pass_cost.REMEASURE_TRIES))  # cost-aware lengths measure again first
     final = run(tiny, max_new_tokens=6)[-1]
     assert final["state"]["show"]["curve"] is None and "no physical curve" in final["cost_text"]
     assert whatif_view(0.6, 3, MACHINE, "", 0.1, final["state"]) == (None, NO_MACHINE_CURVE)
     with pytest.raises(gr.Error, match="not physical.*Re-measure pass cost"):
         run(tiny, max_new_tokens=6, auto_drafts=True)
+    assert not measured  # it did measure again, REMEASURE_TRIES times, before giving up
 
 
 # --- step buttons -----------------------------------------------------------------------------------------------

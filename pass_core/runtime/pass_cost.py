@@ -182,13 +182,22 @@ def pass_cost_curves(loaded, remeasure: bool = False) -> CostCurves:
     return CostCurves(_GOOD.get(_key(loaded)), curve, problem)
 
 
+#: Extra measurements ``usable_pass_cost`` makes when the curve it finds is not physical.
+REMEASURE_TRIES = 3
+
+
 def usable_pass_cost(loaded, what: str = "Cost-aware draft lengths") -> dict:
-    """``pass_cost_curves(loaded).used``, for ``what`` (named in the error).
+    """``pass_cost_curves(loaded).used``, for ``what`` (named in the error); when only refused curves were measured,
+    it measures again, up to ``REMEASURE_TRIES`` times (a busy moment spoils one measurement).
 
     Raises:
         ValueError: no physical curve was measured for this model (only refused ones).
     """
     curves = pass_cost_curves(loaded)
+    for _ in range(REMEASURE_TRIES):  # a busy moment spoils one measurement: measure again before giving up
+        if curves.used is not None:
+            break
+        curves = pass_cost_curves(loaded, remeasure=True)
     if curves.used is None:
         raise ValueError(f"{what} need this machine's pass-cost curve, and the one measured is not physical "
                          f"({curves.problem}). Press *Re-measure pass cost* (best on an idle machine), or choose "
