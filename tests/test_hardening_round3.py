@@ -344,12 +344,12 @@ def test_a_paused_race_in_a_closed_tab_frees_the_race_slot_at_once(monkeypatch):
             created.append(self)
 
     monkeypatch.setattr(page, "StepControl", PausedFirst)
-    demo, port = page.build_demo(tiny_loaded(seed=0)), free_port()
+    demo, port = page.build_demo(tiny_loaded(seed=0), untrained_drafters=True), free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     url = f"http://127.0.0.1:{port}/"
     try:
         fn_index = next(i for i, fn in demo.fns.items() if fn.api_name == "race")
-        body = {"data": ["Hello there", 2, 0.0, 0, 1.0, 200, 0, True, False, ["ar", "pass"], True, False],
+        body = {"data": ["Hello there", 2, 0.0, 0, 1.0, 200, 0, True, False, ["ar", "pass"], True, False, 0],
                 "fn_index": fn_index, "session_hash": "closed-tab", "event_data": None, "trigger_id": None}
         httpx.post(url + "gradio_api/queue/join", json=body, timeout=30).raise_for_status()
         with httpx.stream("GET", url + "gradio_api/queue/data?session_hash=closed-tab", timeout=30) as stream:
@@ -382,7 +382,7 @@ def test_closing_a_tab_with_a_paused_race_lets_the_next_visitor_race(chromium, m
 
     monkeypatch.setattr(race_handlers, "race", slow_race)
     monkeypatch.setattr(race_handlers, "PAUSE_IDLE_S", 60.0)
-    demo, port = page.build_demo(tiny_loaded(seed=0)), free_port()
+    demo, port = page.build_demo(tiny_loaded(seed=0), untrained_drafters=True), free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     contexts = []
     try:
