@@ -28,15 +28,6 @@ from test_app import OUTPUT_NAMES, run
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Tiny models run fastest on one thread (and far faster on a busy machine)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def is_skip(value) -> bool:

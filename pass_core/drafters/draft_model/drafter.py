@@ -17,6 +17,8 @@ to the target's vocabulary V when its output head is wider.
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from pass_core.decoding.cache import cache_len, crop_to, new_cache
@@ -28,12 +30,7 @@ from pass_core.drafters.draft_model.models import DraftModel
 
 def common_prefix(a: list[int], b: list[int]) -> int:
     """Length of the longest common prefix of two id lists."""
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
+    return len(os.path.commonprefix([a, b]))
 
 
 class DraftModelDrafter(Drafter):
