@@ -25,7 +25,9 @@ import numpy as np
 #: The losslessness tests' design: false-alarm rate alpha and power 1 - beta, against any law at a total-variation
 #: distance >= DELTA from the exact one. The subtler broken rule of the tests (resample from p instead of the
 #: residual) is about 0.19 away from the exact law of tests/test_lossless.py (measured), always-accept about 0.55.
-ALPHA, BETA, DELTA = 1e-3, 1e-3, 0.15
+#: alpha is kept small because the suite runs about 20 such tests (a false alarm in one of them about 2 % of runs);
+#: power 0.99 (beta 1e-2) needs 750 runs where 0.999 needed 875, and every test also runs its broken rules.
+ALPHA, BETA, DELTA = 1e-3, 1e-2, 0.15
 #: Multinomial draws from P that estimate the (1 - alpha) quantile of TV.
 SIMULATIONS = 40_000
 #: Sample sizes are rounded up to a multiple of this.

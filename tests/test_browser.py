@@ -325,7 +325,7 @@ def test_step_through_and_token_inspector(new_page, race_page_url, tmp_path, wid
         race_on(page, max_new_tokens=60)
         page.locator("#pane-pass .token.highlighted").first.wait_for(timeout=30_000)
         page.locator("#pause-button").click()
-        page.get_by_text("Paused after step").first.wait_for(timeout=30_000)
+        page.locator("#run-line").get_by_text("Paused after step").first.wait_for(timeout=30_000)
         run_line = page.locator("#run-line")
 
         def position() -> int:

@@ -26,7 +26,7 @@ def test_double_click_on_next_moves_one_step_and_the_button_shows_it_works(new_p
         race_on(page, max_new_tokens=60)
         page.locator("#pane-pass .token.highlighted").first.wait_for(timeout=30_000)
         page.locator("#pause-button").click()
-        page.get_by_text("Paused after step").first.wait_for(timeout=30_000)
+        page.locator("#run-line").get_by_text("Paused after step").first.wait_for(timeout=30_000)
         page.wait_for_function("() => !document.getElementById('pause-button').hasAttribute('aria-busy')",
                                timeout=30_000)
         before = position(page)

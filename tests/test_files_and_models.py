@@ -135,25 +135,30 @@ EMBEDDED_PROMPTS = [
 ]
 
 
-def test_embedded_greedy_every_method_equals_ar(smollm):
+def test_embedded_greedy_every_method_equals_ar(smollm, fixed_pass_cost):
     """Every registered method, with its shipped files, reproduces AR's greedy output on the
-    embedded model (the fused step too, for the methods it applies to, and cost-aware draft lengths)."""
+    embedded model (the fused step too, for the methods it applies to, and cost-aware draft lengths).
+
+    Each method runs two of the six prompts plainly and a third with each variant, the prompts rotating over the
+    methods, so that every prompt meets several methods (a run of the embedded model costs seconds here; every
+    variant runs on every method and prompt of the tiny models in tests/test_lossless.py)."""
     from pass_core.decoding.events import compare_outputs
     from pass_core.registry import METHODS
     from pass_core.decoding.settings import DecodeSettings
 
     settings = DecodeSettings(max_new_tokens=24, num_lookahead=3)
+    n = len(EMBEDDED_PROMPTS)
     ar = {p: list(METHODS["ar"].decode(smollm, p, settings)) for p in EMBEDDED_PROMPTS}
-    for key, method in METHODS.items():
+    for i, (key, method) in enumerate((k, m) for k, m in METHODS.items() if m.drafter is not None):
         state, _ = method.find_files(smollm, 3)
-        variants = [settings, settings.with_(fused=True)] if method.fusable else [settings]
-        if method.drafter is not None:  # cost-aware draft lengths (extension), on this machine's pass cost
-            variants.append(settings.with_(auto_drafts=True, fused=method.fusable))
-        for s in variants:
-            prompts = EMBEDDED_PROMPTS if s is settings else EMBEDDED_PROMPTS[:3]
-            for prompt in prompts:
-                cmp = compare_outputs(ar[prompt], list(method.decode(smollm, prompt, s, state)))
-                assert cmp.identical, f"{key} (fused={s.fused}) differs from AR on {prompt!r}: {cmp}"
+        runs = [(settings, EMBEDDED_PROMPTS[i % n]), (settings, EMBEDDED_PROMPTS[(i + 3) % n])]
+        if method.fusable:
+            runs.append((settings.with_(fused=True), EMBEDDED_PROMPTS[(i + 1) % n]))
+        # cost-aware draft lengths (extension), on a fixed physical curve (``fixed_pass_cost``)
+        runs.append((settings.with_(auto_drafts=True, fused=method.fusable), EMBEDDED_PROMPTS[(i + 2) % n]))
+        for s, prompt in runs:
+            cmp = compare_outputs(ar[prompt], list(method.decode(smollm, prompt, s, state)))
+            assert cmp.identical, f"{key} (fused={s.fused}, auto={s.auto_drafts}) differs from AR on {prompt!r}: {cmp}"
 
 
 def test_embedded_model_has_trained_lookahead_for_every_offered_l(smollm):

@@ -403,7 +403,7 @@ def test_closing_a_tab_with_a_paused_race_lets_the_next_visitor_race(chromium, m
         first.locator("#pane-pass .token.highlighted").first.wait_for(timeout=30_000)
         # dispatched, not clicked: while a race redraws the page the button may never count as "stable"
         first.locator("#pause-button").dispatch_event("click")
-        first.get_by_text("Paused after step").first.wait_for(timeout=60_000)
+        first.locator("#run-line").get_by_text("Paused after step").first.wait_for(timeout=60_000)
         first.close()  # the tab goes; its race stays paused
         start = time.monotonic()
         second = new_tab()
