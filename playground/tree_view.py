@@ -170,21 +170,29 @@ def tree_figure(events: dict[str, list[StepEvent]], revision: str = "race") -> g
     steps = {key: pair for key, pair in steps.items() if pair[1] is not None}
     if not steps:
         return None
-    titles = [f"{short_name(key)}, step {event.step}: {len(event.tree_parents)} nodes, "
+    # two short lines: a phone's 400 px cut one long line at both ends
+    titles = [f"<b>{short_name(key)}</b>, step {event.step}<br>{len(event.tree_parents)} nodes, "
               f"{len(accepted_path(event))} accepted" for key, (_, event) in steps.items()]
     # one row per leaf (and the last token), 34 px each; 60 px between two panels for the next one's title
     rows = [45 + 34 * (1 + sum(j not in set(e.tree_parents) for j in range(len(e.tree_parents))))
             for _, e in steps.values()]
-    gap = 60
+    gap = 75  # room for the next panel's two-line title
     fig = make_subplots(rows=len(steps), cols=1, subplot_titles=titles, row_heights=rows,
                         vertical_spacing=gap / (sum(rows) + gap * (len(steps) - 1)))
     for row, (key, (evs, event)) in enumerate(steps.items(), start=1):
         for trace in _tree_traces(evs, event, key, first=row == 1):
             fig.add_trace(trace, row=row, col=1)
+    seen: set[str] = set()
+    for trace in fig.data:  # one legend entry per kind (two panels may both end in a resampled token)
+        if trace.showlegend is not False:
+            trace.showlegend = trace.legendgroup not in seen
+            seen.add(trace.legendgroup)
     fig.update_yaxes(visible=False)
     fig.update_xaxes(dtick=1, gridcolor="#e5e7eb", zeroline=False)
     fig.update_xaxes(title=dict(text="depth (draft position; 0 = the root)"), row=len(steps), col=1)
-    fig.update_layout(height=sum(rows) + gap * (len(steps) - 1) + 130, margin=dict(l=15, r=15, t=40, b=10), uirevision=revision,
+    # the top margin leaves the first title clear of the plot's label, two lines high on a phone
+    fig.update_layout(height=sum(rows) + gap * (len(steps) - 1) + 165, margin=dict(l=15, r=15, t=95, b=10),
+                      uirevision=revision,
                       paper_bgcolor="white", plot_bgcolor="white", font=dict(size=12),
                       legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0))
     return fig

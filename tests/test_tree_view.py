@@ -63,6 +63,12 @@ def test_tree_figure_draws_every_node_the_accepted_path_and_the_last_token():
     assert list(traces_named(fig, "not verified")[0].customdata) == [1, 4]
     assert list(traces_named(fig, "root (the pending token)")[0].text) == ["P"]  # the previous step's last token
     assert "step 2" in fig.layout.annotations[0].text and "2 accepted" in fig.layout.annotations[0].text
+    # two panels that both end in a resampled token: one legend entry per kind, each title in two short lines
+    both = tree_figure({"parallelspec+tree8": [chain_event(), tree_event()], "pass+tree8": [chain_event(), tree_event()]})
+    legend = [t.name for t in both.data if t.showlegend is not False]
+    assert len(legend) == len(set(legend)) and "resampled" in legend, legend
+    assert all(max(len(line) for line in a.text.replace("<b>", "").replace("</b>", "").split("<br>")) <= 32
+               for a in both.layout.annotations if "step" in a.text)
 
 
 def test_tree_figure_follows_the_events_shown_and_escapes_labels():
@@ -138,7 +144,7 @@ def test_a_race_with_trees_has_tree_entries_panes_trace_and_replay(tiny):
         if not steps:
             assert shown["tree_figure"] is None and shown["tree_node"]["choices"] == []
         else:
-            assert f"step {steps[-1]}:" in shown["tree_figure"].layout.annotations[0].text
+            assert f"step {steps[-1]}<br>" in shown["tree_figure"].layout.annotations[0].text
             assert all(f"step {steps[-1]} ·" in name for name, _ in shown["tree_node"]["choices"])
 
 

@@ -1,0 +1,77 @@
+"""Token trees on the page in a real browser (the page served in this process on a tiny random model, as in
+tests/test_browser.py): race ParallelSpec and PaSS with an 8-node tree, pause, check the tree figure's nodes
+against the downloaded trace, pick a node in the chooser and check the inspector's q, p and p_res against the
+trace's values for that node. Screenshots go to tests/artifacts/ at a desktop's and a phone's width."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from pass_core.teaching.race import events_upto
+from playground.tree_view import last_token, tree_step
+from test_browser import ARTIFACTS, in_process_page, new_page, race_on, race_page_url  # noqa: F401 (fixtures)
+
+#: The columns of the node inspector's table (``tree_view.node_table``).
+COLUMNS = ["node", "parent", "depth", "token", "q(x)", "p(x)", "p_res(x)", "min(1, p_res/q)", "u", "decision"]
+
+
+def choose(page, dropdown: str, option: str) -> None:
+    """Open a gradio dropdown and click the option whose text holds ``option``."""
+    page.locator(f"{dropdown} input").click()
+    page.get_by_role("option").filter(has_text=option).first.click()
+
+
+@pytest.mark.parametrize("width", [1400, 400])
+def test_tree_figure_and_node_inspector(new_page, race_page_url, tmp_path, width):  # noqa: F811 (fixtures)
+    from pass_core.teaching.trace import load_trace
+
+    with in_process_page(new_page, race_page_url, width, step_delay_s=0.2) as page:
+        page.locator("#input-temperature input").fill("1")  # sampled: the nodes' p are not all 0 or 1
+        choose(page, "#input-tree_nodes", "8 nodes")
+        race_on(page, max_new_tokens=24)
+        page.locator("#pane-parallelspec-tree .token.highlighted").first.wait_for(timeout=60_000)
+        page.locator("#pause-button").dispatch_event("click")
+        page.locator("#run-line").get_by_text("Paused after step").wait_for(timeout=60_000)
+        position = int(re.search(r"after step (\d+) of", page.locator("#run-line").inner_text()).group(1))
+        page.locator("#tree-plot .js-plotly-plot").wait_for(timeout=30_000)
+        points = page.locator("#tree-plot .js-plotly-plot").evaluate(
+            "g => g.data.filter(t => t.mode === 'markers+text').map(t => [t.name, t.x.length])")
+        choose(page, "#tree-node", "rejected")  # a node the rule tried (sampled: its p is not 0)
+        page.get_by_text("Selected: node").first.wait_for(timeout=30_000)
+        text = page.locator("#inspector-text").inner_text()
+        page.locator("#inspector-plot .js-plotly-plot").wait_for(timeout=30_000)
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.locator("#tree-panel").screenshot(path=str(ARTIFACTS / f"browser-tree-{width}.png"))
+        page.locator("#inspector").screenshot(path=str(ARTIFACTS / f"browser-tree-inspector-{width}.png"))
+        page.screenshot(path=str(ARTIFACTS / f"browser-tree-page-{width}.png"), full_page=True)
+        for part in ("#tree-plot", "#tree-node", "#inspector-text", "#pane-parallelspec-tree"):  # nothing clipped
+            box = page.locator(part).bounding_box()
+            assert box["x"] >= 0 and box["x"] + box["width"] <= width + 1, (part, box)
+        page.locator("#resume-button").dispatch_event("click")
+        page.get_by_text("Finished.").first.wait_for(timeout=120_000)
+        with page.expect_download() as download:
+            page.locator("#trace-download").click()
+        download.value.save_as(tmp_path / "trace.json")
+    trace = load_trace(tmp_path / "trace.json")
+    assert {"parallelspec+tree8", "pass+tree8"} <= set(trace.events)
+    # the figure drew, per tree entry, the paused step's nodes, its root and its last token
+    shown = events_upto(trace.events, position)
+    steps = {key: tree_step(evs) for key, evs in shown.items() if "+tree" in key}
+    expected = sum(len(e.drafts) + 1 + (last_token(e) is not None) for e in steps.values() if e is not None)
+    assert sum(n for _, n in points) == expected, points
+    # the inspector's row of the chosen node holds the trace's q, p and p_res of that node
+    entry_label, step = re.search(r"\*?\*?(\S+) \+tree8, step (\d+)\*?\*? \(", text).groups()
+    entry = {"ParallelSpec": "parallelspec+tree8", "PaSS": "pass+tree8"}[entry_label]
+    node = int(re.search(r"Selected: node (\d+)", text).group(1))
+    event = next(e for e in trace.events[entry] if e.step == int(step))
+    assert event is steps[entry] or event == steps[entry]  # the step the page was paused at
+    draft = event.drafts[node]
+    row = next(line for line in text.splitlines() if line.split("\t")[0].strip() == str(node))
+    cell = dict(zip(COLUMNS, (c.strip() for c in row.split("\t")), strict=True))
+    assert [float(cell[c]) for c in ("q(x)", "p(x)", "p_res(x)")] == pytest.approx(
+        [draft.q, draft.p, draft.p_res], abs=5e-5), row
+    assert cell["decision"] == "rejected" == draft.decision and int(cell["depth"]) == draft.position
+    assert draft.p > 0 and cell["parent"] == ("root" if event.tree_parents[node] < 0 else
+                                               str(event.tree_parents[node]))
