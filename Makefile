@@ -29,14 +29,14 @@ demo: setup
 
 # Two workers, one per core (each pins one torch thread); --dist loadgroup keeps the tests of each expensive
 # fixture on one worker (tests/conftest.py): the embedded model loads once, one app server and one Chromium serve
-# the run. test-fast leaves out the embedded model (slow) and Chromium (browser).
+# the run. test-fast leaves out the embedded model (slow), Chromium (browser) and the sampled-law tests (sampling).
 PYTEST := $(PY) -m pytest -q -n 2 --dist loadgroup
 
 test: setup browser
 	$(PYTEST)
 
 test-fast: setup
-	$(PYTEST) -m "not slow and not browser"
+	$(PYTEST) -m "not slow and not browser and not sampling"
 
 # A ready-to-push Hugging Face Space folder in spaces/build/ (see spaces/README.md).
 space: setup

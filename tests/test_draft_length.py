@@ -79,6 +79,7 @@ def test_auto_greedy_equals_ar_while_k_varies(tiny, key, fused, flat_curve):
 
 @pytest.mark.parametrize("key, fused", [c for c in CASES if c[0] in ("pass", "parallelspec")],
                          ids=[i for c, i in zip(CASES, CASE_IDS) if c[0] in ("pass", "parallelspec")])
+@pytest.mark.sampling
 def test_auto_sampling_matches_exact_law(tiny, key, fused, flat_curve):
     """As ``test_lossless``'s distribution test (first 4 tokens, temperature 1, top-k 2, noisy drafts, n runs and
     the bound b from the exact law with the same false-alarm rate and power), with the draft length chosen per

@@ -139,6 +139,7 @@ def _tv(tiny, settings, law, runs, **kw):
     return total_variation(law, counts, runs), decisions
 
 
+@pytest.mark.sampling
 def test_sampling_with_its_own_drafts_matches_the_exact_law_and_broken_rules_fail(tiny):
     """First 4 tokens at T = 1, top-k 2, k = 2 drafts from the target's first layer's processed q. The number of
     seeded runs n and the bound b come from the exact law (``sampling_design.design``: false-alarm rate ALPHA,

@@ -23,6 +23,7 @@ def lab_plan(loaded) -> Design:
     return design(law, ALPHA, BETA, LAB_DELTA, fixed_bound=lambda runs: tv_bound(law, runs))
 
 
+@pytest.mark.sampling
 def test_lab_passes_every_method_and_fails_the_broken_rule(tiny):
     """n runs of 3 tokens, top-k 2 (8 outcomes), n from ``lab_plan``. Measured (`pytest tests/test_lab.py -s`):
     n = 125, bound 0.28; TV of the methods 0.07-0.13, of the broken rule 1.0."""

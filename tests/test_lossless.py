@@ -186,6 +186,7 @@ def test_sampling_cases_cover_every_loop_path(tiny):
     assert {k for k, _ in SAMPLING_CASES} == {k for k, _ in CASES} - set(SAME_LOOP_PATH)
 
 
+@pytest.mark.sampling
 @pytest.mark.parametrize("key, fused", SAMPLING_CASES, ids=SAMPLING_IDS)
 def test_sampling_matches_exact_law_and_broken_rules_fail(tiny, key, fused):
     """First 4 tokens at temperature 1, top-k 2 (16 outcomes, the bonus token inside the window), L = 2,

@@ -223,6 +223,7 @@ def test_verification_pass_returns_the_targets_logits(tiny):
                                ref.hidden_states[-1], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.sampling
 def test_trained_drafter_sampling_matches_exact_law(tiny, trained):
     """The drafter's own q path under sampling (processed like p): first 3 tokens with 2 sampled
     drafts from the trained tiny drafter, 800 runs, TV against the exact law under 0.1; both broken

@@ -159,6 +159,7 @@ def _tv(tiny, settings, law, runs, **kw):
 SAMPLED_PROMPT = "SSS"
 
 
+@pytest.mark.sampling
 def test_sampling_with_its_own_drafts_matches_the_exact_law_and_broken_rules_fail(tiny):
     """First 4 tokens at T = 1, top-k 2, prompt lookup's own one-hot drafts: n seeded runs and the bound b from the
     exact law (``sampling_design.design``, as tests/test_lossless.py: false-alarm rate ALPHA, power 1 - BETA against

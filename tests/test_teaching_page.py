@@ -37,6 +37,7 @@ def test_theory_sentence_for_each_drafting_method(tiny):
     assert without_ar["theory"] is None and without_ar["theory_text"] == THEORY_NEEDS_AR
 
 
+@pytest.mark.sampling
 def test_lab_handler_passes_every_method_and_fails_the_broken_rule(tiny):
     """The tab's handler on the tiny model (runs of 3 tokens, as many as tests/test_lab.py's design asks): a ✓ row
     for each registered method, a ✗ row for the broken rule; the progress bar is fed every run."""

@@ -446,6 +446,7 @@ def tree_outcomes(tiny, key, settings, **kw):
     return counts, seen
 
 
+@pytest.mark.sampling
 @pytest.mark.parametrize("key", TREE_CASES)
 def test_tree_sampling_matches_exact_law_and_broken_rules_fail(tiny, key):
     """First 4 tokens at temperature 1, top-k 2 (16 outcomes; a bonus token can fall inside the window), L = 2:
