@@ -106,7 +106,10 @@ def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finishe
         gr.skip() if trace_path is None else str(trace_path),
         view.run_line,
         drafter_note,
-        {"events": events, "greedy": greedy, "fused": fused, "finished": finished, "note": drafter_note,
+        # a copy of the lists: a live race appends to ``events`` after this yield, and Stop, the inspector and
+        # step-through must read what the panes show (Stop's trace once held three AR steps the pane never showed)
+        {"events": {key: list(evs) for key, evs in events.items()}, "greedy": greedy, "fused": fused,
+         "finished": finished, "note": drafter_note,
          "position": position, "own_model": own_model,
          "show": dict(chat_template=chat_template, run_note=run_note, dtype=dtype, revision=revision, curve=curve,
                       baseline=baseline, guards=guards)},

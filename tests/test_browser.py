@@ -324,8 +324,9 @@ def test_step_through_and_token_inspector(new_page, race_page_url, tmp_path, wid
     with in_process_page(new_page, race_page_url, width, step_delay_s=0.03) as page:
         race_on(page, max_new_tokens=60)
         page.locator("#pane-pass .token.highlighted").first.wait_for(timeout=30_000)
-        page.locator("#pause-button").click()
-        page.locator("#run-line").get_by_text("Paused after step").first.wait_for(timeout=30_000)
+        # dispatched, not clicked: while a race redraws the page the button may never count as "stable" (under load)
+        page.locator("#pause-button").dispatch_event("click")
+        page.locator("#run-line").get_by_text("Paused after step").first.wait_for(timeout=60_000)
         run_line = page.locator("#run-line")
 
         def position() -> int:

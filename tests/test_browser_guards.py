@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
 
 from pass_core.teaching.trace import load_trace
 from test_browser import in_process_page, new_page, pane_chars, race_on, race_page_url  # noqa: F401 (fixtures)
@@ -25,8 +24,9 @@ def test_double_click_on_next_moves_one_step_and_the_button_shows_it_works(new_p
     with in_process_page(new_page, race_page_url, 1400, step_delay_s=0.03) as page:
         race_on(page, max_new_tokens=60)
         page.locator("#pane-pass .token.highlighted").first.wait_for(timeout=30_000)
-        page.locator("#pause-button").click()
-        page.locator("#run-line").get_by_text("Paused after step").first.wait_for(timeout=30_000)
+        # dispatched, not clicked: while a race redraws the page the button may never count as "stable" (under load)
+        page.locator("#pause-button").dispatch_event("click")
+        page.locator("#run-line").get_by_text("Paused after step").first.wait_for(timeout=60_000)
         page.wait_for_function("() => !document.getElementById('pause-button').hasAttribute('aria-busy')",
                                timeout=30_000)
         before = position(page)
@@ -43,14 +43,13 @@ def test_double_click_on_next_moves_one_step_and_the_button_shows_it_works(new_p
         page.get_by_text("Finished.").first.wait_for(timeout=120_000)
 
 
-@pytest.mark.xfail(reason="known bug, found under the full suite's load: the trace offered after Stop held 3 AR tokens "
-                          "more than the pane showed (the steps raced between the last render and Stop)", strict=False)
 def test_stop_offers_the_trace_of_what_the_panes_show(new_page, race_page_url, tmp_path):  # noqa: F811
     with in_process_page(new_page, race_page_url, 1400, step_delay_s=0.05) as page:
         race_on(page, max_new_tokens=200)
         page.locator("#pane-ar .token.highlighted").nth(3).wait_for(timeout=30_000)
-        page.get_by_role("button", name="Stop").click()
-        page.get_by_text("Download trace gives exactly those steps").first.wait_for(timeout=30_000)
+        page.get_by_role("button", name="Stop").dispatch_event("click")  # a redrawing page: "stable" may never come
+        page.locator("#run-line").get_by_text("Download trace gives exactly those steps").first.wait_for(
+            timeout=60_000)
         page.wait_for_timeout(3000)  # no update after Stop: the panes stay as they are
         shown = pane_chars(page, "ar")
         with page.expect_download() as download:

@@ -161,6 +161,9 @@ def test_stop_offers_the_trace_of_what_was_produced(tiny, tmp_path):
     assert {k: [e.new_token_ids for e in v] for k, v in trace.events.items()} == \
         {k: [e.new_token_ids for e in v] for k, v in state["events"].items()}
     assert sum(map(len, trace.events.values())) == 5  # the steps produced, not a whole race
+    # each frame's state holds the steps that frame showed, not the race's growing lists: Stop pressed while the
+    # third frame is on the page offers those 3 steps (a shared dict once offered steps the panes never showed)
+    assert [sum(map(len, f["state"]["events"].values())) for f in frames] == [1, 2, 3, 4, 5]
     assert is_skip(page_guards.stop_outputs(tiny, None)[1])  # no race: nothing to download
     demo = page.build_demo(tiny)
     button = next(b for b in demo.blocks.values() if isinstance(b, gr.Button) and b.value == "Stop")
