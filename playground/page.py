@@ -37,7 +37,7 @@ from playground.race_view import (HIDE_REJECTED_JS, INTRO, METRIC_LABELS, PAGE_C
                                      setting_range)
 from playground.stepping import MAX_STEP_DELAY_S, NEXT, PREVIOUS, RESUME, StepControl, step_position
 from playground.components import numeric_input, trace_file
-from playground.page_guards import (STEP_WAIT_S, STOPPED_NOTE, RaceSlots, remeasure_button, stop_outputs,  # noqa: F401
+from playground.page_guards import (STEP_WAIT_S, STOPPED_NOTE, RaceSlots, remeasure_button, stop_handler, stop_outputs,  # noqa: F401
                                     wire_step_button)
 from playground.lab_handlers import lab_handler, validate_lab  # noqa: F401  (re-exported)
 from playground.teaching_panels import lesson_strip, whatif_accordion, wire_panels
@@ -175,7 +175,10 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                                      show_rejected, fused, methods, chat_template, auto_drafts, tree_nodes,
                                      run_note=note, control=control):
                 show = show_now.get(session, show_rejected)
-                yield out if show == bool(show_rejected) else with_panes_for(out, show)
+                frame = out if show == bool(show_rejected) else with_panes_for(out, show)
+                if control is not None and not control.yielding(frame[-1]):
+                    return  # Stop: the panes keep the last frame, the one Stop's trace was made of
+                yield frame
         finally:
             slots.end()
             show_now.pop(session, None)
@@ -306,7 +309,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         # answers "Value 5 is less than minimum value 10" and logs a traceback)
         lab_btn.click(on_lab, [lab_prompt, lab_runs], [lab_plot, lab_md], api_name="lab", concurrency_limit=1,
                       preprocess=False, validator=validate_lab)
-        stop_btn.click(lambda state=None: stop_outputs(holder.loaded, state), state, [run_md, trace_download],
+        stop_btn.click(stop_handler(holder, controls), state, [run_md, trace_download],
                        cancels=[run_event], api_visibility="private", queue=False)  # with a trace of what was produced
         show_rejected.change(on_toggle, [state, show_rejected], panes, api_visibility="private", queue=False,
                              js=HIDE_REJECTED_JS)

@@ -42,6 +42,16 @@ def stop_outputs(loaded, state) -> tuple:
     return "  \n".join(filter(None, (STOPPED_NOTE + STOPPED_TRACE, guards.get("load")))), str(path)
 
 
+def stop_handler(holder, controls: dict):
+    """Stop's handler: ends the visitor's live race (``StepControl.stop``: it yields no frame after that) and offers
+    the trace of the steps its last frame showed (``stop_outputs``; the page's state when no race is live)."""
+    def on_stop(state=None, request: gr.Request = None):
+        control = controls.get(getattr(request, "session_hash", None))
+        shown = control.stop() if control is not None else None
+        return stop_outputs(holder.loaded, shown if shown is not None else state)
+    return on_stop
+
+
 class RaceSlots:
     """Who races and who waits, across the page's sessions: the race runs one at a time (``concurrency_limit=1``),
     so a visitor who presses Run during another's race is told why nothing moves yet. Thread-safe."""

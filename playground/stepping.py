@@ -38,8 +38,28 @@ class StepControl:
         self._shown = threading.Event()  # set: the state after the last press is on the page
         self._shown.set()
         self.paused = False
+        self.stopped = False  # Stop was pressed: the race yields no frame after that
+        self.last_state: dict | None = None  # the ``render`` state of the last frame the race yielded
         self.delay_s = 0.0
         self.set_delay(delay_s)
+
+    def yielding(self, state) -> bool:
+        """The race is about to yield a frame whose ``render`` state is ``state`` (a heartbeat's ``gr.skip()`` is
+        not a state): remember it as what the page will show. False once Stop was pressed: the race must end
+        without yielding it, so that the panes keep the frame ``stop`` returned."""
+        with self._lock:
+            if self.stopped:
+                return False
+            if isinstance(state, dict):
+                self.last_state = state
+            return True
+
+    def stop(self) -> dict | None:
+        """Stop: the race yields nothing more. Returns the state of the last frame it yielded (None before any), the
+        steps the panes end with, for Stop's trace."""
+        with self._lock:
+            self.stopped = True
+            return self.last_state
 
     def set_delay(self, delay_s) -> None:
         """Slow motion. Raises ValueError unless 0 <= delay_s <= ``MAX_STEP_DELAY_S`` (seconds)."""

@@ -310,6 +310,12 @@ def step_chars(event) -> str:
     return "".join("".join((t.text if t.committed else charts.visible_text(t.text)) for t in event.tokens).split())
 
 
+#: The step number of the run line's "Paused after step N of ...", read and checked in one go in the page (a busy
+#: page may be between two renders of the run line when Python reads it): null until the line says it.
+PAUSED_AT = """() => { const m = /after step (\\d+) of/.exec(document.querySelector('#run-line').innerText);
+  return m ? Number(m[1]) : null; }"""
+
+
 @pytest.mark.parametrize("width", [1400, 400])
 def test_step_through_and_token_inspector(new_page, race_page_url, tmp_path, width):
     """Pause a race, press Next step twice: the panes grew by exactly those two steps' tokens (checked against the
@@ -327,10 +333,9 @@ def test_step_through_and_token_inspector(new_page, race_page_url, tmp_path, wid
         # dispatched, not clicked: while a race redraws the page the button may never count as "stable" (under load)
         page.locator("#pause-button").dispatch_event("click")
         page.locator("#run-line").get_by_text("Paused after step").first.wait_for(timeout=60_000)
-        run_line = page.locator("#run-line")
 
-        def position() -> int:
-            return int(re.search(r"after step (\d+) of", run_line.inner_text()).group(1))
+        def position() -> int:  # read and checked in the page in one go (a busy page may be between two renders)
+            return page.wait_for_function(PAUSED_AT, timeout=60_000).json_value()
 
         seen = [(position(), {key: pane_chars(page, key) for key in ("ar", "pass", "parallelspec")})]
         for _ in range(2):

@@ -4,11 +4,10 @@ what the panes show; a second tab that presses Run during a race is told that an
 
 from __future__ import annotations
 
-import re
 
 
 from pass_core.teaching.trace import load_trace
-from test_browser import in_process_page, new_page, pane_chars, race_on, race_page_url  # noqa: F401 (fixtures)
+from test_browser import PAUSED_AT, in_process_page, new_page, pane_chars, race_on, race_page_url  # noqa: F401
 
 #: Records every aria-busy value the Next button takes, from the page's own DOM (a MutationObserver).
 WATCH_BUSY = """() => { window.busySeen = []; const b = document.getElementById('next-button');
@@ -17,7 +16,7 @@ WATCH_BUSY = """() => { window.busySeen = []; const b = document.getElementById(
 
 
 def position(page) -> int:
-    return int(re.search(r"after step (\d+) of", page.locator("#run-line").inner_text()).group(1))
+    return page.wait_for_function(PAUSED_AT, timeout=60_000).json_value()
 
 
 def test_double_click_on_next_moves_one_step_and_the_button_shows_it_works(new_page, race_page_url):  # noqa: F811

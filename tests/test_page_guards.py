@@ -171,6 +171,25 @@ def test_stop_offers_the_trace_of_what_was_produced(tiny, tmp_path):
     assert "trace-download" in [getattr(o, "elem_id", None) for o in stop.outputs]
 
 
+def test_stop_ends_a_live_race_at_the_frame_its_trace_holds(tiny):
+    """Stop pressed while a race runs: the race yields nothing more, and Stop's trace holds the steps of the last
+    frame it did yield (a frame yielded after Stop's trace was made once put 13 more AR tokens on the page)."""
+    control, frames = StepControl(), []
+    on_stop = page_guards.stop_handler(type("Holder", (), {"loaded": tiny})(), {"visitor": control})
+    for out in page.race_handler(tiny, "Hello there", 2, 0.0, 0, 1.0, 40, 0, update_interval_s=0.0,
+                                 control=control):
+        if not control.yielding(out[-1]):
+            break
+        frames.append(out)
+        if len(frames) == 4:
+            _, path = on_stop(None, type("Request", (), {"session_hash": "visitor"})())
+    assert len(frames) == 4 and control.stopped and not control.yielding(frames[-1][-1])
+    shown = frames[-1][-1]["events"]
+    assert {k: [e.new_token_ids for e in v] for k, v in load_trace(path).events.items()} == \
+        {k: [e.new_token_ids for e in v] for k, v in shown.items()}
+    assert control.yielding(gr.skip()) is False  # a heartbeat after Stop is not yielded either
+
+
 def test_a_long_prompt_is_warned_about_before_its_prefill(tiny, monkeypatch, measured):
     measured.append(GOOD)  # 4.75 ms per token in its widest pass: the estimate is tokens x 4.75 ms
     monkeypatch.setattr(race_guards, "LONG_PREFILL_TOKENS", 60)  # the tiny model holds 512 positions
