@@ -7,7 +7,7 @@ from __future__ import annotations
 
 
 from pass_core.teaching.trace import load_trace
-from test_browser import PAUSED_AT, in_process_page, new_page, pane_chars, race_on, race_page_url  # noqa: F401
+from test_browser import PAUSED_AT, in_process_page, paused_position, new_page, pane_chars, race_on, race_page_url  # noqa: F401
 
 #: Records every aria-busy value the Next button takes, from the page's own DOM (a MutationObserver).
 WATCH_BUSY = """() => { window.busySeen = []; const b = document.getElementById('next-button');
@@ -28,7 +28,7 @@ def test_double_click_on_next_moves_one_step_and_the_button_shows_it_works(new_p
         page.locator("#run-line").get_by_text("Paused after step").first.wait_for(timeout=60_000)
         page.wait_for_function("() => !document.getElementById('pause-button').hasAttribute('aria-busy')",
                                timeout=30_000)
-        before = position(page)
+        before = paused_position(page)
         page.evaluate(WATCH_BUSY)
         page.locator("#next-button").dblclick()
         page.wait_for_function(f"() => !document.querySelector('#run-line').innerText.includes('after step {before} of')",
