@@ -24,7 +24,8 @@ Layers (read ``decoding/`` first; it imports nothing from the folders after it):
 backends, pass cost) -> ``teaching`` (race, trace, theory, lab) / ``training`` / ``bench``.
 """
 
-from pass_core.decoding.events import DraftRecord, RunSummary, StepEvent, TokenRecord, output_text, summarize
+from pass_core.decoding.events import DraftRecord, StepEvent, TokenRecord, output_text
+from pass_core.decoding.metrics import RunSummary, summarize
 from pass_core.decoding.settings import DecodeSettings
 from pass_core.registry import METHODS, get_method
 from pass_core.runtime.models import LoadedModel, load_model

@@ -11,7 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from pass_core.decoding.events import ended_at_once, output_text, output_token_ids, summarize
+from pass_core.decoding.events import ended_at_once, output_text, output_token_ids
+from pass_core.decoding.metrics import summarize
 from pass_core.runtime.backends import AUTO, BACKEND_CHOICES, BACKENDS, prepare_backend, resolve_backend, set_cpu_threads
 from pass_core.runtime.backend_choice import choice_line
 from pass_core.runtime.models import DEFAULT_MODEL, load_model, pick_device

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pass_core.decoding.events import StepEvent, summarize
+from pass_core.decoding.events import StepEvent
+from pass_core.decoding.metrics import summarize
 from pass_core.decoding.settings import SETTING_RANGES
 from playground.race_text import finish_line, metric_texts
 from playground.race_view import METRIC_LABELS

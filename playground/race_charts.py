@@ -16,7 +16,8 @@ from itertools import accumulate
 
 import plotly.graph_objects as go
 
-from pass_core.decoding.events import TOKEN_LABELS, RunSummary, StepEvent
+from pass_core.decoding.events import TOKEN_LABELS, StepEvent
+from pass_core.decoding.metrics import RunSummary
 from pass_core.registry import BASELINE, METHODS
 
 #: Okabe-Ito colour-blind-safe palette (Okabe & Ito 2008).

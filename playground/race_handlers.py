@@ -22,21 +22,18 @@ from pass_core.teaching.trace import load_trace, make_trace, recorded_on, save_t
 from playground.cost_charts import cost_view
 from playground.race_charts import highlighted_tokens
 from playground.race_guards import finish, guard_lines, new_guards, prefill_warning
-from playground.race_inputs import chosen_methods, hide_paths, input_problems, methods_problem, \
-    prompt_problem, whole, zerogpu_duration
+from playground.race_inputs import DEFAULT_RACE, RaceRequest, chosen_methods, hide_paths, input_problems, \
+    methods_problem, prompt_problem, whole, zerogpu_duration
 from playground.race_text import baseline_label
 from playground.race_view import METRIC_LABELS, race_view
-from playground.stepping import NEXT, PREVIOUS, RESUME, StepControl, step_line, step_position
+from playground.stepping import StepControl, paused_updates, step_line
 from playground.teaching import replay_note, theory_view
 from playground.tree_race import tree_count, tree_outputs, tree_problem, with_trees
 
-DEFAULT_RACE = ("ar", "pass", "parallelspec")
 UPDATE_INTERVAL_S = 0.5  # at most 2 page updates per second of wall time at the start of a race (UI cost <= 5 %)
 CHART_EVERY = 4  # charts redraw on every 4th page update (figures are the browser's heaviest work)
 THEORY_EVERY = 4  # during a race the theory view redraws with every 4th chart redraw (and at the end, when paused)
 TOKENS_PER_EXTRA_S = 400  # each 400 tokens on the page add 1 s between updates, so long races stay responsive
-PAUSE_IDLE_S = 300.0  # a paused race resumes by itself after 5 minutes without a step-through press
-HEARTBEAT_S = 1.0  # a paused race yields a no-op update this often: gradio then notices a closed tab and ends it
 MAX_UPDATE_GAP_S = 2.5  # ...but never more: Stop (a cancel) takes effect at the next update
 
 
@@ -140,14 +137,13 @@ def drafters_for(loaded: LoadedModel, keys, settings: DecodeSettings) -> tuple[d
     return found, hide_paths("  \n".join(lines)) or "No racing method drafts: no files needed."
 
 
-def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
-                 show_rejected=True, fused=False, methods=DEFAULT_RACE, chat_template=True, auto_drafts=False,
-                 tree_nodes=0, *, update_interval_s: float = UPDATE_INTERVAL_S, run_note: str = "",
-                 inspect: bool = False, control: StepControl | None = None):
+def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s: float = UPDATE_INTERVAL_S,
+                 run_note: str = "", inspect: bool = False, control: StepControl | None = None):
     """Race the chosen methods (pass_core.race: fair interleaving by compute time) and stream the page.
 
-    ``methods`` holds two or more keys of ``METHODS``; ``tree_nodes`` (``tree_race.TREE_CHOICES``) adds a token-tree
-    entry beside each tree-capable one (``tree_race.with_trees``). Yields the outputs of ``render`` at most
+    ``request``: the form's values (``race_inputs.RaceRequest``); its ``methods`` hold two or more keys of
+    ``METHODS``; its ``tree_nodes`` (``tree_race.TREE_CHOICES``) add a token-tree entry beside each tree-capable
+    one (``tree_race.with_trees``). Yields the outputs of ``render`` at most
     every ``update_interval_s`` seconds of wall time (the gap grows by ``update_interval_s`` per
     ``TOKENS_PER_EXTRA_S`` tokens already shown, to at most ``MAX_UPDATE_GAP_S``, so that the browser keeps up;
     Stop takes effect at the next update),
@@ -158,10 +154,12 @@ def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k,
     ``control.delay_s`` after it (wall time only: compute times are unchanged). Raises gr.Error for bad settings,
     fewer than two methods or a bad prompt.
     """
-    keys = race_keys(methods)
-    settings = make_settings(num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, fused, chat_template,
-                             inspect, auto_drafts)
-    problem = prompt_problem(prompt) or tree_problem(tree_nodes, fused, auto_drafts)
+    r = request
+    keys = race_keys(r.methods)
+    settings = make_settings(r.num_lookahead, r.temperature, r.top_k, r.top_p, r.max_new_tokens, r.seed, r.fused,
+                             r.chat_template, inspect, r.auto_drafts)
+    prompt, show_rejected = r.prompt, r.show_rejected
+    problem = prompt_problem(prompt) or tree_problem(r.tree_nodes, r.fused, r.auto_drafts)
     if problem:
         raise user_error(problem)
     show = dict(chat_template=settings.chat_template, run_note=run_note, dtype=str(loaded.dtype),
@@ -177,7 +175,7 @@ def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k,
             yield render({key: [] for key in keys}, show_rejected, settings.greedy, settings.fused, False, note,
                          **show)
         decoders = {key: METHODS[key].decode(loaded, prompt, settings, found[key]) for key in keys}
-        decoders, note = with_trees(loaded, prompt, settings, keys, found, decoders, note, tree_nodes)
+        decoders, note = with_trees(loaded, prompt, settings, keys, found, decoders, note, r.tree_nodes)
         events = {key: [] for key in decoders}  # a tree entry races beside its method (``tree_race``)
         last, updates, tokens = float("-inf"), 0, 0
         for name, event in race(decoders):
@@ -186,7 +184,7 @@ def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k,
             if control is not None and control.paused:
                 yield from paused_updates(control, events, lambda position: render(
                     events, show_rejected, settings.greedy, settings.fused, False, note, position=position, live=True,
-                    **show))
+                    **show), gr.skip)
                 continue
             if control is not None and control.delay_s:  # slow motion: every step on the page, then a wait
                 yield render(events, show_rejected, settings.greedy, settings.fused, False, note, **show)
@@ -208,41 +206,6 @@ def race_handler(loaded: LoadedModel, prompt, num_lookahead, temperature, top_k,
             control.shown()  # no step button waits for a race that has ended
     path = save_trace(make_trace(loaded, prompt, settings, events), _trace_folder() / "pass-playground-trace.json")
     yield render(events, show_rejected, settings.greedy, settings.fused, True, note, trace_path=str(path), **show)
-
-
-def paused_updates(control: StepControl, events: dict, frame):
-    """The page updates of a paused live race: ``frame(position)`` (``render`` at that position) now, then one
-    per Next / Previous press while recorded steps remain. Returns (the race computes its next step) on Resume,
-    or on Next at the newest step (the race then stops again after it, still paused). The page runs one race at a
-    time: every ``HEARTBEAT_S`` seconds without a press it yields a heartbeat (``gr.skip()`` for every output, a
-    no-op on the page) so that gradio, which only looks for a closed tab when a handler yields, ends the race of a
-    closed tab within seconds and frees the slot; after ``PAUSE_IDLE_S`` seconds without a press the race resumes
-    by itself (a tab left open)."""
-    total = position = sum(map(len, events.values()))
-    first = frame(position)
-    yield first
-    control.shown()  # gradio asks for the next update once it has sent this one
-    heartbeat = (gr.skip(),) * len(first)
-    idle_since = beat = time.monotonic()
-    while True:
-        move = control.wait_move(timeout_s=0.1)
-        now = time.monotonic()
-        if move is None:
-            if now - idle_since > PAUSE_IDLE_S:
-                control.move(RESUME)  # nobody pressed anything for a while: free the race's slot
-            elif now - beat >= HEARTBEAT_S:
-                beat = now
-                yield heartbeat
-            continue
-        idle_since = now
-        if move == RESUME and not control.paused:
-            return
-        if move == NEXT and position == total:
-            return
-        if move in (NEXT, PREVIOUS):
-            position = step_position(position, total, move)
-            yield frame(position)
-            control.shown()
 
 
 TRACES_KEPT = 64  # a long-running server keeps the newest race traces only
@@ -291,11 +254,10 @@ def validate_inputs(prompt, num_lookahead, temperature, top_k, top_p, max_new_to
             for problem in (*fields, None, None, methods_issue, None, None, tree_issue)]
 
 
-def gpu_duration(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed=0, show_rejected=True,
-                 fused=False, methods=DEFAULT_RACE, chat_template=True, auto_drafts=False, tree_nodes=0, run_note="",
-                 control=None) -> int:
-    """Seconds of GPU to ask ZeroGPU for: ``race_inputs.zerogpu_duration``, at most ``ZEROGPU_MAX_S``."""
-    return zerogpu_duration(max_new_tokens, methods, tree_count(methods, tree_nodes))
+def gpu_duration(request: RaceRequest, run_note: str = "", control=None) -> int:
+    """Seconds of GPU to ask ZeroGPU for a race (called with the race's own arguments): ``race_inputs.
+    zerogpu_duration``, at most ``ZEROGPU_MAX_S``."""
+    return zerogpu_duration(request.max_new_tokens, request.methods, tree_count(request.methods, request.tree_nodes))
 
 
 def rerender_panes(state, show_rejected):

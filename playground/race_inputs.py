@@ -57,6 +57,40 @@ class MethodOffer:
     note: str = ""
 
 
+#: The methods ticked when the page opens (on the embedded model).
+DEFAULT_RACE = ("ar", "pass", "parallelspec")
+
+
+@dataclass(frozen=True)
+class RaceRequest:
+    """One race as the page's form (or the ``/race`` API) sends it: raw values, checked by the race handler
+    (``race_handlers.race_handler``), which refuses a bad one by name.
+
+    Attributes:
+        prompt: the prompt (str).
+        num_lookahead, temperature, top_k, top_p, max_new_tokens, seed: ``DecodeSettings``' fields, as sent
+            (whole floats such as 3.0 are accepted: ``whole``).
+        show_rejected: the "show rejected drafts" toggle at Run.
+        fused, chat_template, auto_drafts: ``DecodeSettings``' switches.
+        methods: the keys of ``METHODS`` to race (two or more), in any order.
+        tree_nodes: nodes of each added token-tree entry (``tree_race.TREE_CHOICES``; 0: no trees).
+    """
+
+    prompt: str
+    num_lookahead: object = DecodeSettings().num_lookahead
+    temperature: object = DecodeSettings().temperature
+    top_k: object = DecodeSettings().top_k
+    top_p: object = DecodeSettings().top_p
+    max_new_tokens: object = DecodeSettings().max_new_tokens
+    seed: object = DecodeSettings().seed
+    show_rejected: bool = True
+    fused: bool = False
+    methods: tuple = DEFAULT_RACE
+    chat_template: bool = True
+    auto_drafts: bool = False
+    tree_nodes: object = 0
+
+
 def method_offer(model_name: str | None, default_race, untrained: bool = False) -> MethodOffer:
     """What the page offers for ``model_name``: every method but those needing a trained file that does not ship
     for this model (``registry.offered_methods``); ``default_race`` ticked, or ``OTHER_MODEL_RACE`` when a method

@@ -5,7 +5,8 @@ figures, no Gradio. Figures live in ``race_charts``.
 
 from __future__ import annotations
 
-from pass_core.decoding.events import RunSummary, StepEvent, compare_outputs, rounding_tolerance, speedup
+from pass_core.decoding.events import StepEvent, compare_outputs, rounding_tolerance
+from pass_core.decoding.metrics import RunSummary, speedup
 from pass_core.registry import BASELINE
 from pass_core.decoding.text import count
 from pass_core.teaching.race import decode_speedup

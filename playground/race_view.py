@@ -11,7 +11,8 @@ from string import Template
 
 import plotly.graph_objects as go
 
-from pass_core.decoding.events import StepEvent, output_text, summarize
+from pass_core.decoding.events import StepEvent, output_text
+from pass_core.decoding.metrics import summarize
 from pass_core.registry import METHODS
 from pass_core.decoding.settings import GREEDY_BELOW, SETTING_RANGES
 

@@ -150,3 +150,42 @@ def step_line(events: dict[str, list[StepEvent]], order: list[tuple[str, int]], 
             f"({tokens} new token{'s' * (tokens != 1)}, {event.step_s * 1000:.1f} ms). "
             "*Next step* and *Previous step* move one step on the shared compute clock; "
             + ("*Resume* runs on." if live else "*Resume* shows the whole race."))
+
+
+PAUSE_IDLE_S = 300.0  # a paused race resumes by itself after 5 minutes without a step-through press
+HEARTBEAT_S = 1.0  # a paused race yields a no-op update this often: gradio then notices a closed tab and ends it
+
+
+def paused_updates(control: StepControl, events: dict, frame, no_op):
+    """The page updates of a paused live race: ``frame(position)`` (``render`` at that position) now, then one
+    per Next / Previous press while recorded steps remain. Returns (the race computes its next step) on Resume,
+    or on Next at the newest step (the race then stops again after it, still paused). The page runs one race at a
+    time: every ``HEARTBEAT_S`` seconds without a press it yields a heartbeat (``no_op()``, gradio's ``gr.skip``, for
+    every output: nothing changes on the page) so that gradio, which only looks for a closed tab when a handler yields, ends the race of a
+    closed tab within seconds and frees the slot; after ``PAUSE_IDLE_S`` seconds without a press the race resumes
+    by itself (a tab left open)."""
+    total = position = sum(map(len, events.values()))
+    first = frame(position)
+    yield first
+    control.shown()  # gradio asks for the next update once it has sent this one
+    heartbeat = (no_op(),) * len(first)
+    idle_since = beat = time.monotonic()
+    while True:
+        move = control.wait_move(timeout_s=0.1)
+        now = time.monotonic()
+        if move is None:
+            if now - idle_since > PAUSE_IDLE_S:
+                control.move(RESUME)  # nobody pressed anything for a while: free the race's slot
+            elif now - beat >= HEARTBEAT_S:
+                beat = now
+                yield heartbeat
+            continue
+        idle_since = now
+        if move == RESUME and not control.paused:
+            return
+        if move == NEXT and position == total:
+            return
+        if move in (NEXT, PREVIOUS):
+            position = step_position(position, total, move)
+            yield frame(position)
+            control.shown()

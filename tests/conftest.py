@@ -103,13 +103,20 @@ DEV_MACHINE_CURVE = [1.0, 1.16, 1.32, 1.48, 1.57, 1.66, 1.75, 1.84, 1.93, 1.99, 
 
 @pytest.fixture
 def fixed_pass_cost(monkeypatch):
-    """Cost-aware draft lengths and tree sizes use ``DEV_MACHINE_CURVE`` instead of measuring this machine: the
-    greedy-equality tests must hold whatever k the curve chooses, and a measurement on a CPU busy with the other
-    worker is often refused as not physical (then they would test the machine's load instead)."""
+    """Cost-aware draft lengths, tree sizes and the cost view use ``DEV_MACHINE_CURVE`` instead of measuring this
+    machine: the greedy-equality tests must hold whatever k the curve chooses, and a measurement on a CPU busy with
+    the other worker is often refused as not physical (then they would test the machine's load instead)."""
     import pass_core.registry as registry
+    from pass_core.runtime import pass_cost
 
     curve = {"c": DEV_MACHINE_CURVE, "ms": [100.0 * c for c in DEV_MACHINE_CURVE]}
     monkeypatch.setattr(registry, "usable_pass_cost", lambda loaded, *what: curve)
+    widths = list(range(1, len(DEV_MACHINE_CURVE) + 1))
+    measured = dict(curve, widths=widths, cache_len=200, repeats=3, device="cpu", dtype="float32", threads=1,
+                    load_average_1min=None, cores=2)
+    monkeypatch.setattr(pass_cost, "_CURVES", {})  # no curve measured by an earlier test
+    monkeypatch.setattr(pass_cost, "_GOOD", {})
+    monkeypatch.setattr(pass_cost, "_measure", lambda loaded, widths, repeats: dict(measured))
     return curve
 
 

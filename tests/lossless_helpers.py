@@ -10,10 +10,11 @@ import weakref
 import torch
 
 from pass_core.decoding.cache import new_cache
-from pass_core.decoding.drafting import Drafter, Proposal
+from pass_core.decoding.drafting import Drafter
 from pass_core.decoding.events import output_token_ids
 from pass_core.drafters.lookahead.adapters import GatedLoRA
-from pass_core.drafters.parallelspec.model import ParallelDrafter, causal_mask
+from pass_core.drafters.parallelspec.layout import causal_mask
+from pass_core.drafters.parallelspec.model import ParallelDrafter
 from pass_core.registry import METHODS
 from pass_core.decoding.sampling import logits_to_probs
 from pass_core.decoding.speculative import generate_speculative

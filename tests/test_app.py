@@ -23,6 +23,7 @@ from playground.race_inputs import NUMERIC_INPUTS  # noqa: E402
 from playground.race_view import help_text, setting_range  # noqa: E402
 from playground.tree_race import TREE_PANES  # noqa: E402
 from tiny import tiny_loaded  # noqa: E402
+from playground.race_inputs import RaceRequest
 
 PANES = [f"{key}_tokens" for key in METHODS]
 #: the tree entries' panes, the tree figure and its node chooser (``tree_race.tree_outputs``)
@@ -46,8 +47,9 @@ def one_torch_thread():
 def run(loaded, prompt="Hello there", num_lookahead=2, temperature=0.0, top_k=0, top_p=1.0, max_new_tokens=10,
         seed=0, show_rejected=True, fused=False, **kw) -> list[dict]:
     """All yields of the race handler, each as a dict of named outputs."""
-    outs = page.race_handler(loaded, prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
-                            show_rejected, fused, **kw)
+    form = {name: kw.pop(name) for name in ("methods", "chat_template", "auto_drafts", "tree_nodes") if name in kw}
+    outs = page.race_handler(loaded, RaceRequest(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens,
+                                                 seed, show_rejected, fused, **form), **kw)
     return [dict(zip(OUTPUT_NAMES, out, strict=True)) for out in outs]
 
 
@@ -362,12 +364,13 @@ def test_gpu_wrapper(monkeypatch):
 
     monkeypatch.setattr(page, "spaces", FakeSpaces)
     assert page.gpu(duration=10)(fn) == ("on GPU", 10, fn)
-    assert page.gpu_duration("p", 3, 0, 0, 1, 64, 0, True, False, list(METHODS)) > \
-        page.gpu_duration("p", 3, 0, 0, 1, 64, 0, True, False, ["ar", "pass"])
+    assert page.gpu_duration(RaceRequest("p", 3, 0, 0, 1, 64, 0, True, False, list(METHODS))) > \
+        page.gpu_duration(RaceRequest("p", 3, 0, 0, 1, 64, 0, True, False, ["ar", "pass"]))
     for bad in (None, "x", 10**9):  # never more than the smallest tier's call, whatever arrives
-        assert page.gpu_duration("p", 3, 0, 0, 1, bad) == race_inputs.ZEROGPU_MAX_S
+        assert page.gpu_duration(RaceRequest("p", 3, 0, 0, 1, bad)) == race_inputs.ZEROGPU_MAX_S
     for methods in (["ar", "pass"], list(page.DEFAULT_RACE), list(METHODS)):
-        assert page.gpu_duration("p", 3, 0, 0, 1, 1024, 0, True, False, methods) <= race_inputs.ZEROGPU_MAX_S == 60
+        race = RaceRequest("p", 3, 0, 0, 1, 1024, 0, True, False, methods)
+        assert page.gpu_duration(race) <= race_inputs.ZEROGPU_MAX_S == 60
 
 
 def test_zerogpu_caps_long_races_and_says_so(monkeypatch):

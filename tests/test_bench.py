@@ -8,7 +8,8 @@ import pytest
 
 from pass_core.bench import run as bench
 from pass_core.bench.run import BenchRun, RunKey, aggregate, load_suite, schedule, setting_key
-from pass_core.decoding.events import DraftRecord, StepEvent, TokenRecord, summarize
+from pass_core.decoding.events import DraftRecord, StepEvent, TokenRecord
+from pass_core.decoding.metrics import summarize
 from playground import bench_html
 
 

@@ -11,7 +11,8 @@ import torch
 
 from pass_core.decoding.autoregressive import generate_autoregressive
 from pass_core.decoding.bookkeeping import draft_records
-from pass_core.decoding.events import output_text, output_token_ids, summarize
+from pass_core.decoding.events import output_text, output_token_ids
+from pass_core.decoding.metrics import summarize
 from pass_core.drafters.lookahead.embeddings import LookaheadEmbeddings
 from pass_core.drafters.lookahead.drafter import LookaheadDrafter
 from pass_core.decoding.sampling import logits_to_probs

@@ -15,7 +15,8 @@ from lossless_helpers import always_accept, assert_caches_equal, exact_law, fres
 from pass_core import generate
 from pass_core.decoding.cache import new_cache
 from pass_core.decoding.draft_length import CostAwareDraftLength
-from pass_core.decoding.events import output_token_ids, summarize
+from pass_core.decoding.events import output_token_ids
+from pass_core.decoding.metrics import summarize
 from pass_core.decoding.sampling import logits_to_probs
 from pass_core.decoding.settings import DecodeSettings
 from pass_core.decoding.text import encode_prompt

@@ -22,11 +22,12 @@ from pass_core.drafters.lookahead.embeddings import LookaheadEmbeddings
 from pass_core.drafters.parallelspec.model import ParallelDrafter
 from pass_core.registry import METHODS
 from pass_core.teaching.trace import MAX_TRACE_BYTES, load_trace, make_trace, save_trace
-from playground import page, race_handlers
+from playground import page, race_handlers, stepping
 from playground.stepping import RESUME, StepControl
 from servers import free_port
 from test_app import OUTPUT_NAMES
 from tiny import tiny_loaded
+from playground.race_inputs import RaceRequest
 
 
 def tokens(events) -> list[int]:
@@ -309,7 +310,7 @@ def test_a_paused_race_yields_a_heartbeat(tiny):
     see that its tab had closed. Now it yields gr.skip() for every output about once a second."""
     control = StepControl()
     control.pause()
-    outs = page.race_handler(tiny, "Hello there", 2, 0.0, 0, 1.0, 16, 0, update_interval_s=0.0, control=control)
+    outs = page.race_handler(tiny, RaceRequest("Hello there", 2, 0.0, 0, 1.0, 16, 0), update_interval_s=0.0, control=control)
     first = next(outs)
     got: list = []
     worker = threading.Thread(target=lambda: got.append((next(outs), time.monotonic())), daemon=True)
@@ -381,7 +382,7 @@ def test_closing_a_tab_with_a_paused_race_lets_the_next_visitor_race(chromium, m
             yield item
 
     monkeypatch.setattr(race_handlers, "race", slow_race)
-    monkeypatch.setattr(race_handlers, "PAUSE_IDLE_S", 60.0)
+    monkeypatch.setattr(stepping, "PAUSE_IDLE_S", 60.0)
     demo, port = page.build_demo(tiny_loaded(seed=0), untrained_drafters=True), free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     contexts = []

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from pass_core.decoding.events import StepEvent, TokenRecord, summarize
+from pass_core.decoding.events import StepEvent, TokenRecord
+from pass_core.decoding.metrics import summarize
 from pass_core.registry import METHODS
 from playground.lessons import AFTER_PENDING, LESSON_HINT, LESSONS, lesson_markdown, lesson_values
 from playground.race_handlers import validate_inputs

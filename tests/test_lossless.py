@@ -8,6 +8,7 @@ Cases come from the registry (``lossless_helpers.CASES``): a new method runs all
 
 from __future__ import annotations
 
+import dataclasses
 from contextlib import nullcontext
 
 import pytest
@@ -16,10 +17,12 @@ import torch
 from lossless_helpers import (CASE_IDS, CASES, accept_first, always, always_accept, ar_output,
                               assert_caches_equal, case_drafter, check_drafter_caches, exact_law, fresh_target_cache,
                               make_drafter, NoisyTarget, oracle_run, partly, resample_from_p, run)
-from pass_core.decoding.events import output_text, output_token_ids, summarize
+from pass_core.decoding.events import output_text, output_token_ids
+from pass_core.decoding.metrics import summarize
 from pass_core.registry import METHODS
 from pass_core.decoding.sampling import logits_to_probs
 from pass_core.decoding.settings import DecodeSettings
+from pass_core.decoding.verification import verify_drafts
 from sampling_design import ALPHA, BETA, DELTA, design, total_variation
 
 PROMPTS = ["hello world", "def f(x):\n    return", "Grüße 😀 ok"]
@@ -186,14 +189,34 @@ def test_sampling_cases_cover_every_loop_path(tiny):
     assert {k for k, _ in SAMPLING_CASES} == {k for k, _ in CASES} - set(SAME_LOOP_PATH)
 
 
+#: The case whose runs with the two broken rules show the sampled-law test's power (``test_broken_rules_exceed_the_
+#: bound``): every case verifies with the same rule (``verify_drafts``), and ``test_sampling_matches_exact_law``
+#: checks for each case that what the loop commits is what that rule returned.
+CONTROL_CASE = ("pass", False)
+#: The marking rule's next token: the tiny tokenizer's last id (its pad token), which no outcome holds (checked).
+SENTINEL = 258
+
+
+def marking_rule(draft_ids, draft_probs, target_probs, generator):
+    """A rule (not lossless) that accepts d_1 only and then commits ``SENTINEL``: shows that a loop path commits
+    exactly what its verification rule returns (the accepted count and the next token)."""
+    res, k = verify_drafts(draft_ids, draft_probs, target_probs, generator), int(draft_ids.shape[0])
+    return dataclasses.replace(res, num_accepted=min(1, k), next_token=SENTINEL, next_is_bonus=k <= 1)
+
+
+def sampling_settings(fused: bool) -> DecodeSettings:
+    return settings_for(fused, max_new_tokens=WINDOW, num_lookahead=2, temperature=1.0, top_k=2)
+
+
 @pytest.mark.sampling
 @pytest.mark.parametrize("key, fused", SAMPLING_CASES, ids=SAMPLING_IDS)
-def test_sampling_matches_exact_law_and_broken_rules_fail(tiny, key, fused):
+def test_sampling_matches_exact_law(tiny, key, fused):
     """First 4 tokens at temperature 1, top-k 2 (16 outcomes, the bonus token inside the window), L = 2,
     ParallelSpec with its confidence gate on. The number of seeded runs n and the bound b come from the exact law
     (``sampling_design.design``: false-alarm rate ALPHA, power 1 - BETA against any law at TV >= DELTA); the TV of
-    n runs must stay under b, and both broken rules (always accept; resample from p instead of the residual) must
-    exceed the same b with the same n.
+    n runs must stay under b. The loop path must commit what its rule returns (``marking_rule``, a few runs), so
+    that the broken rules, run once on ``CONTROL_CASE`` (``test_broken_rules_exceed_the_bound``), would act here
+    as they act there.
 
     Drafts come from ``NoisyTarget`` (q = 0.25 p + 0.75 one-hot of the second most likely token),
     wrapped around the method's own drafter, which still runs (passes, exact token, fused blocks,
@@ -201,12 +224,12 @@ def test_sampling_matches_exact_law_and_broken_rules_fail(tiny, key, fused):
     so it could not show both decisions.
 
     Measured (tiny-llama-0, `pytest tests/test_lossless.py -k "sampling and (pass-fused or parallelspec)" -s`):
-    n = 875, b = 0.086; TV with the real rule 0.064 (pass-fused), 0.055 (parallelspec); always-accept 0.54;
-    resample-from-p 0.21 and 0.19.
+    n = 750, b = 0.0926; TV with the real rule 0.064 (pass-fused), 0.055 (parallelspec) at n = 875.
     """
-    settings = settings_for(fused, max_new_tokens=WINDOW, num_lookahead=2, temperature=1.0, top_k=2)
+    settings = sampling_settings(fused)
     law = exact_law(tiny, "ab", settings, WINDOW)
     assert len(law) == 16 and abs(sum(law.values()) - 1) < 1e-5
+    assert tiny.vocab_size - 1 == SENTINEL and all(SENTINEL not in outcome for outcome in law)
     plan = design(law, ALPHA, BETA, DELTA)
     counts, seen, gated = sample_outcomes(tiny, key, settings, plan.runs)
     assert {"accepted", "rejected", "bonus", "resampled"} <= seen, f"not every decision happened: {seen}"
@@ -215,6 +238,29 @@ def test_sampling_matches_exact_law_and_broken_rules_fail(tiny, key, fused):
     tv = total_variation(law, counts, plan.runs)
     print(f"\n{key} fused={fused}: TV {tv:.4f}; {plan.describe()}")  # shown with pytest -s, and on failure
     assert tv < plan.bound, f"{key} sampling differs from the target's law: TV {tv:.4f}; {plan.describe()}"
+    inner = case_drafter(tiny, key, settings, gate=TINY_GATE)
+    marked = 0
+    for seed in range(8):
+        events = run(tiny, key, "ab", settings.with_(seed=seed, max_new_tokens=12), NoisyTarget(inner, tiny),
+                     verify_fn=marking_rule)
+        for e in events:
+            if e.verified_drafts and not e.finished:
+                committed = [t.token_id for t in e.tokens if t.committed]
+                assert e.num_accepted == min(1, e.num_verified_drafts) and committed[-1] == SENTINEL, (
+                    f"step {e.step} of {key} did not commit what its rule returned: {committed}")
+                marked += 1
+    assert marked >= 4, f"only {marked} verification steps checked"
+
+
+@pytest.mark.sampling
+def test_broken_rules_exceed_the_bound(tiny):
+    """The sampled-law test's power, shown on ``CONTROL_CASE`` with the same n and b: both broken rules (always
+    accept; resample from p instead of the residual) must exceed b. (Measured at n = 875: always-accept TV 0.54,
+    resample-from-p 0.21 and 0.19.)"""
+    key, fused = CONTROL_CASE
+    settings = sampling_settings(fused)
+    law = exact_law(tiny, "ab", settings, WINDOW)
+    plan = design(law, ALPHA, BETA, DELTA)
     for broken in (always_accept, resample_from_p):
         tv_broken = total_variation(law, sample_outcomes(tiny, key, settings, plan.runs, verify_fn=broken)[0],
                                     plan.runs)

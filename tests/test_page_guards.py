@@ -24,6 +24,7 @@ from playground import page, page_guards, race_guards
 from playground.stepping import NEXT, StepControl
 from playground.whatif import MACHINE, NO_MACHINE_CURVE, whatif_view
 from test_app import OUTPUT_NAMES, run
+from playground.race_inputs import RaceRequest
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
@@ -127,7 +128,7 @@ def test_step_buttons_wait_for_their_step_and_take_one_press_at_a_time(tiny):
     on the page; on the page every step button is marked busy at the press and takes one press at a time."""
     control = StepControl()
     control.pause()
-    outs = page.race_handler(tiny, "Hello there", 2, 0.0, 0, 1.0, 12, 0, update_interval_s=0.0, control=control)
+    outs = page.race_handler(tiny, RaceRequest("Hello there", 2, 0.0, 0, 1.0, 12, 0), update_interval_s=0.0, control=control)
     first = dict(zip(OUTPUT_NAMES, next(outs), strict=True))
     assert first["state"]["position"] == 1
     next(outs)  # gradio asks for the next update once the first is sent: the first step is shown
@@ -150,7 +151,7 @@ def test_step_buttons_wait_for_their_step_and_take_one_press_at_a_time(tiny):
 # --- Stop, a long prefill, a race that waits --------------------------------------------------------------------
 
 def test_stop_offers_the_trace_of_what_was_produced(tiny, tmp_path):
-    outs = page.race_handler(tiny, "Hello there", 2, 0.0, 0, 1.0, 40, 0, update_interval_s=0.0)
+    outs = page.race_handler(tiny, RaceRequest("Hello there", 2, 0.0, 0, 1.0, 40, 0), update_interval_s=0.0)
     frames = [dict(zip(OUTPUT_NAMES, next(outs), strict=True)) for _ in range(5)]
     outs.close()  # Stop cancels the race: gradio closes its generator
     state = frames[-1]["state"]
@@ -176,7 +177,7 @@ def test_stop_ends_a_live_race_at_the_frame_its_trace_holds(tiny):
     frame it did yield (a frame yielded after Stop's trace was made once put 13 more AR tokens on the page)."""
     control, frames = StepControl(), []
     on_stop = page_guards.stop_handler(type("Holder", (), {"loaded": tiny})(), {"visitor": control})
-    for out in page.race_handler(tiny, "Hello there", 2, 0.0, 0, 1.0, 40, 0, update_interval_s=0.0,
+    for out in page.race_handler(tiny, RaceRequest("Hello there", 2, 0.0, 0, 1.0, 40, 0), update_interval_s=0.0,
                                  control=control):
         if not control.yielding(out[-1]):
             break

@@ -14,7 +14,8 @@ from pass_core.decoding.cache import cache_len, new_cache
 from pass_core.training.data import generate_self_data, prompt_lengths
 from pass_core.training.parallelspec_data import draft_vocabulary, make_batch, target_features
 from pass_core.training.parallelspec_eval import evaluate
-from pass_core.decoding.events import output_text, output_token_ids, summarize
+from pass_core.decoding.events import output_text, output_token_ids
+from pass_core.decoding.metrics import summarize
 from pass_core.drafters.parallelspec.model import FORMAT, ParallelDrafter
 from pass_core.drafters.parallelspec.drafter import ParallelSpecDrafter
 from pass_core.registry import METHODS
@@ -100,7 +101,7 @@ def test_training_layout_matches_incremental_drafting(tiny, trained):
     ids = torch.randint(0, tiny.vocab_size, (1, 20))
     with torch.no_grad():
         hidden = tiny.model(input_ids=ids, output_hidden_states=True).hidden_states[-1]  # (1, 20, D)
-        from pass_core.drafters.parallelspec.model import additive, group_layout
+        from pass_core.drafters.parallelspec.layout import additive, group_layout
 
         anchors = torch.tensor([4, 11, 17])
         allowed, positions, mask_ids = group_layout(19, anchors, 2)

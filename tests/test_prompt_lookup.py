@@ -17,7 +17,8 @@ from transformers.generation.candidate_generator import PromptLookupCandidateGen
 
 from lossless_helpers import always_accept, exact_law, resample_from_p, run
 from pass_core.bench.peers import generate_peer
-from pass_core.decoding.events import output_token_ids, summarize
+from pass_core.decoding.events import output_token_ids
+from pass_core.decoding.metrics import summarize
 from pass_core.decoding.settings import DecodeSettings
 from pass_core.decoding.text import encode_prompt
 from pass_core.drafters.prompt_lookup import MAX_NGRAM, Match, PromptLookupDrafter, find_match

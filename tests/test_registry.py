@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from playground import page  # noqa: E402
+from playground.race_inputs import RaceRequest
 
 ECHO_COLOUR = "#123456"
 
@@ -71,7 +72,7 @@ def test_app_offers_every_registered_method(tiny, echo):
 
 
 def test_app_races_a_registered_method(tiny, echo):
-    outs = list(page.race_handler(tiny, "Hello there", 2, 0.0, 0, 1.0, 6, 0, True, False, ["echo", "ar"],
+    outs = list(page.race_handler(tiny, RaceRequest("Hello there", 2, 0.0, 0, 1.0, 6, 0, True, False, ["echo", "ar"]),
                                  update_interval_s=0.0))
     final = outs[-1]
     panes = dict(zip(METHODS, final))
@@ -84,13 +85,14 @@ def test_app_races_a_registered_method(tiny, echo):
 
 
 def test_app_names_no_method_beyond_its_default_selection():
-    source = "\n".join((REPO / name).read_text(encoding="utf-8") for name in ("app.py", "playground/race_handlers.py"))
+    source = "\n".join((REPO / name).read_text(encoding="utf-8") for name in ("app.py", "playground/race_handlers.py", "playground/race_inputs.py"))
     lines = [ln for ln in source.splitlines() if re.search(r"""["'](pass|fixed-token|parallelspec)["']""", ln)]
     assert lines == ['DEFAULT_RACE = ("ar", "pass", "parallelspec")'], lines
 
 
 def test_charts_take_names_and_colours_from_the_registry(echo):
-    from pass_core.decoding.events import StepEvent, TokenRecord, summarize
+    from pass_core.decoding.events import StepEvent, TokenRecord
+    from pass_core.decoding.metrics import summarize
 
     events = {key: [StepEvent(method=key, step=1, tokens=(TokenRecord(1, "a", "target"),), step_s=0.01)]
               for key in METHODS}

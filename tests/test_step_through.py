@@ -19,6 +19,7 @@ from playground import race_charts as charts
 from playground.stepping import MAX_STEP_DELAY_S, NEXT, PREVIOUS, RESUME, StepControl, step_position
 from playground.teaching import INSPECTOR_HINT, inspect_selection, token_namer
 from test_app import OUTPUT_NAMES, run
+from playground.race_inputs import RaceRequest
 
 
 def race_events(tiny, temperature=1.0, max_new_tokens=16):
@@ -67,7 +68,7 @@ def pane_values(out: dict) -> dict:
 def test_paused_race_steps_next_and_previous(tiny):
     control = StepControl()
     control.pause()  # paused from the start: the race stops after its first step
-    outs = page.race_handler(tiny, "Hello there", 2, 1.0, 0, 1.0, 16, 0, True, False, update_interval_s=0.0,
+    outs = page.race_handler(tiny, RaceRequest("Hello there", 2, 1.0, 0, 1.0, 16, 0, True, False), update_interval_s=0.0,
                             inspect=True, control=control)
     frame = lambda: dict(zip(OUTPUT_NAMES, next(outs), strict=True))  # noqa: E731
     first = frame()
@@ -112,7 +113,7 @@ def test_paused_race_steps_next_and_previous(tiny):
 def test_a_paused_race_computes_nothing(tiny):
     control = StepControl()
     control.pause()
-    outs = page.race_handler(tiny, "Hello there", 2, 0.0, 0, 1.0, 16, 0, update_interval_s=0.0, control=control)
+    outs = page.race_handler(tiny, RaceRequest("Hello there", 2, 0.0, 0, 1.0, 16, 0), update_interval_s=0.0, control=control)
     next(outs)
     got = []
     worker = threading.Thread(target=lambda: got.append(next(outs)), daemon=True)
@@ -128,7 +129,7 @@ def test_slow_motion_shows_every_step(tiny):
     control = StepControl(delay_s=0.02)
     start = time.monotonic()
     outs = [dict(zip(OUTPUT_NAMES, o, strict=True)) for o in page.race_handler(
-        tiny, "Hello there", 2, 0.0, 0, 1.0, 12, 0, update_interval_s=10.0, control=control)]
+        tiny, RaceRequest("Hello there", 2, 0.0, 0, 1.0, 12, 0), update_interval_s=10.0, control=control)]
     steps = sum(map(len, outs[-1]["state"]["events"].values()))
     assert len(outs) == steps + 1  # one update per step (the interval of 10 s would allow one), and the last
     assert time.monotonic() - start >= 0.02 * steps
@@ -203,14 +204,14 @@ def test_inspector_names_tokens_of_a_trace_without_the_model(tiny):
 
 def test_a_paused_race_left_alone_resumes_by_itself(tiny, monkeypatch):
     """The page runs one race at a time: a race paused in a tab that was closed must not hold that slot for ever."""
-    from playground import race_handlers
+    from playground import stepping
 
-    monkeypatch.setattr(race_handlers, "PAUSE_IDLE_S", 0.3)
+    monkeypatch.setattr(stepping, "PAUSE_IDLE_S", 0.3)
     control = StepControl()
     control.pause()
     start = time.monotonic()
     outs = [dict(zip(OUTPUT_NAMES, o, strict=True)) for o in page.race_handler(
-        tiny, "Hello there", 2, 0.0, 0, 1.0, 8, 0, update_interval_s=0.0, control=control)]
+        tiny, RaceRequest("Hello there", 2, 0.0, 0, 1.0, 8, 0), update_interval_s=0.0, control=control)]
     assert "Finished" in outs[-1]["run_info"] and not control.paused
     assert time.monotonic() - start >= 0.3
 

@@ -7,7 +7,7 @@ import pytest
 
 from pass_core.decoding.events import DraftRecord, StepEvent, TokenRecord
 from pass_core.decoding.inspection import PositionInspection, TopN
-from pass_core.decoding.events import summarize
+from pass_core.decoding.metrics import summarize
 from pass_core.teaching.race import decode_rate, decode_speedup
 from playground import race_text
 from playground.race_charts import STEP_MARK_CSS, STEP_MARK_CSS_SELECTOR

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from pass_core.decoding.events import output_text, summarize
+from pass_core.decoding.events import output_text
+from pass_core.decoding.metrics import summarize
 from pass_core.registry import METHODS
 from pass_core.decoding.settings import DecodeSettings
 from pass_core.teaching.trace import SCHEMA, load_trace, make_trace, same_events, save_trace, trace_to_dict

@@ -19,7 +19,7 @@ from pass_core.decoding.settings import DecodeSettings
 from pass_core.decoding.text import encode_prompt
 from pass_core.registry import METHODS
 from pass_core.teaching.lab import exact_law, total_variation, tv_bound
-from pass_core.decoding.cache import cache_len, keep_positions, new_cache
+from pass_core.decoding.cache import cache_len, keep_positions
 from pass_core.decoding.target import target_forward
 from pass_core.decoding.tree import TreeSpec, best_tree, chain
 from pass_core.decoding.tree_verification import verify_tree
@@ -446,23 +446,65 @@ def tree_outcomes(tiny, key, settings, **kw):
     return counts, seen
 
 
+#: The tree case whose runs with the two broken rules show the sampled-law test's power: every tree case verifies
+#: with the same rule (``verify_tree``), and ``test_tree_sampling_matches_exact_law`` checks for each case that
+#: what the loop commits is what that rule returned.
+CONTROL_TREE_CASE = "pass"
+#: The marking rule's next token: the tiny tokenizer's last id, which no outcome holds (checked).
+SENTINEL = 258
+
+
+def marking_tree_rule(tree, draft_ids, draft_probs, target_probs, generator):
+    """A rule (not lossless) that accepts the root's first child only and then commits ``SENTINEL``."""
+    result = verify_tree(tree, draft_ids, draft_probs, target_probs, generator)
+    first = tree.children(-1)[0]
+    return dataclasses.replace(result, path=(first,), next_token=SENTINEL, next_is_bonus=not tree.children(first))
+
+
+def tree_sampling_settings() -> DecodeSettings:
+    return DecodeSettings(max_new_tokens=WINDOW, num_lookahead=2, temperature=1.0, top_k=2)
+
+
 @pytest.mark.sampling
 @pytest.mark.parametrize("key", TREE_CASES)
-def test_tree_sampling_matches_exact_law_and_broken_rules_fail(tiny, key):
+def test_tree_sampling_matches_exact_law(tiny, key):
     """First 4 tokens at temperature 1, top-k 2 (16 outcomes; a bonus token can fall inside the window), L = 2:
-    the empirical law of the tree rule stays within ``lab.tv_bound`` of the exact law, and both broken rules
-    (always accept; resample from p instead of p_res) exceed it with the same runs."""
-    settings = DecodeSettings(max_new_tokens=WINDOW, num_lookahead=2, temperature=1.0, top_k=2)
+    the empirical law of the tree rule stays within ``lab.tv_bound`` of the exact law. The loop path must commit
+    what its rule returns (``marking_tree_rule``, a few runs), so that the broken rules, run once on
+    ``CONTROL_TREE_CASE`` (``test_broken_tree_rules_exceed_the_bound``), would act here as they act there."""
+    settings = tree_sampling_settings()
     law = exact_law(tiny, "ab", settings, WINDOW)
+    assert tiny.vocab_size - 1 == SENTINEL and all(SENTINEL not in outcome for outcome in law)
     bound = tv_bound(law, RUNS)
     counts, seen = tree_outcomes(tiny, key, settings)
     assert {"accepted", "rejected", "resampled", "bonus", "sibling"} <= seen, seen
     tv = total_variation(law, counts)
     print(f"\n{key} tree: TV {tv:.4f}, bound {bound:.4f}")
     assert tv < bound
+    noisy, marked = NoisyTree(tree_drafter(tiny, key, settings, SAMPLING_SHAPE), tiny), 0
+    for seed in range(8):
+        events = run(tiny, key, "ab", settings.with_(seed=seed, max_new_tokens=12), noisy,
+                     verify_tree_fn=marking_tree_rule)
+        for e in events:
+            if e.tree_parents and not e.finished:
+                committed = [t for t in e.tokens if t.committed]  # [exact], the first child, the rule's token
+                exact = sum(t.label == "exact" for t in committed)
+                assert len(committed) == exact + 2 and committed[-1].token_id == SENTINEL, (
+                    f"step {e.step} of {key} did not commit what its tree rule returned: {committed}")
+                marked += 1
+    assert marked >= 4, f"only {marked} tree steps checked"
+
+
+@pytest.mark.sampling
+def test_broken_tree_rules_exceed_the_bound(tiny):
+    """The tree test's power, shown on ``CONTROL_TREE_CASE`` with the same runs and bound: both broken rules
+    (always accept; resample from p instead of p_res) exceed it."""
+    settings = tree_sampling_settings()
+    law = exact_law(tiny, "ab", settings, WINDOW)
+    bound = tv_bound(law, RUNS)
     for broken in (always_accept_tree, resample_from_p_tree):
-        tv_broken = total_variation(law, tree_outcomes(tiny, key, settings, verify_tree_fn=broken)[0])
-        print(f"{key} tree {broken.__name__}: TV {tv_broken:.4f}")
+        tv_broken = total_variation(law, tree_outcomes(tiny, CONTROL_TREE_CASE, settings, verify_tree_fn=broken)[0])
+        print(f"{CONTROL_TREE_CASE} tree {broken.__name__}: TV {tv_broken:.4f}")
         assert tv_broken > bound, f"{broken.__name__}: TV {tv_broken:.4f} under the bound {bound:.4f}"
 
 

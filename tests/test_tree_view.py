@@ -8,6 +8,8 @@ from dataclasses import replace
 
 import pytest
 
+from playground.race_inputs import RaceRequest
+
 from pass_core.decoding.events import TOKEN_LABELS, DraftRecord, StepEvent, TokenRecord
 from pass_core.decoding.inspection import PositionInspection, TopN
 from pass_core.teaching.trace import load_trace
@@ -178,8 +180,8 @@ def test_zerogpu_counts_the_tree_entries():
     methods = ["ar", "pass", "parallelspec"]
     assert [tree_count(methods, n) for n in (0, 8, -1, 5)] == [0, 2, 2, 0]
     assert tree_count(["ar", "prompt-lookup"], 8) == 0
-    chain = page.gpu_duration("Hi", 3, 0.0, 0, 1.0, 100, 0, True, False, methods, True, False, 0)
-    tree = page.gpu_duration("Hi", 3, 0.0, 0, 1.0, 100, 0, True, False, methods, True, False, 8)
+    chain = page.gpu_duration(RaceRequest("Hi", 3, 0.0, 0, 1.0, 100, 0, True, False, methods, True, False, 0))
+    tree = page.gpu_duration(RaceRequest("Hi", 3, 0.0, 0, 1.0, 100, 0, True, False, methods, True, False, 8))
     assert (chain, tree) == (race_inputs.gpu_seconds(100, 3), race_inputs.gpu_seconds(100, 5)) == (35, 45)
     capped, note = race_inputs.cap_for_zerogpu(1024, methods, tree_count(methods, 8))
     assert capped == race_inputs.zerogpu_token_cap(5) < race_inputs.zerogpu_token_cap(3) and "5 methods" in note

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from pass_core.bench import run as bench
-from pass_core.decoding.events import RunSummary, StepEvent, TokenRecord, summarize
+from pass_core.decoding.events import StepEvent, TokenRecord
+from pass_core.decoding.metrics import RunSummary, summarize
 from pass_core.registry import METHODS
 from playground import bench_html
 from playground import race_charts as charts

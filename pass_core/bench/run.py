@@ -12,7 +12,6 @@ events of all runs, so counts are summed over prompts, never averaged per prompt
 
 from __future__ import annotations
 
-import argparse
 from contextlib import nullcontext
 import json
 import shlex
@@ -23,16 +22,17 @@ from pathlib import Path
 import torch
 
 from pass_core.runtime.backend_choice import BusyCore, choice_line
-from pass_core.runtime.backends import AUTO, BACKEND_CHOICES, BACKENDS, prepare_backend, resolve_backend
+from pass_core.runtime.backends import prepare_backend, resolve_backend
 from pass_core.bench.summary import BenchRun, RunKey, aggregate, setting_key  # noqa: F401 (setting_key re-exported)
 from pass_core.bench.report import HTML_MOVED, machine_info, markdown_report, training_records
 from pass_core.decoding.events import StepEvent, output_token_ids
-from pass_core.runtime.models import DEFAULT_MODEL, load_model, pick_device
+from pass_core.runtime.models import load_model, pick_device
 from pass_core.runtime.pass_cost import cpu_busy, cpu_load, measure_pass_cost, pass_cost_markdown
 from pass_core.registry import BASELINE, METHODS
 from pass_core.decoding.settings import TREE_AUTO, DecodeSettings
 from pass_core.bench.copies import load_backend_copies, method_backend, split_backend
 from pass_core.bench.suites import SUITES, BenchPrompt, load_suite  # noqa: F401 (part of the bench's API)
+from pass_core.bench.cli import build_parser, csv_values
 from pass_core.bench.peers import PEERS, check_peers, generate_peer, wall_time_note
 
 WARMUP_TOKENS = 8
@@ -151,58 +151,6 @@ def run_bench(loaded, prompts: list[BenchPrompt], methods: list[str], lookaheads
     return runs, notes
 
 
-def _csv(text: str, kind, name: str) -> list:
-    try:
-        values = [kind(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise ValueError(f"{name} must be a comma-separated list of numbers, got {text!r}.") from None
-    if not values:
-        raise ValueError(f"{name} needs at least one value.")
-    return list(dict.fromkeys(values))
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The CLI of ``python -m pass_core.bench``."""
-    p = argparse.ArgumentParser(prog="python -m pass_core.bench", description=__doc__.split("\n")[0])
-    p.add_argument("--suite", default="quick", help="quick (16 prompts), full (70), a .jsonl file of "
-                   '{"category": ..., "prompt": ...} lines, or none (with --pass-cost) (default: quick)')
-    p.add_argument("--methods", default="ar,pass", help=f"comma-separated, from {', '.join(METHODS)}, each with "
-                   "optional variants +fused, +auto (cost-aware draft lengths), +tree4/8/16 or +tree (token trees) and a backend @fp32, @onednn or @bf16 "
-                   "(one loaded copy per backend), e.g. parallelspec+auto, ar@fp32; ar on the run's backend is always "
-                   "run; every speed-up is also given against the fastest AR of the run (default: ar,pass)")
-    p.add_argument("--baselines", default="", help="real peers run on the same model, prompts and settings: "
-                   f"{', '.join(PEERS)} (transformers' generate() and its prompt lookup; default: none)")
-    p.add_argument("--num-lookahead", default="3", help="look-ahead counts L, comma-separated (default: 3)")
-    p.add_argument("--temperature", default="0", help="temperatures, comma-separated; 0 = greedy (default: 0)")
-    p.add_argument("--top-k", type=int, default=10, help="top-k when sampling, 0 = off (default: 10, the paper's)")
-    p.add_argument("--top-p", type=float, default=1.0, help="nucleus top-p when sampling (default: 1.0 = off)")
-    p.add_argument("--max-new-tokens", type=int, default=48, help="tokens per run (default: 48)")
-    p.add_argument("--repeats", type=int, default=1, help="runs per prompt and method (default: 1)")
-    p.add_argument("--model", default=DEFAULT_MODEL, help=f"model name, folder or .gguf (default: {DEFAULT_MODEL})")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps (default: auto)")
-    p.add_argument("--dtype", default="auto",
-                   help="auto (float32 on the default backend), float32, bfloat16 or float16 (plain eager PyTorch; "
-                        "default: auto)")
-    p.add_argument("--backend", choices=list(BACKEND_CHOICES), help="how the passes of every entry without "
-                   "@backend are computed (AR too): "
-                   + "; ".join(f"{b.name}: {b.description}" for b in (AUTO, *BACKENDS.values()))
-                   + " (sets --dtype; default: auto on a CPU, else fp32, unless --dtype is given)")
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
-    p.add_argument("--seed", type=int, default=0, help="seed of repeat 0; repeat r uses seed + r (default: 0)")
-    p.add_argument("--fused", action="store_true", help="PaSS methods use the fused step (an extension)")
-    p.add_argument("--limit", type=int, help="only the first N prompts (smoke runs)")
-    p.add_argument("--json", metavar="OUT", help="write the full report as JSON")
-    p.add_argument("--html", metavar="OUT", help=argparse.SUPPRESS)  # moved to the UI package: a clear error
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--busy-core", action="store_true",
-                   help="run the suite while another process spins on one core (how a setting holds up when the "
-                        "app's server, a browser or a second visitor takes a core); after the model is loaded")
-    p.add_argument("--pass-cost", action="store_true",
-                   help="also measure the pass-cost curve c(w), w = 1..16 (time of a w-token pass / a 1-token "
-                        "pass, cache of 200 tokens); with --suite none only the curve is measured")
-    return p
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; print markdown; exit 1 if a greedy run differs from AR (a bug)."""
     parser = build_parser()
@@ -212,8 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         for m in methods:
             split_variant(m)  # raises for an unknown method, variant or backend
         methods += check_peers([b.strip() for b in args.baselines.split(",") if b.strip()])
-        lookaheads = _csv(args.num_lookahead, int, "--num-lookahead")
-        temperatures = _csv(args.temperature, float, "--temperature")
+        lookaheads = csv_values(args.num_lookahead, int, "--num-lookahead")
+        temperatures = csv_values(args.temperature, float, "--temperature")
         if min(args.repeats, args.limit or 1, args.threads or 1) < 1:
             raise ValueError("--repeats, --limit and --threads must be at least 1.")
         base = DecodeSettings(max_new_tokens=args.max_new_tokens, top_k=args.top_k, top_p=args.top_p,

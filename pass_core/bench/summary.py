@@ -10,7 +10,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from pass_core.decoding.events import StepEvent, compare_outputs, speedup, summarize
+from pass_core.decoding.events import StepEvent, compare_outputs
+from pass_core.decoding.metrics import speedup, summarize
 from pass_core.registry import BASELINE
 
 #: ``RunSummary`` fields copied into every summary entry.

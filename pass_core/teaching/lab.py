@@ -16,7 +16,8 @@ from typing import Callable
 
 import torch
 
-from pass_core.decoding.events import output_token_ids, summarize
+from pass_core.decoding.events import output_token_ids
+from pass_core.decoding.metrics import summarize
 from pass_core.registry import METHODS
 from pass_core.decoding.sampling import logits_to_probs
 from pass_core.decoding.settings import DecodeSettings

@@ -14,7 +14,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from pass_core.decoding.events import summarize
+from pass_core.decoding.metrics import summarize
 from pass_core.teaching.race import decode_speedup
 
 

@@ -13,7 +13,8 @@ import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from pass_core.decoding.events import DraftRecord, StepEvent, TokenRecord, summarize
+from pass_core.decoding.events import DraftRecord, StepEvent, TokenRecord
+from pass_core.decoding.metrics import summarize
 from pass_core.decoding.inspection import PositionInspection, TopN
 from pass_core.drafters.files import embedding_signature, signatures_match
 from pass_core.decoding.settings import DecodeSettings

@@ -7,7 +7,7 @@ from tqdm.auto import tqdm
 
 from pass_core.decoding.cache import new_cache
 from pass_core.training.data import default_prompt_file, generate_self_data, prompt_lengths, read_prompts
-from pass_core.decoding.events import summarize
+from pass_core.decoding.metrics import summarize
 from pass_core.drafters.lookahead.embeddings import LookaheadEmbeddings
 from pass_core.training.lookahead_batch import lookahead_logits
 from pass_core.drafters.lookahead.drafter import LookaheadDrafter

@@ -6,6 +6,7 @@ drafter's features read from the target's hidden states. Pure tensor functions, 
 from __future__ import annotations
 
 import torch
+from torch import nn
 
 
 def causal_mask(n_cached: int, q_len: int, dtype: torch.dtype, device) -> torch.Tensor:
@@ -75,3 +76,12 @@ def read_features(hidden_states, layers: tuple[int, ...]) -> torch.Tensor:
             h = h * torch.rsqrt(h.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(h.dtype)
         out.append(h)
     return torch.cat(out, -1)
+
+
+def final_norm(model) -> nn.Module:
+    """The target's final norm module (Llama family: ``model.model.norm``)."""
+    base = getattr(model, "base_model", model)
+    for name in ("norm", "final_layernorm", "ln_f"):
+        if isinstance(getattr(base, name, None), nn.Module):
+            return getattr(base, name)
+    return nn.Identity()

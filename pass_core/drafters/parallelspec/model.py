@@ -32,7 +32,7 @@ from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRot
 
 from pass_core.drafters.files import (check_trained_for, embedding_signature, read_model_file, signature_fingerprint,
                           write_model_file)
-from pass_core.drafters.parallelspec.layout import additive, causal_mask, group_layout, read_features  # noqa: F401 - re-exported
+from pass_core.drafters.parallelspec.layout import causal_mask, final_norm, read_features
 
 FORMAT = "pass-parallelspec/1"
 _CONFIG_FIELDS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
@@ -71,15 +71,6 @@ class TargetParts:
     head_bias: torch.Tensor | None
     vocab_size: int
     head: nn.Module | None = None
-
-
-def final_norm(model) -> nn.Module:
-    """The target's final norm module (Llama family: ``model.model.norm``)."""
-    base = getattr(model, "base_model", model)
-    for name in ("norm", "final_layernorm", "ln_f"):
-        if isinstance(getattr(base, name, None), nn.Module):
-            return getattr(base, name)
-    return nn.Identity()
 
 
 class ParallelDrafter(nn.Module):

@@ -1,0 +1,194 @@
+"""The page's layout: ``lay_out`` places every component of PaSS Playground and returns them by name.
+
+Layout only: no event is wired here (``playground/page.py`` wires them to the handlers) and nothing is loaded. The
+race tab holds the form, the step-through buttons, one token pane per method (``pass_core.registry.METHODS``), the
+token-tree panel, the token inspector, the five metrics, the charts, the teaching panels and the traces; the
+"Losslessness lab" tab holds the lab.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gradio as gr
+
+from pass_core.decoding.metrics import METRIC_FORMULAS
+from pass_core.decoding.settings import DecodeSettings
+from pass_core.registry import METHODS
+from pass_core.runtime.holder import ModelHolder
+from pass_core.teaching.lab import MAX_RUNS
+from playground.components import numeric_input, trace_file
+from playground.cost_charts import COST_WAITING
+from playground.page_guards import remeasure_button
+from playground.race_charts import pane_colours
+from playground.race_inputs import EXAMPLES, LAB_MIN_RUNS, NUMERIC_INPUTS, MethodOffer, hide_paths
+from playground.race_view import INTRO, METRIC_LABELS, TITLE, help_text
+from playground.stepping import MAX_STEP_DELAY_S
+from playground.teaching import INSPECTOR_HINT, LAB_DEFAULT_RUNS, LAB_INTRO, LAB_PROMPT, THEORY_BEFORE_RACE
+from playground.teaching_panels import lesson_strip, whatif_accordion
+from playground.tree_race import tree_panel, tree_setting
+
+
+def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_template: str) -> SimpleNamespace:
+    """Place the page's components (inside the caller's ``gr.Blocks``) and return them by name.
+
+    Args:
+        holder: the model (its headline and status fill the first lines; ``holder.ready`` starts the poll timer).
+        offer: the methods offered and ticked (``race_inputs.method_offer``).
+        lookahead_text: the first "Look-ahead embeddings / drafters" line.
+        help_template: the "How to read this" text (``race_view.help_text`` fills it in).
+
+    Returns:
+        A namespace of the components, named as below (``panes`` and ``metrics`` are lists in ``METHODS`` and
+        ``METRIC_LABELS`` order; ``tree`` is ``tree_race.tree_panel``'s; ``wire_lessons``, ``wire_remeasure``
+        and ``wire_whatif`` are the panels' wiring functions).
+    """
+    gr.Markdown(TITLE, elem_id="page-title")
+    status = gr.Markdown(hide_paths(holder.headline()), elem_id="status-line")
+    with gr.Accordion("Model and drafters", open=False):  # folded: on a phone the prompt stays on screen
+        gr.Markdown(INTRO)
+        model_md = gr.Markdown(hide_paths(holder.status()), elem_id="model-line")
+        lookahead_md = gr.Markdown(lookahead_text, elem_id="drafter-line")
+    with gr.Tab("Race", id="race"):
+        with gr.Row():
+            with gr.Column(scale=3):
+                prompt = gr.Textbox(label="prompt", lines=4, placeholder="Type a prompt, or pick an example below.")
+                gr.Examples(examples=[[e] for e in EXAMPLES], inputs=[prompt], label="examples")
+                with gr.Row():
+                    run_btn = gr.Button("Run", variant="primary")
+                    stop_btn = gr.Button("Stop", variant="stop")
+                with gr.Row(elem_id="step-through"):  # step-through: the state after each step of the race
+                    pause_btn = gr.Button("Pause", size="sm", elem_id="pause-button", min_width=90)
+                    previous_btn = gr.Button("◀ Previous step", size="sm", elem_id="previous-button",
+                                             min_width=90)
+                    next_btn = gr.Button("Next step ▶", size="sm", elem_id="next-button", min_width=90)
+                    resume_btn = gr.Button("Resume ▶▶", size="sm", elem_id="resume-button", min_width=90)
+                slow_motion = gr.Slider(0, MAX_STEP_DELAY_S, value=0, step=0.05, elem_id="slow-motion",
+                                        label="slow motion: delay per step (s)",
+                                        info="0 = full speed; the wait is wall time, never counted as compute")
+            with gr.Column(scale=2):  # on a phone this column comes after the prompt and Run
+                wire_lessons = lesson_strip(offer.keys)  # "Start here": presets, each with a question before Run
+                with gr.Accordion("Settings", open=True):
+                    methods = gr.CheckboxGroup([(METHODS[key].label, key) for key in offer.keys],
+                                               value=list(offer.default), label="methods to race",
+                                               info="any two or more" + (f". {offer.note}" if offer.note else ""),
+                                               elem_id="methods")
+                    (num_lookahead, temperature, top_k, top_p, max_new_tokens,
+                     seed) = map(numeric_input, NUMERIC_INPUTS)
+                    with gr.Row():
+                        show_rejected = gr.Checkbox(True, label="show rejected drafts")
+                        fused = gr.Checkbox(DecodeSettings().fused, label="fused step (extension)",
+                                            info="beyond the paper, one forward pass per step: " +
+                                                 ", ".join(m.short_name for m in METHODS.values() if m.fusable))
+                        chat_template = gr.Checkbox(DecodeSettings().chat_template, label="chat template",
+                                                    info="wrap the prompt as a user turn (off: raw text)")
+                        auto_drafts = gr.Checkbox(DecodeSettings().auto_drafts,
+                                                  label="cost-aware draft lengths (extension)",
+                                                  info="each step verifies 0..L drafts, chosen from this "
+                                                       "machine's pass cost and the acceptance so far")
+                    tree_nodes = tree_setting()  # token trees beside the chains (playground/tree_race.py)
+        with gr.Row(equal_height=True):
+            panes = [gr.HighlightedText(label=m.label, color_map=pane_colours(key), show_legend=True,
+                                        show_inline_category=False, combine_adjacent=False,
+                                        elem_classes="token-pane", elem_id=f"pane-{key}",
+                                        visible=key in offer.default,
+                                        min_width=320)  # on a phone, one pane per line
+                     for key, m in METHODS.items()]
+        tree = tree_panel()  # the tree entries' panes (hidden until one races), the step's tree, a node chooser
+        with gr.Accordion("Token inspector", open=True, elem_id="inspector"):
+            inspector_md = gr.Markdown(INSPECTOR_HINT, elem_id="inspector-text")
+            inspector_plot = gr.Plot(label="the distribution the selected token was drawn from",
+                                     elem_id="inspector-plot")
+        greedy_md = gr.Markdown(elem_id="greedy-check")
+        with gr.Row():
+            metrics = [gr.Textbox(label=label, info=METRIC_FORMULAS[key], interactive=False, min_width=180)
+                       for key, label in METRIC_LABELS.items()]
+        run_md = gr.Markdown(elem_id="run-line")
+        with gr.Row():  # each chart at least 420 px wide: on a phone they stack in one column
+            latency_plot = gr.Plot(label="latency per step", min_width=420)
+            cumulative_plot = gr.Plot(label="tokens vs compute time", min_width=420)
+        with gr.Row():
+            hist_plot = gr.Plot(label="accepted drafts per verification step", min_width=420)
+            position_plot = gr.Plot(label="acceptance by position", min_width=420)
+        with gr.Accordion("Theory beside measurement", open=True):
+            theory_plot = gr.Plot(label="accepted drafts per verification step: measured vs theory")
+            theory_md = gr.Markdown(THEORY_BEFORE_RACE, elem_id="theory-sentences")
+        with gr.Accordion("Pass cost on this machine", open=True):
+            cost_plot = gr.Plot(label="cost of a pass over w tokens, and what each method yields per step")
+            cost_md = gr.Markdown(COST_WAITING, elem_id="cost-sentences")
+            wire_remeasure = remeasure_button()  # with a progress indicator; refused while a race runs
+        wire_whatif = whatif_accordion()  # "What if…": alpha, k and a cost curve -> predicted speed-up
+        with gr.Accordion("Traces: download a race, replay one without a model", open=True):
+            with gr.Row(equal_height=True):
+                trace_download = gr.DownloadButton("Download trace (JSON), after a race",
+                                                   elem_id="trace-download")
+                trace_upload = trace_file(label="trace to replay (.json)", file_types=[".json"], type="filepath",
+                                       elem_id="trace-upload")
+                replay_btn = gr.Button("Replay", elem_id="replay-button")
+        with gr.Accordion("How to read this", open=False):
+            gr.Markdown(help_text(help_template), elem_id="how-to-read")
+    with gr.Tab("Losslessness lab", id="lab"):
+        gr.Markdown(LAB_INTRO)
+        with gr.Row(equal_height=True):
+            lab_prompt = gr.Textbox(LAB_PROMPT, label="prompt for the lab", lines=1, scale=3)
+            lab_runs = gr.Slider(LAB_MIN_RUNS, MAX_RUNS, value=LAB_DEFAULT_RUNS, step=1, label="runs N per method",
+                                 info=f"about {LAB_DEFAULT_RUNS} runs take a minute on a 2-core CPU "
+                                      "(embedded model)", scale=2)
+            lab_btn = gr.Button("Run lab", variant="primary", scale=1)
+        lab_plot = gr.Plot(label="empirical distributions vs the exact law")
+        lab_md = gr.Markdown(elem_id="lab-table")
+    state = gr.State(None)
+    timer = gr.Timer(1.0, active=not holder.ready)
+    return SimpleNamespace(
+        status=status,
+        model_md=model_md,
+        lookahead_md=lookahead_md,
+        prompt=prompt,
+        run_btn=run_btn,
+        stop_btn=stop_btn,
+        pause_btn=pause_btn,
+        previous_btn=previous_btn,
+        next_btn=next_btn,
+        resume_btn=resume_btn,
+        slow_motion=slow_motion,
+        wire_lessons=wire_lessons,
+        methods=methods,
+        num_lookahead=num_lookahead,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+        show_rejected=show_rejected,
+        fused=fused,
+        chat_template=chat_template,
+        auto_drafts=auto_drafts,
+        tree_nodes=tree_nodes,
+        panes=panes,
+        tree=tree,
+        inspector_md=inspector_md,
+        inspector_plot=inspector_plot,
+        greedy_md=greedy_md,
+        metrics=metrics,
+        run_md=run_md,
+        latency_plot=latency_plot,
+        cumulative_plot=cumulative_plot,
+        hist_plot=hist_plot,
+        position_plot=position_plot,
+        theory_plot=theory_plot,
+        theory_md=theory_md,
+        cost_plot=cost_plot,
+        cost_md=cost_md,
+        wire_remeasure=wire_remeasure,
+        wire_whatif=wire_whatif,
+        trace_download=trace_download,
+        trace_upload=trace_upload,
+        replay_btn=replay_btn,
+        lab_prompt=lab_prompt,
+        lab_runs=lab_runs,
+        lab_btn=lab_btn,
+        lab_plot=lab_plot,
+        lab_md=lab_md,
+        state=state,
+        timer=timer,
+    )
