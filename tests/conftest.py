@@ -1,9 +1,13 @@
 """Shared fixtures: tiny random models (no download), the embedded model, one app server and one Chromium.
 
 Markers come from the fixtures a test uses (``pytest_collection_modifyitems``): a test that uses the embedded
-model (``smollm`` or ``embedded_gguf``) is ``slow``, one that uses ``chromium`` is ``browser``. Under pytest-xdist
-(``-n 2 --dist loadgroup``, as ``make test`` runs) the tests of each expensive fixture share one worker
-(``xdist_group``), so that the embedded model loads once and one app server and one Chromium serve the whole run.
+model (``smollm`` or ``embedded_gguf``) is ``slow``, one that uses ``chromium`` is ``browser``, one that uses
+``app_server`` is ``process`` (so are the tests that start a CLI or an app in a fresh interpreter, marked by
+hand). Under pytest-xdist
+(``-n 2``, as ``make test`` runs) each worker process has its own session fixtures: the embedded model loads, an
+app server starts and a Chromium launches in each worker that runs a test needing one (tests spread over the
+workers wait less for each other than one worker holding every browser test would: their time is mostly waiting
+for the page).
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+# one torch thread in every process a test starts (an app, a CLI, the Space app): torch's default of one thread
+# per core runs several times slower while the other workers keep the cores busy
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 # one thread per process: robust when the CPU is shared (two threads slow down 10x under load; under xdist each
 # worker is a process of its own, one per core), and the tiny models gain nothing from more
 torch.set_num_threads(1)
@@ -26,24 +33,16 @@ torch.set_num_threads(1)
 from servers import CHROMIUM, CHROMIUM_ARGS, in_ci, require_browser, running_server  # noqa: E402
 from tiny import save_tiny, tiny_loaded, tiny_model, tiny_tokenizer  # noqa: E402
 
-#: fixture -> (the marker it implies, the xdist group of the tests that use it)
-EXPENSIVE_FIXTURES = {
-    "smollm": ("slow", "embedded-model"),
-    "embedded_gguf": ("slow", "embedded-model"),
-    "chromium": ("browser", "app"),
-    "app_server": (None, "app"),
-}
+#: fixture -> the marker it implies
+MARKING_FIXTURES = {"smollm": "slow", "embedded_gguf": "slow", "chromium": "browser", "app_server": "process"}
 
 
-@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects and before xdist reads the groups
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for name in getattr(item, "fixturenames", ()):
-            marker, group = EXPENSIVE_FIXTURES.get(name, (None, None))
-            if marker:
-                item.add_marker(marker)
-            if group and not item.get_closest_marker("xdist_group"):
-                item.add_marker(pytest.mark.xdist_group(group))
+            if name in MARKING_FIXTURES:
+                item.add_marker(MARKING_FIXTURES[name])
 
 
 # --------------------------------------------------------------------------- tiny models
@@ -123,9 +122,9 @@ def fixed_pass_cost(monkeypatch):
 # --------------------------------------------------------------------------- python app.py and Chromium
 @pytest.fixture(scope="session")
 def app_server(tiny_long_folder, tmp_path_factory):
-    """The one ``python app.py`` of the test run (on ``tiny_long_folder``), shared by the tests that drive the real
-    server (gradio_client, the load test, the browser). They share an xdist group, so they run one after another
-    on one worker and each finds the queue empty."""
+    """The ``python app.py`` of this worker (on ``tiny_long_folder``), shared by its tests that drive the real server
+    (gradio_client, the load test, the browser). A worker runs its tests one after another, so each finds the
+    server's queue empty."""
     with running_server(str(tiny_long_folder), tmp_path_factory.mktemp("app-server") / "app.log",
                         "--untrained-drafters") as server:
         yield server
@@ -133,7 +132,7 @@ def app_server(tiny_long_folder, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def chromium():
-    """The one headless Chromium of the test run (Debian's, driven by Playwright). Each test opens its own context
+    """The headless Chromium of this worker (Debian's, driven by Playwright). Each test opens its own context
     (``browser.new_context``), so no cookies, storage or downloads carry over between tests."""
     sync_api = require_browser()
     pw = sync_api.sync_playwright().start()

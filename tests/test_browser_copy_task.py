@@ -36,7 +36,6 @@ def embedded_page_url(smollm):
         demo.close()
 
 
-@pytest.mark.xdist_group("embedded-model")
 def test_prompt_lookup_copies_faster_than_ar_with_the_same_tokens(smollm, embedded_page_url, new_page, tmp_path):
     from playwright.sync_api import expect
 

@@ -81,6 +81,7 @@ def test_load_model_from_folder(tiny_folder):
 FP32 = ["--backend", "fp32", "--threads", "1"]
 
 
+@pytest.mark.process
 def test_cli_json(tiny_folder):
     """``python -m pass_core.generate``, once in a fresh interpreter (the entry point's smoke test; the other CLI
     tests call ``generate.main`` in this process)."""

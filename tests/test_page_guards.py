@@ -223,6 +223,7 @@ def test_a_second_visitor_is_told_that_another_race_runs(tiny):
 
 # --- under an artificial load -----------------------------------------------------------------------------------
 
+@pytest.mark.process
 def test_a_race_under_load_says_so_and_keeps_a_refused_curve_out(tiny, measured):
     """A busy loop on each of two cores while a short race runs: the run line under the metrics says that the
     machine was busy, and the race's non-physical curve is greyed and fed to neither the cost view nor the

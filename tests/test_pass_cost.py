@@ -48,8 +48,9 @@ def test_bench_html_shows_the_pass_cost_curve(tiny_folder, tmp_path):
     assert "c(w): cost of a pass over w tokens" in page
 
 
-def test_bench_method_variants(tiny_folder, tmp_path):
-    """``--methods parallelspec+auto,pass+fused`` runs each variant under its own name, beside its plain method."""
+def test_bench_method_variants(tiny_folder, tmp_path, fixed_pass_cost):
+    """``--methods parallelspec+auto,pass+fused`` runs each variant under its own name, beside its plain method (on a
+    fixed physical curve: a busy CPU's measurement, refused, left the auto variant out of a full run)."""
     out = tmp_path / "v.json"
     assert bench.main(["--suite", "quick", "--limit", "1", "--max-new-tokens", "8", "--model", str(tiny_folder),
                        "--methods", "pass,pass+fused,parallelspec+auto", "--json", str(out), "--threads", "1",

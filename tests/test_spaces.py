@@ -105,6 +105,7 @@ def run_space_app(space: Path, *args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=240)
 
 
+@pytest.mark.process
 def test_assembled_app_imports_and_builds_its_demo(space):
     """A fresh interpreter in the Space folder: importing app launches nothing, and build_demo works from that
     folder's own app, pass_core and assets."""
@@ -113,6 +114,7 @@ def test_assembled_app_imports_and_builds_its_demo(space):
     assert "BUILT" in proc.stdout and "MODEL" not in proc.stdout
 
 
+@pytest.mark.process
 def test_assembled_app_loads_the_embedded_model_offline(space, embedded_gguf):
     """The same, and the embedded model loads offline from the Space folder's pass_core."""
     proc = run_space_app(space, "--load")

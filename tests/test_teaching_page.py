@@ -104,6 +104,7 @@ def test_race_then_replay_through_gradio_client(app_server, tmp_path):
         client.predict(handle_file(str(bad)), True, api_name="/replay")
 
 
+@pytest.mark.process
 def test_replay_only_serves_a_trace_without_a_model(tiny, tmp_path):
     """``--replay-only`` with a model name that does not exist: nothing loads, the page serves in seconds,
     Run and the lab say a model is needed, and a trace recorded on the tiny model replays."""

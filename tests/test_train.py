@@ -126,6 +126,7 @@ def test_bad_arguments(tiny_folder, tmp_path):
     ("pass_core.train", ["--data", "missing.txt"], 2, "missing.txt"),
     ("pass_core.train_drafter", ["--help"], 0, "--num-draft"),
 ])
+@pytest.mark.process
 def test_trainers_run_as_modules(tiny_folder, tmp_path, module, args, code, says):
     """``python -m`` smoke test of each trainer's entry point in a fresh interpreter (the trainers themselves are
     tested in this process): its exit code and its message."""

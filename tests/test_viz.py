@@ -210,6 +210,7 @@ def _outside_env() -> dict:
     return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PASS_PLAYGROUND_ASSETS")}
 
 
+@pytest.mark.process
 def test_bench_writes_html_from_outside_the_repository(tmp_path, tiny_folder):
     """``python -m pass_core.bench ... --json`` then ``python -m playground.bench_html`` in a folder outside the
     repository: both come from the installed project, not from files at the repository root."""
