@@ -1,13 +1,12 @@
-"""Shared fixtures: tiny random models (no download), the embedded model, one app server and one Chromium.
+"""Shared fixtures: tiny random models (no download), the embedded model, an app server and a Chromium.
 
 Markers come from the fixtures a test uses (``pytest_collection_modifyitems``): a test that uses the embedded
 model (``smollm`` or ``embedded_gguf``) is ``slow``, one that uses ``chromium`` is ``browser``, one that uses
 ``app_server`` is ``process`` (so are the tests that start a CLI or an app in a fresh interpreter, marked by
-hand). Under pytest-xdist
-(``-n 2``, as ``make test`` runs) each worker process has its own session fixtures: the embedded model loads, an
-app server starts and a Chromium launches in each worker that runs a test needing one (tests spread over the
-workers wait less for each other than one worker holding every browser test would: their time is mostly waiting
-for the page).
+hand). Under pytest-xdist (``-n 2``, as ``make test`` runs) each worker process has its own session fixtures: the
+embedded model loads, an app server starts and a Chromium launches in each worker that runs a test needing one
+(tests spread over both workers wait less for each other than one worker holding every browser test would: their
+time is mostly waiting for the page).
 """
 
 from __future__ import annotations
