@@ -226,28 +226,34 @@ def test_verification_pass_returns_the_targets_logits(tiny):
 
 @pytest.mark.sampling
 def test_trained_drafter_sampling_matches_exact_law(tiny, trained):
-    """The drafter's own q path under sampling (processed like p): first 3 tokens with 2 sampled
-    drafts from the trained tiny drafter, 800 runs, TV against the exact law under 0.1; both broken
-    rules exceed it (measured before this refactor: about 0.03, 1.0 and 0.17)."""
+    """The drafter's own q path under sampling (processed like p): first 3 tokens (8 outcomes) with 2 sampled drafts
+    from the trained tiny drafter. The number of seeded runs n and the bound b come from the exact law
+    (``sampling_design.design``: false-alarm rate ALPHA, power 1 - BETA against any law at TV >= DELTA); the TV of
+    n runs must stay under b and both broken rules, with the same n, above it (measured with 800 runs before:
+    about 0.03, 1.0 and 0.17)."""
     from lossless_helpers import always_accept, exact_law, resample_from_p
+    from sampling_design import ALPHA, BETA, DELTA, design, total_variation
 
     drafter, _ = trained
     settings = DecodeSettings(max_new_tokens=4, num_lookahead=2, temperature=1.0, top_k=2)
     law = exact_law(tiny, "ab", settings, 3)
-    runs, bound = 800, 0.1
+    plan = design(law, ALPHA, BETA, DELTA)
 
     def tv_of(**kw):
         counts, decisions = {}, set()
-        for seed in range(runs):
+        for seed in range(plan.runs):
             events = list(generate_speculative(tiny, "ab", settings.with_(seed=seed), ParallelSpecDrafter(drafter),
                                                method="parallelspec", **kw))
             key = tuple(output_token_ids(events)[:3])
             counts[key] = counts.get(key, 0) + 1
             decisions |= {d.decision for e in events for d in e.drafts}
-        return 0.5 * sum(abs(counts.get(x, 0) / runs - law.get(x, 0.0)) for x in set(counts) | set(law)), decisions
+        return total_variation(law, counts, plan.runs), decisions
 
     tv, decisions = tv_of()
     assert {"accepted", "rejected"} <= decisions
-    assert tv < bound, f"ParallelSpec sampling deviates from the target: TV {tv:.3f}"
+    print(f"\nparallelspec trained: TV {tv:.4f}; {plan.describe()}")
+    assert tv < plan.bound, f"ParallelSpec sampling deviates from the target: TV {tv:.4f}; {plan.describe()}"
     for broken in (always_accept, resample_from_p):
-        assert tv_of(verify_fn=broken)[0] >= bound, f"{broken.__name__} passed: the test has no power"
+        tv_broken = tv_of(verify_fn=broken)[0]
+        print(f"parallelspec trained {broken.__name__}: TV {tv_broken:.4f}")
+        assert tv_broken > plan.bound, f"{broken.__name__}: TV {tv_broken:.4f}: the test has no power; {plan.describe()}"
