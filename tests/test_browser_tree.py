@@ -49,6 +49,7 @@ def test_tree_figure_and_node_inspector(new_page, race_page_url, tmp_path, width
         for part in ("#tree-plot", "#tree-node", "#inspector-text", "#pane-parallelspec-tree"):  # nothing clipped
             box = page.locator(part).bounding_box()
             assert box["x"] >= 0 and box["x"] + box["width"] <= width + 1, (part, box)
+        race_page_url[1](0.0)  # the paused step is checked: the rest of the race at full speed
         page.locator("#resume-button").dispatch_event("click")
         page.get_by_text("Finished.").first.wait_for(timeout=120_000)
         with page.expect_download() as download:
