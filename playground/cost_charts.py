@@ -1,4 +1,4 @@
-"""This machine's pass-cost curve beside what each method yields per step (issue 14 item 1).
+"""This machine's pass-cost curve beside what each method yields per step.
 
 A step that yields E tokens and costs C AR steps (one-token target passes) runs at E / C times AR's speed,
 so the chart puts the measured curve c(w) (the cost of one pass over w tokens, ``pass_cost``) beside each

@@ -1,4 +1,4 @@
-"""Step-through of a race (issue 12 item 1): pause, next / previous step, slow motion.
+"""Step-through of a race: pause, next / previous step, slow motion.
 
 A race's position is a number of steps of ``pass_core.race.race_order``: the panes, charts and metrics after
 position n show ``events_upto(events, n)``, the state after the race's first n steps on the shared compute

@@ -1,4 +1,4 @@
-"""Backends: how the target's passes are computed (issue 14 item 2). Every method of a race or a benchmark
+"""Backends: how the target's passes are computed. Every method of a race or a benchmark
 runs on the same backend, AR included, so speed-ups stay fair.
 
 - ``fp32``: eager PyTorch, float32 weights and activations (the reference: greedy outputs of every method

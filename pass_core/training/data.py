@@ -131,7 +131,7 @@ def prompt_lengths(loaded, prompts: list[dict]) -> list[int]:
 
 def corpus_prompts(name: str, count: int, min_chars: int = 12, max_chars: int = 400,
                    min_ascii: float = 0.95) -> list[dict]:
-    """Prompts for on-policy data: the first user turn of conversations from an offline corpus (issue 13).
+    """Prompts for on-policy data: the first user turn of conversations from an offline corpus.
 
     Kept: turns of ``min_chars``..``max_chars`` characters that are at least ``min_ascii`` ASCII (the embedded
     model is an English model; ShareGPT holds many languages and pasted documents), first occurrence only, in
@@ -179,7 +179,7 @@ def parse_answers(spec: str) -> tuple[str, int]:
 
 def corpus_answers(loaded, spec: str, max_new_tokens: int = 160, batch_size: int = 24, shard: int = 100
                    ) -> tuple[list[list[int]], list[int]]:
-    """On-policy data at scale: the target's own greedy answers to corpus prompts (issue 13, part 1).
+    """On-policy data at scale: the target's own greedy answers to corpus prompts.
 
     Generated shard by shard (``shard`` prompts each, each cached on its own by ``generate_self_data``), so an
     interrupted run resumes at the first unfinished shard and a larger count reuses a smaller one's shards.

