@@ -36,6 +36,18 @@ from tiny import save_tiny, tiny_loaded, tiny_model, tiny_tokenizer  # noqa: E40
 MARKING_FIXTURES = {"smollm": "slow", "embedded_gguf": "slow", "chromium": "browser", "app_server": "process"}
 
 
+def pytest_configure(config):
+    """With ``-m "not slow ..."`` (make test-fast) a GGUF load fails: a test that loads the embedded model without
+    the fixtures that mark it ``slow`` fails there instead of slowing the quick subset down unseen."""
+    if "not slow" in (config.option.markexpr or ""):
+        from pass_core.runtime import models
+
+        def refuse(gguf, *args, **kwargs):
+            raise RuntimeError(f"a test outside the slow marker loaded {gguf}: use the smollm or embedded_gguf fixture")
+
+        models.load_gguf = refuse
+
+
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects
 def pytest_collection_modifyitems(config, items):
     for item in items:
