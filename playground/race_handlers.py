@@ -154,11 +154,10 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
     ``control.delay_s`` after it (wall time only: compute times are unchanged). Raises gr.Error for bad settings,
     fewer than two methods or a bad prompt.
     """
-    r = request
+    r, prompt, show_rejected = request, request.prompt, request.show_rejected
     keys = race_keys(r.methods)
     settings = make_settings(r.num_lookahead, r.temperature, r.top_k, r.top_p, r.max_new_tokens, r.seed, r.fused,
                              r.chat_template, inspect, r.auto_drafts)
-    prompt, show_rejected = r.prompt, r.show_rejected
     problem = prompt_problem(prompt) or tree_problem(r.tree_nodes, r.fused, r.auto_drafts)
     if problem:
         raise user_error(problem)

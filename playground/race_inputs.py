@@ -59,6 +59,7 @@ class MethodOffer:
 
 #: The methods ticked when the page opens (on the embedded model).
 DEFAULT_RACE = ("ar", "pass", "parallelspec")
+_DEFAULTS = DecodeSettings()
 
 
 @dataclass(frozen=True)
@@ -77,12 +78,12 @@ class RaceRequest:
     """
 
     prompt: str
-    num_lookahead: object = DecodeSettings().num_lookahead
-    temperature: object = DecodeSettings().temperature
-    top_k: object = DecodeSettings().top_k
-    top_p: object = DecodeSettings().top_p
-    max_new_tokens: object = DecodeSettings().max_new_tokens
-    seed: object = DecodeSettings().seed
+    num_lookahead: object = _DEFAULTS.num_lookahead
+    temperature: object = _DEFAULTS.temperature
+    top_k: object = _DEFAULTS.top_k
+    top_p: object = _DEFAULTS.top_p
+    max_new_tokens: object = _DEFAULTS.max_new_tokens
+    seed: object = _DEFAULTS.seed
     show_rejected: bool = True
     fused: bool = False
     methods: tuple = DEFAULT_RACE

@@ -160,10 +160,10 @@ def paused_updates(control: StepControl, events: dict, frame, no_op):
     """The page updates of a paused live race: ``frame(position)`` (``render`` at that position) now, then one
     per Next / Previous press while recorded steps remain. Returns (the race computes its next step) on Resume,
     or on Next at the newest step (the race then stops again after it, still paused). The page runs one race at a
-    time: every ``HEARTBEAT_S`` seconds without a press it yields a heartbeat (``no_op()``, gradio's ``gr.skip``, for
-    every output: nothing changes on the page) so that gradio, which only looks for a closed tab when a handler yields, ends the race of a
-    closed tab within seconds and frees the slot; after ``PAUSE_IDLE_S`` seconds without a press the race resumes
-    by itself (a tab left open)."""
+    time: every ``HEARTBEAT_S`` seconds without a press it yields a heartbeat (``no_op()``, gradio's ``gr.skip``,
+    for every output: nothing changes on the page) so that gradio, which only looks for a closed tab when a handler
+    yields, ends the race of a closed tab within seconds and frees the slot; after ``PAUSE_IDLE_S`` seconds without a
+    press the race resumes by itself (a tab left open)."""
     total = position = sum(map(len, events.values()))
     first = frame(position)
     yield first

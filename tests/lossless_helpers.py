@@ -242,6 +242,11 @@ def check_draft_model_cache(inner, committed: list[int], oracle: bool) -> int:
 
 
 # ------------------------------------------------------------------ broken rules
+#: The next token of the marking rules (tests/test_lossless.py, tests/test_tree.py), which show that a loop path
+#: commits what its verification rule returns: the tiny tokenizer's last id (its pad token), in no outcome (checked).
+SENTINEL = 258
+
+
 def resample_from_p(draft_ids, draft_probs, target_probs, generator):
     """Subtly broken rule (negative control): after a rejection draw from p, not norm(max(0, p - q))."""
     res = verify_drafts(draft_ids, draft_probs, target_probs, generator)

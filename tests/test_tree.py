@@ -11,8 +11,8 @@ import random
 import pytest
 import torch
 
-from lossless_helpers import (ar_output, assert_caches_equal, check_drafter_caches, fresh_target_cache, make_drafter,
-                              run)
+from lossless_helpers import (SENTINEL, ar_output, assert_caches_equal, check_drafter_caches, fresh_target_cache,
+                              make_drafter, run)
 from pass_core.decoding.drafting import Drafter
 from pass_core.decoding.events import output_token_ids
 from pass_core.decoding.settings import DecodeSettings
@@ -450,8 +450,6 @@ def tree_outcomes(tiny, key, settings, **kw):
 #: with the same rule (``verify_tree``), and ``test_tree_sampling_matches_exact_law`` checks for each case that
 #: what the loop commits is what that rule returned.
 CONTROL_TREE_CASE = "pass"
-#: The marking rule's next token: the tiny tokenizer's last id, which no outcome holds (checked).
-SENTINEL = 258
 
 
 def marking_tree_rule(tree, draft_ids, draft_probs, target_probs, generator):
