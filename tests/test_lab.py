@@ -26,7 +26,7 @@ def lab_plan(loaded) -> Design:
 @pytest.mark.sampling
 def test_lab_passes_every_method_and_fails_the_broken_rule(tiny):
     """n runs of 3 tokens, top-k 2 (8 outcomes), n from ``lab_plan``. Measured (`pytest tests/test_lab.py -s`):
-    n = 125, bound 0.28; TV of the methods 0.07-0.13, of the broken rule 1.0."""
+    n = 100, bound 0.32; TV of the methods 0.10-0.13, of the broken rule 1.0."""
     plan, calls = lab_plan(tiny), []
     result = run_lab(tiny, "ab", runs=plan.runs, progress=lambda done, total: calls.append((done, total)))
     assert len(result.exact) == 8 and sum(result.exact.values()) == pytest.approx(1.0)
