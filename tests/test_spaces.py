@@ -78,7 +78,7 @@ def test_build_refuses_to_replace_an_unrelated_folder(tmp_path):
 
 #: Run in a fresh interpreter in the Space folder: its own app and pass_core, not the repository's.
 SPACE_APP_CHECK = """
-import sys, app, pass_core, pass_core.drafters.shipped as shipped
+import app, pass_core, pass_core.drafters.shipped as shipped
 from pathlib import Path
 here = Path.cwd().resolve()
 assert Path(app.__file__).resolve().parent == here, app.__file__
@@ -91,10 +91,9 @@ import gradio as gr
 from pass_core.registry import METHODS
 box = next(c for c in demo.blocks.values() if isinstance(c, gr.CheckboxGroup))
 assert [key for _, key in box.choices] == list(METHODS), box.choices
-if "--load" in sys.argv:
-    holder.start()
-    print("MODEL", holder.wait(timeout_s=120).describe())
-print("BUILT")
+print("BUILT", flush=True)
+holder.start()
+print("MODEL", holder.wait(timeout_s=120).describe())
 """
 
 
@@ -106,21 +105,14 @@ def run_space_app(space: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.process
-def test_assembled_app_imports_and_builds_its_demo(space):
-    """A fresh interpreter in the Space folder: importing app launches nothing, and build_demo works from that
-    folder's own app, pass_core and assets."""
+def test_assembled_app_builds_its_demo_and_loads_the_embedded_model_offline(space, embedded_gguf):
+    """A fresh interpreter in the Space folder: importing app launches nothing, build_demo works from that folder's
+    own app, pass_core and assets before any model loads, and then the embedded model loads offline from the
+    folder's pass_core."""
     proc = run_space_app(space)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "BUILT" in proc.stdout and "MODEL" not in proc.stdout
-
-
-@pytest.mark.process
-def test_assembled_app_loads_the_embedded_model_offline(space, embedded_gguf):
-    """The same, and the embedded model loads offline from the Space folder's pass_core."""
-    proc = run_space_app(space, "--load")
-    assert proc.returncode == 0, proc.stderr[-3000:]
     assert "MODEL smollm2-135m-instruct" in proc.stdout and "GGUF SmolLM2-135M-Instruct" in proc.stdout, proc.stdout
-    assert "BUILT" in proc.stdout, proc.stdout
+    assert proc.stdout.index("BUILT") < proc.stdout.index("MODEL"), proc.stdout
 
 
 def test_readme_states_the_zerogpu_figure_and_its_source():
