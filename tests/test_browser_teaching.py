@@ -186,6 +186,10 @@ def test_screenshots_of_the_lesson_strip_finish_view_and_whatif(new_page, tiny_p
     runs off the right edge). Saves browser-lessons-WIDTH.png, browser-finish-WIDTH.png, browser-whatif-WIDTH.png."""
     page = open_page(new_page, tiny_page_url, width)
     page.locator("#lesson-choice").get_by_label(LESSONS[0].title, exact=True).check()
+    # the lesson has filled the form (its question shows) before the length is cut: had the lesson's update come
+    # after the fill, it would have put its own length back (a possible cause of a timeout seen once in a full run)
+    page.wait_for_function("q => document.querySelector('#lesson-text').innerText.replace(/\\s+/g, ' ')"
+                           ".includes(q)", arg=plain(LESSONS[0].predict), timeout=10_000)
     page.locator("#input-max_new_tokens input").fill(str(LESSON_TOKENS))
     page.get_by_role("button", name="Run").click()
     page.wait_for_function("() => document.querySelector('#lesson-text').innerText.includes('This run:')",
