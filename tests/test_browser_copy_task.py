@@ -23,8 +23,10 @@ MAX_NEW_TOKENS = 40  # the answer (the sentence, about 20 tokens) fits; AR then 
 
 
 @pytest.fixture
-def embedded_page_url(smollm):
-    """``page.build_demo`` on the embedded model, served in this process for one test."""
+def embedded_page_url(smollm, fixed_pass_cost):
+    """``page.build_demo`` on the embedded model, served in this process for one test. The cost view reads
+    ``fixed_pass_cost``'s curve: measuring c(w) on the embedded model at the first race costs about 8 s of CPU,
+    and nothing here is about it (tests/test_pass_cost.py and the Space app's start measure it)."""
     from playground import page
     from playground.race_view import PAGE_CSS
 

