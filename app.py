@@ -11,6 +11,7 @@ import argparse
 import os
 
 from playground.page import build_demo, gr  # page first: it imports Hugging Face's `spaces` before CUDA
+from playground.race_inputs import DEFAULT_RACE, method_offer
 from playground.race_view import PAGE_CSS
 from pass_core.runtime.backends import AUTO, BACKEND_CHOICES, BACKENDS, check_backend, default_backend, set_cpu_threads
 from pass_core.runtime.holder import ModelHolder
@@ -41,9 +42,10 @@ def main(argv: list[str] | None = None) -> None:
         set_cpu_threads(args.threads)
     except ValueError as err:
         parser.error(str(err))
+    offered = method_offer(args.model, DEFAULT_RACE, args.untrained_drafters).keys  # warmed up: the ones offered
     holder = (ModelHolder.without_model() if args.replay_only
-              else ModelHolder(args.model, args.device, dtype=dtype, backend=backend,
-                                    threads=args.threads).start())
+              else ModelHolder(args.model, args.device, dtype=dtype, backend=backend, threads=args.threads,
+                               methods=offered).start())
     demo = build_demo(holder, untrained_drafters=args.untrained_drafters)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                 server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),

@@ -12,6 +12,7 @@ events, ``summarize``), figures, token colours, display strings and the page's C
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 try:  # Hugging Face's `spaces` package (ZeroGPU); imported before anything touches CUDA
@@ -31,7 +32,7 @@ from pass_core.teaching.race import events_upto
 from playground.lab_handlers import lab_handler, validate_lab
 from playground.layout import lay_out
 from playground.page_guards import STEP_WAIT_S, STOPPED_NOTE, RaceSlots, stop_handler, wire_step_button  # noqa: F401
-from playground.race_inputs import RaceRequest, cap_for_zerogpu, hide_paths, method_offer, whole
+from playground.race_inputs import RaceRequest, cap_for_zerogpu, hide_paths, method_offer, methods_problem, whole
 from playground.race_view import HIDE_REJECTED_JS, METRIC_LABELS  # noqa: F401  (re-exported)
 from playground.stepping import NEXT, PREVIOUS, RESUME, StepControl, step_position
 from playground.teaching import INSPECTOR_HINT, inspect_selection, token_namer
@@ -147,6 +148,8 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
 
     def on_run(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused, methods,
                chat_template=True, auto_drafts=False, tree_nodes=0, request: gr.Request = None):
+        if methods_problem(methods) is None and methods_problem(methods, offer):  # asked for through the API
+            raise user_error(methods_problem(methods, offer))
         if not holder.ready:
             yield (gr.skip(),) * (len(outputs) - 3) + ("Waiting for the model to load…", gr.skip(), gr.skip())
         try:
@@ -192,7 +195,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         # own check, e.g. of the methods' choices, would answer an API caller with a bare "400 Bad Request")
         run_event = ui.run_btn.click(on_run, [*inputs, ui.tree_nodes], outputs, api_name="race",
                                      concurrency_limit=1, preprocess=False, show_progress="minimal",
-                                     validator=validate_inputs)
+                                     validator=functools.partial(validate_inputs, offer=offer))
         wire_panels(ui.state, inputs, ui.wire_lessons, ui.wire_whatif, race=run_event)  # the teaching panels' events
         ui.replay_btn.click(lambda path, show: replay_handler(path, show, holder.loaded),
                             [ui.trace_upload, ui.show_rejected], outputs, api_name="replay", concurrency_limit=4)

@@ -22,8 +22,8 @@ from pass_core.teaching.trace import load_trace, make_trace, recorded_on, save_t
 from playground.cost_charts import cost_view
 from playground.race_charts import highlighted_tokens
 from playground.race_guards import finish, guard_lines, new_guards, prefill_warning
-from playground.race_inputs import DEFAULT_RACE, RaceRequest, chosen_methods, hide_paths, input_problems, \
-    methods_problem, prompt_problem, whole, zerogpu_duration
+from playground.race_inputs import DEFAULT_RACE, MethodOffer, RaceRequest, chosen_methods, hide_paths, \
+    input_problems, methods_problem, prompt_problem, whole, zerogpu_duration
 from playground.race_text import baseline_label
 from playground.race_view import METRIC_LABELS, race_view
 from playground.stepping import StepControl, paused_updates, step_line
@@ -242,12 +242,14 @@ def replay_handler(trace_file, show_rejected=True, model: LoadedModel | None = N
 
 
 def validate_inputs(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected=True,
-                    fused=False, methods=DEFAULT_RACE, chat_template=True, auto_drafts=False, tree_nodes=0) -> list:
+                    fused=False, methods=DEFAULT_RACE, chat_template=True, auto_drafts=False, tree_nodes=0, *,
+                    offer: MethodOffer | None = None) -> list:
     """One ``gr.validate`` per input, run by gradio before the race, for the page and the API alike: the page marks
     each faulty input with its message (the setting, its range and the value given), ``gradio_client`` raises
-    ``ValidationError`` listing them, and nothing races. ``race_handler`` checks the same again."""
+    ``ValidationError`` listing them, and nothing races. ``race_handler`` checks the same again. ``offer``: the
+    methods the page offers (a method it leaves out, asked for through the API, is refused by name)."""
     *fields, methods_issue = input_problems(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
-                                            methods)
+                                            methods, offer)
     tree_issue = tree_problem(tree_nodes, fused, auto_drafts)
     return [gr.validate(problem is None, problem or "")
             for problem in (*fields, None, None, methods_issue, None, None, tree_issue)]

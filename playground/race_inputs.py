@@ -172,13 +172,18 @@ def chosen_methods(methods) -> list:
     return [methods] if isinstance(methods, str) else list(methods)
 
 
-def methods_problem(methods) -> str | None:
-    """Why ``methods`` cannot race (unknown keys, fewer than two), or None. Unknown keys are named."""
+def methods_problem(methods, offer: MethodOffer | None = None) -> str | None:
+    """Why ``methods`` cannot race (unknown keys, keys the page's ``offer`` leaves out, fewer than two), or None.
+    Unknown and left-out keys are named (an API caller can ask for any key, not only the page's checkboxes)."""
     chosen = chosen_methods(methods)
     unknown = [m for m in chosen if m not in METHODS]
     if unknown:
         return (f"Unknown method(s) {', '.join(repr(m) for m in unknown)} in methods to race: choose two or more "
                 f"of {', '.join(METHODS)}.")
+    left_out = [m for m in dict.fromkeys(chosen) if offer is not None and m not in offer.keys]
+    if left_out:
+        return (f"Not offered here: {', '.join(repr(m) for m in left_out)}. {offer.note} Choose two or more of "
+                f"{', '.join(offer.keys)}.")
     if len(set(chosen)) < 2:
         names = ", ".join(m.short_name for m in METHODS.values())
         return f"Pick at least two methods to race (any two or more of {names})."
@@ -197,12 +202,14 @@ def prompt_problem(prompt) -> str | None:
     return None
 
 
-def input_problems(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, methods) -> list:
-    """What is wrong with each of the race's inputs, in this order (None where the input is fine)."""
+def input_problems(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, methods,
+                   offer: MethodOffer | None = None) -> list:
+    """What is wrong with each of the race's inputs, in this order (None where the input is fine); ``offer``: the
+    methods the page offers (None: every registered one)."""
     values = dict(num_lookahead=num_lookahead, temperature=temperature, top_k=top_k, top_p=top_p,
                   max_new_tokens=max_new_tokens, seed=seed)
     return [prompt_problem(prompt), *(setting_problem(name, values[name]) for name in NUMERIC_INPUTS),
-            methods_problem(methods)]
+            methods_problem(methods, offer)]
 
 
 def gpu_seconds(max_new_tokens: int, num_methods: int) -> int:

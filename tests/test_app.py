@@ -213,7 +213,8 @@ def test_page_inputs_keep_typed_values_for_the_validator(tiny):
     ``validate_inputs`` as sent."""
     demo = page.build_demo(tiny)
     race = next(fn for fn in demo.fns.values() if fn.api_name == "race")
-    assert race.preprocess is False and race.validator is page.validate_inputs
+    assert race.preprocess is False and race.validator.func is page.validate_inputs  # with the page's offer:
+    assert race.validator.keywords["offer"].keys == ("ar", "fixed-token", "prompt-lookup", "draft-model")  # tiny's
     by_name = dict(zip(GOOD, race.inputs, strict=True))
     for name in NUMERIC_INPUTS:
         box = by_name[name]
@@ -281,7 +282,7 @@ def test_model_holder_reports_load_error():
 
 def test_run_pressed_while_loading_waits_for_the_model(tiny):
     holder = page.ModelHolder("tiny")  # not started: stays "loading" until we hand it the model
-    demo = page.build_demo(holder)
+    demo = page.build_demo(holder, untrained_drafters=True)  # PaSS races on the tiny model (no trained file)
     on_run = next(fn.fn for fn in demo.fns.values() if fn.api_name == "race")
     updates = on_run("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False, ["ar", "pass"])
     assert "Waiting for the model" in next(updates)[OUTPUT_NAMES.index("run_info")]
@@ -314,6 +315,9 @@ def test_model_holder_warms_each_method_up_before_it_says_ready(tiny, monkeypatc
     assert seen == [(key, False) for key in METHODS]  # every method, all before "ready"
     assert holder.warmup_s > 0 and not holder.warmup_problems
     assert f"in {holder.warmup_s:.1f} s" in holder.status() and holder.headline() == "**Ready:** tiny-llama-0."
+    seen.clear()  # a page that offers fewer methods (another model) warms up only those
+    page.ModelHolder("tiny", loaded=tiny, methods=("ar", "prompt-lookup")).warm_up(tiny)
+    assert seen == [("ar", True), ("prompt-lookup", True)]
 
 
 def test_a_failed_warm_up_is_noted_and_the_model_still_serves(tiny, monkeypatch):
@@ -330,7 +334,7 @@ def test_a_failed_warm_up_is_noted_and_the_model_still_serves(tiny, monkeypatch)
 def test_rejected_drafts_toggle_mid_race_holds(tiny):
     """Issue 12 item 6: unticking "show rejected drafts" mid-race was undone by the next update; the race now
     reads the toggle's value at every update. (The browser test does the same through the page.)"""
-    demo = page.build_demo(tiny)
+    demo = page.build_demo(tiny, untrained_drafters=True)  # PaSS races on the tiny model (no trained file)
     on_run = next(fn.fn for fn in demo.fns.values() if fn.api_name == "race")
     on_toggle = next(fn.fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "on_toggle")
     request = type("Request", (), {"session_hash": "visitor-1"})()
@@ -390,7 +394,7 @@ def test_zerogpu_caps_long_races_and_says_so(monkeypatch):
 
     monkeypatch.setattr(page, "spaces", FakeSpaces)
     monkeypatch.setattr(race_inputs, "ZEROGPU_MAX_S", 21)  # 1 s for tokens: a cap of 10 for two methods
-    demo = page.build_demo(tiny_loaded())
+    demo = page.build_demo(tiny_loaded(), untrained_drafters=True)  # PaSS races on the tiny model (no trained file)
     on_run = next(fn.fn for fn in demo.fns.values() if fn.api_name == "race")
     final = dict(zip(OUTPUT_NAMES, list(on_run("Hi", 2, 0.0, 0, 1.0, 500, 0, True, False, ["ar", "pass"]))[-1]))
     assert asked == [21]

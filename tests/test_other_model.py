@@ -72,14 +72,37 @@ def test_page_on_another_model_offers_the_methods_without_trained_files(other):
     assert "draft model output is identical to AR" in final["greedy_check"]
 
 
+def test_a_method_left_out_is_refused_by_name_through_the_api_too(other):
+    """An API caller can send any method key: one the page leaves out (no file trained for this model) is refused
+    by name, with the page's reason, by the race's validator (``gradio_client`` gets it as a ValidationError)
+    and by the race itself; nothing races its untrained fallback. With ``untrained_drafters`` it races."""
+    values = ("Hello there", 2, 0.0, 0, 1.0, 8, 0, True, False)
+    race = next(fn for fn in page.build_demo(other).fns.values() if fn.api_name == "race")
+    checks = race.validator(*values, ["ar", "parallelspec", "ar"])
+    assert [c["is_valid"] for c in checks] == [True] * 9 + [False] + [True] * 3
+    assert checks[9]["message"].startswith("Not offered here: 'parallelspec'. PaSS, PaSS+adapters and ParallelSpec "
+                                           "are not offered for this model: they need trained files")
+    assert checks[9]["message"].endswith("Choose two or more of ar, fixed-token, prompt-lookup, draft-model.")
+    assert all(c["is_valid"] for c in race.validator(*values, ["ar", "prompt-lookup"]))
+    with pytest.raises(gr.Error, match="Not offered here: 'pass', 'parallelspec'"):
+        list(race.fn(*values, ["ar", "pass", "parallelspec"]))
+    untrained = next(fn for fn in page.build_demo(other, untrained_drafters=True).fns.values()
+                     if fn.api_name == "race")
+    assert all(c["is_valid"] for c in untrained.validator(*values, ["ar", "parallelspec"]))
+    final = dict(zip(OUTPUT_NAMES, list(untrained.fn(*values, ["ar", "parallelspec"]))[-1]))
+    assert set(final["state"]["events"]) == {"ar", "parallelspec"}
+
+
 def test_untrained_drafters_offers_every_method_again(other, monkeypatch):
     box = methods_box(page.build_demo(other, untrained_drafters=True))
     assert [key for _, key in box.choices] == list(METHODS) and box.value == list(page.DEFAULT_RACE)
     assert box.info == "any two or more"
-    built = []  # app.py's flag reaches the page (no model load, no server)
+    built = []  # app.py's flag reaches the page and the warm-up (no model load, no server)
     monkeypatch.setattr(app.ModelHolder, "start", lambda self: self)
-    monkeypatch.setattr(app, "build_demo", lambda holder, **kw: built.append((holder.name, kw)) or
+    monkeypatch.setattr(app, "build_demo", lambda holder, **kw: built.append((holder.name, holder.methods, kw)) or
                         type("Demo", (), {"launch": lambda self, **_: None})())
     app.main(["--model", other.name, "--device", "cpu", "--backend", "fp32"])
     app.main(["--model", other.name, "--device", "cpu", "--backend", "fp32", "--untrained-drafters"])
-    assert built == [(other.name, {"untrained_drafters": False}), (other.name, {"untrained_drafters": True})]
+    offered = tuple(key for key in METHODS if key not in TRAINED)  # warmed up: the methods the page offers
+    assert built == [(other.name, offered, {"untrained_drafters": False}),
+                     (other.name, tuple(METHODS), {"untrained_drafters": True})]

@@ -35,8 +35,10 @@ class ModelHolder:
     """
 
     def __init__(self, name: str = DEFAULT_MODEL, device: str = "auto", loaded: LoadedModel | None = None,
-                 dtype: str = "auto", backend: str | None = None, threads: int | None = None):
+                 dtype: str = "auto", backend: str | None = None, threads: int | None = None,
+                 methods: tuple[str, ...] | None = None):
         self.name, self.device, self.loaded, self.dtype, self.backend = name, device, loaded, dtype, backend
+        self.methods = tuple(METHODS) if methods is None else tuple(methods)  # the ones warmed up: the page's offer
         self.threads = threads  # fixed by --threads; None: auto chooses (or torch's default)
         self.error: str | None = None
         self.progress = "ready" if loaded else "Loading model…"
@@ -88,8 +90,8 @@ class ModelHolder:
             self._done.set()
 
     def warm_up(self, loaded: LoadedModel) -> float:
-        """Decode ``WARMUP_TOKENS`` tokens of ``WARMUP_PROMPT`` once with each registered method (default settings,
-        greedy), so that no race pays one-time set-up costs in its first step. A method that fails is noted in
+        """Decode ``WARMUP_TOKENS`` tokens of ``WARMUP_PROMPT`` once with each method of ``methods`` (the ones the
+        page offers; default settings, greedy), so that no race pays one-time set-up costs in its first step. A method that fails is noted in
         ``warmup_problems`` (it will fail again, with its message, when it races) and the others still warm up.
 
         Returns:
@@ -97,7 +99,8 @@ class ModelHolder:
         """
         settings = DecodeSettings(max_new_tokens=WARMUP_TOKENS, temperature=0.0)
         start = time.perf_counter()
-        for key, method in METHODS.items():
+        for key in self.methods:
+            method = METHODS[key]
             try:
                 state, _ = method.find_files(loaded, settings.num_lookahead)
                 for _ in method.decode(loaded, WARMUP_PROMPT, settings, state):
