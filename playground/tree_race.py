@@ -99,18 +99,20 @@ def with_trees(loaded, prompt: str, settings: DecodeSettings, keys, found: dict,
 def tree_outputs(events: dict, show_rejected: bool, charts_now: bool = True, revision: str = "race") -> tuple:
     """The tree parts of a race update, in ``tree_panel().outputs`` order: one pane per ``TREE_PANES`` method
     (shown, titled with its entry, while that entry races; hidden otherwise), then the tree figure and the node
-    chooser (``gr.skip()`` unless ``charts_now``), both for the latest tree step of each entry in ``events``."""
+    chooser (``gr.skip()`` unless ``charts_now``), both for the latest tree step of each entry in ``events``, then
+    the "Token tree of this step" panel, shown only while a tree entry races (else it would stand empty)."""
     panes = []
     for base in TREE_PANES:
         entry = next((key for key in events if tree_base(key) == base), None)
         panes.append(gr.update(visible=False, value=[]) if entry is None else gr.update(
             visible=True, value=highlighted_tokens(events[entry], show_rejected),
             label=f"{METHODS[base].label} + token tree ({entry.partition('+tree')[2]} nodes)"))
+    panel = gr.update(visible=any(tree_base(key) for key in events))
     if not charts_now:
-        return (*panes, gr.skip(), gr.skip())
+        return (*panes, gr.skip(), gr.skip(), panel)
     choices = node_choices(events)
     return (*panes, tree_figure(events, revision),
-            gr.update(choices=choices, value=None, interactive=bool(choices)))
+            gr.update(choices=choices, value=None, interactive=bool(choices)), panel)
 
 
 def tree_setting() -> gr.Dropdown:
@@ -123,19 +125,19 @@ def tree_setting() -> gr.Dropdown:
 def tree_panel() -> SimpleNamespace:
     """Made where called: a row of one hidden token pane per ``TREE_PANES`` method (shown with its entry's tokens
     while that entry races, ``tree_outputs``), then an accordion with the hint, the tree figure and the node
-    chooser. Returns ``panes``, ``plot``, ``node`` and ``outputs``: the race updates' tree outputs, in
-    ``tree_outputs`` order."""
+    chooser (hidden until a race with a token tree). Returns ``panes``, ``plot``, ``node``, ``panel`` and
+    ``outputs``: the race updates' tree outputs, in ``tree_outputs`` order."""
     with gr.Row(equal_height=True):
         panes = [gr.HighlightedText(label=f"{METHODS[key].label} + token tree", color_map=pane_colours(key),
                                     show_legend=True, show_inline_category=False, combine_adjacent=False,
                                     elem_classes="token-pane", elem_id=f"pane-{key}-tree", visible=False,
                                     min_width=320) for key in TREE_PANES]
-    with gr.Accordion("Token tree of this step", open=True, elem_id="tree-panel"):
+    with gr.Accordion("Token tree of this step", open=True, elem_id="tree-panel", visible=False) as panel:
         gr.Markdown(TREE_HINT)
         plot = gr.Plot(label="the step's token tree: accepted path, rejected and untried nodes", elem_id="tree-plot")
         node = gr.Dropdown([], label="inspect a node of the step's tree (shown in the token inspector)",
                            elem_id="tree-node", interactive=False)
-    return SimpleNamespace(panes=panes, plot=plot, node=node, outputs=[*panes, plot, node])
+    return SimpleNamespace(panes=panes, plot=plot, node=node, panel=panel, outputs=[*panes, plot, node, panel])
 
 
 def wire_tree(parts: SimpleNamespace, holder, state, show_rejected, inspector: list) -> None:

@@ -27,9 +27,12 @@ from playground.race_inputs import RaceRequest
 
 PANES = [f"{key}_tokens" for key in METHODS]
 #: the tree entries' panes, the tree figure and its node chooser (``tree_race.tree_outputs``)
-TREE_OUTPUTS = [*(f"{key}_tree_tokens" for key in TREE_PANES), "tree_figure", "tree_node"]
+TREE_OUTPUTS = [*(f"{key}_tree_tokens" for key in TREE_PANES), "tree_figure", "tree_node", "tree_panel"]
 OUTPUT_NAMES = [*PANES, *page.METRIC_LABELS, "greedy_check", "latency", "cumulative", "histogram", "positions",
                 "theory", "theory_text", "cost", "cost_text", *TREE_OUTPUTS, "trace", "run_info", "lookahead", "state"]
+#: What the race and replay endpoints return to ``gradio_client``: neither gr.State nor a layout block (the tree
+#: panel's accordion) is part of the API.
+API_OUTPUT_NAMES = [name for name in OUTPUT_NAMES if name not in ("tree_panel", "state")]
 DRAFTING = [key for key in page.DEFAULT_RACE if key != "ar"]
 
 
@@ -457,8 +460,8 @@ def test_race_through_gradio_client(app_server):
                         api_name="/race")
     updates = list(job)
     result = job.result()
-    assert updates and len(result) == len(OUTPUT_NAMES) - 1  # gr.State is not part of the API
-    named = dict(zip(OUTPUT_NAMES, result))
+    assert updates and len(result) == len(API_OUTPUT_NAMES)
+    named = dict(zip(API_OUTPUT_NAMES, result, strict=True))
     for pane in (f"{key}_tokens" for key in page.DEFAULT_RACE):
         tokens = named[pane]
         tokens = tokens.get("value", tokens) if isinstance(tokens, dict) else tokens
@@ -472,7 +475,7 @@ def test_race_through_gradio_client(app_server):
     with pytest.raises(Exception, match="at least two"):
         client.predict("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False, ["ar"], api_name="/race")
     again = client.predict("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False, ["pass", "parallelspec"], api_name="/race")
-    assert "Finished" in dict(zip(OUTPUT_NAMES, again))["run_info"]
+    assert "Finished" in dict(zip(API_OUTPUT_NAMES, again, strict=True))["run_info"]
 
 
 def test_bad_values_through_gradio_client_name_the_input(app_server, tmp_path):
@@ -499,6 +502,6 @@ def test_bad_values_through_gradio_client_name_the_input(app_server, tmp_path):
     with pytest.raises(AppError, match="'notes.bin' is not a trace: upload a .json trace"):
         client.predict(handle_file(str(not_json)), True, api_name="/replay")
     again = client.predict(*GOOD.values(), api_name="/race")
-    assert "Finished" in dict(zip(OUTPUT_NAMES, again))["run_info"]
+    assert "Finished" in dict(zip(API_OUTPUT_NAMES, again, strict=True))["run_info"]
     log = app_server.log_since(mark)  # what the server wrote during this test
     assert "Traceback" not in log and "Error" not in log, log[-3000:]

@@ -25,7 +25,7 @@ from pass_core.teaching.trace import MAX_TRACE_BYTES, load_trace, make_trace, sa
 from playground import page, race_handlers, stepping
 from playground.stepping import RESUME, StepControl
 from servers import free_port
-from test_app import OUTPUT_NAMES
+from test_app import API_OUTPUT_NAMES, OUTPUT_NAMES
 from tiny import tiny_loaded
 from playground.race_inputs import RaceRequest
 
@@ -361,7 +361,7 @@ def test_a_paused_race_in_a_closed_tab_frees_the_race_slot_at_once(monkeypatch):
         start = time.monotonic()
         job = Client(url, verbose=False).submit("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False, ["ar", "pass"],
                                                 api_name="/race")
-        result = dict(zip(OUTPUT_NAMES, job.result(timeout=30)))
+        result = dict(zip(API_OUTPUT_NAMES, job.result(timeout=30), strict=True))
         assert "Finished" in result["run_info"] and time.monotonic() - start < 30
         assert created[0].paused  # the closed tab's race never resumed: it was ended, not timed out
     finally:

@@ -18,7 +18,7 @@ from gradio_client import Client
 from gradio_client.utils import Status
 
 from playground import page
-from test_app import OUTPUT_NAMES, pane_text
+from test_app import API_OUTPUT_NAMES, pane_text
 
 PROMPTS = [
     "Hello there", "Tell me a story", "What is a rainbow?", "List three fruits",
@@ -37,7 +37,7 @@ def race_args(prompt: str, max_new_tokens: int = 24, methods=RACE) -> tuple:
 
 def outputs_of(result) -> dict[str, str]:
     """Pane key -> the pane's text, for the panes that hold any."""
-    named = dict(zip(OUTPUT_NAMES, result))
+    named = dict(zip(API_OUTPUT_NAMES, result, strict=True))
     return {pane: pane_text(named[pane]) for pane in PANES if pane_text(named[pane])}
 
 
@@ -121,7 +121,7 @@ def test_a_visitor_who_leaves_frees_the_queue(app_server):
     running.cancel()  # the racing visitor closes the tab: the next in line starts at once
     result = stayer.result(timeout=30)
     waited_s = time.monotonic() - cancelled_at
-    assert "Finished" in dict(zip(OUTPUT_NAMES, result))["run_info"]
+    assert "Finished" in dict(zip(API_OUTPUT_NAMES, result, strict=True))["run_info"]
     print(f"\nafter the running race was cancelled, the next one finished in {waited_s:.2f} s")
     assert waited_s < 3, waited_s  # the cancelled race alone takes about 5 s more
     assert leaver.status().code == Status.CANCELLED and running.status().code == Status.CANCELLED

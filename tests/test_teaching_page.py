@@ -22,7 +22,7 @@ from pass_core.registry import METHODS  # noqa: E402
 from pass_core.teaching.trace import load_trace  # noqa: E402
 from playground.teaching import THEORY_NEEDS_AR  # noqa: E402
 from servers import running_server  # noqa: E402
-from test_app import DRAFTING, OUTPUT_NAMES, pane_text, run  # noqa: E402
+from test_app import API_OUTPUT_NAMES, DRAFTING, OUTPUT_NAMES, pane_text, run  # noqa: E402
 
 
 def test_theory_sentence_for_each_drafting_method(tiny):
@@ -90,11 +90,12 @@ def test_race_then_replay_through_gradio_client(app_server, tmp_path):
     from gradio_client import Client, handle_file
 
     client = Client(app_server.url, verbose=False, download_files=str(tmp_path))
-    raced = dict(zip(OUTPUT_NAMES, client.predict("Hello there", 2, 1.0, 0, 1.0, 12, 3, True, False,
-                                                  list(page.DEFAULT_RACE), api_name="/race")))
+    raced = dict(zip(API_OUTPUT_NAMES, client.predict("Hello there", 2, 1.0, 0, 1.0, 12, 3, True, False,
+                                                      list(page.DEFAULT_RACE), api_name="/race"), strict=True))
     trace_path = raced["trace"]
     assert load_trace(trace_path).settings.inspect  # races from the page record the inspector's data
-    replayed = dict(zip(OUTPUT_NAMES, client.predict(handle_file(trace_path), True, api_name="/replay")))
+    replayed = dict(zip(API_OUTPUT_NAMES, client.predict(handle_file(trace_path), True, api_name="/replay"),
+                        strict=True))
     for key in page.DEFAULT_RACE:
         assert pane_text(replayed[f"{key}_tokens"]) == pane_text(raced[f"{key}_tokens"]), key
         assert replayed[f"{key}_tokens"] == raced[f"{key}_tokens"], key
@@ -116,8 +117,8 @@ def test_replay_only_serves_a_trace_without_a_model(tiny, tmp_path):
     with running_server("no-such-model", tmp_path / "app.log", "--replay-only", timeout_s=90) as server:
         assert time.monotonic() - start < 90
         client = Client(server.url, verbose=False, download_files=str(tmp_path))
-        replayed = dict(zip(OUTPUT_NAMES, client.predict(handle_file(final["trace"]), True,
-                                                         api_name="/replay")))
+        replayed = dict(zip(API_OUTPUT_NAMES, client.predict(handle_file(final["trace"]), True,
+                                                             api_name="/replay"), strict=True))
         for key in page.DEFAULT_RACE:
             assert pane_text(replayed[f"{key}_tokens"]) == pane_text(final[f"{key}_tokens"]), key
         with pytest.raises(Exception, match="--replay-only"):

@@ -129,6 +129,7 @@ def test_a_race_with_trees_has_tree_entries_panes_trace_and_replay(tiny):
     assert pane["visible"] and pane["value"] and "4 nodes" in pane["label"]
     assert all(not final[f"{key}_tree_tokens"]["visible"] for key in TREE_PANES if key != "parallelspec")
     assert final["tree_figure"] is not None and final["tree_node"]["choices"]
+    assert final["tree_panel"] == {"__type__": "update", "visible": True}  # the panel shows with a tree entry
     assert "Token tree:** ParallelSpec 4 nodes" in final["lookahead"]
     trace = load_trace(final["trace"])
     assert list(trace.events) == list(events) and tree_base("parallelspec+tree4") == "parallelspec"
@@ -136,7 +137,9 @@ def test_a_race_with_trees_has_tree_entries_panes_trace_and_replay(tiny):
         e.tree_parents for e in events["parallelspec+tree4"]]
     replayed = dict(zip(OUTPUT_NAMES, page.replay_handler(final["trace"], True), strict=True))
     assert replayed["parallelspec_tree_tokens"]["value"] == pane["value"]
-    assert replayed["tree_node"]["choices"] == final["tree_node"]["choices"]
+    assert replayed["tree_node"]["choices"] == final["tree_node"]["choices"] and replayed["tree_panel"]["visible"]
+    chain = run(tiny, max_new_tokens=4, methods=["ar", "parallelspec"], update_interval_s=0.0)  # no tree entry:
+    assert all(out["tree_panel"] == {"__type__": "update", "visible": False} for out in chain)  # no empty panel
     # step-through: at each position the figure and the chooser show the latest tree step shown by then
     total = sum(map(len, events.values()))
     for position in range(1, total + 1):
