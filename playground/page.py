@@ -37,7 +37,7 @@ from playground.race_view import HIDE_REJECTED_JS, METRIC_LABELS  # noqa: F401  
 from playground.stepping import NEXT, PREVIOUS, RESUME, StepControl, step_position
 from playground.teaching import INSPECTOR_HINT, inspect_selection, token_namer
 from playground.teaching_panels import wire_panels
-from playground.tree_race import tree_count, wire_tree
+from playground.tree_race import tree_count, tree_pane_values, wire_tree
 # the handlers, re-exported: tests and API users reach them as playground.page.<name>
 from playground.race_handlers import (CHART_EVERY, DEFAULT_RACE, drafters_for, gpu_duration,  # noqa: F401
                                       pane_visibility, race_handler, race_keys, render, render_state, replay_handler,
@@ -84,7 +84,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         session = getattr(request, "session_hash", None)
         if session in show_now:
             show_now[session] = bool(show_rejected)
-        return rerender_panes(state, show_rejected)
+        return (*rerender_panes(state, show_rejected), *tree_pane_values(state, show_rejected))
 
     # session -> the step-through buttons of that session's live race, and its slow-motion delay (seconds). On
     # ZeroGPU the race runs in another process, which the buttons cannot reach: they act on the finished race.
@@ -214,7 +214,8 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                          concurrency_limit=1, preprocess=False, validator=validate_lab)
         ui.stop_btn.click(stop_handler(holder, controls), ui.state, [ui.run_md, ui.trace_download],
                           cancels=[run_event], **private)  # with a trace of what was produced
-        ui.show_rejected.change(on_toggle, [ui.state, ui.show_rejected], ui.panes, js=HIDE_REJECTED_JS, **private)
+        ui.show_rejected.change(on_toggle, [ui.state, ui.show_rejected], [*ui.panes, *ui.tree.panes],
+                                js=HIDE_REJECTED_JS, **private)
         ui.num_lookahead.change(lookahead_line, [ui.num_lookahead, ui.methods], ui.lookahead_md,
                                 api_visibility="private", trigger_mode="always_last", show_progress="hidden")
         ui.methods.change(pane_visibility, ui.methods, ui.panes, **private)

@@ -115,6 +115,15 @@ def tree_outputs(events: dict, show_rejected: bool, charts_now: bool = True, rev
             gr.update(choices=choices, value=None, interactive=bool(choices)), panel)
 
 
+def tree_pane_values(state, show_rejected: bool) -> tuple:
+    """The tree panes re-coloured from the last run's events (``state``) for the "show rejected drafts" toggle, in
+    ``TREE_PANES`` order; ``gr.skip()`` for a pane without a tree entry (or without a run)."""
+    events = events_upto(state["events"], state.get("position")) if state else {}
+    entries = {tree_base(key): key for key in events if tree_base(key)}
+    return tuple(gr.update(value=highlighted_tokens(events[entries[base]], show_rejected)) if base in entries
+                 else gr.skip() for base in TREE_PANES)
+
+
 def tree_setting() -> gr.Dropdown:
     """The "token tree" input (in the race's settings)."""
     return gr.Dropdown(TREE_CHOICES, value=0, label="token tree (extension)", elem_id="input-tree_nodes",

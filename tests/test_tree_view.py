@@ -153,6 +153,27 @@ def test_a_race_with_trees_has_tree_entries_panes_trace_and_replay(tiny):
             assert all(f"step {steps[-1]} ·" in name for name, _ in shown["tree_node"]["choices"])
 
 
+def test_the_rejected_drafts_toggle_recolours_the_tree_panes_too(tiny):
+    """After a race with a tree run, ticking "show rejected drafts" re-renders the tree pane as it does the other
+    panes (it used to keep the value the race ended with), and unticking it leaves them out again."""
+    from pass_core.registry import METHODS
+
+    demo = page.build_demo(tiny, untrained_drafters=True)
+    on_run = next(fn.fn for fn in demo.fns.values() if fn.api_name == "race")
+    on_toggle = next(fn.fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "on_toggle")
+    final = dict(zip(OUTPUT_NAMES, list(on_run("Hello there", 2, 1.0, 0, 1.0, 8, 0, False, False,
+                                                ["ar", "parallelspec"], True, False, 4))[-1], strict=True))
+    rejected = TOKEN_LABELS["rejected"]
+    assert rejected not in {label for _, label in final["parallelspec_tree_tokens"]["value"]}
+    at = len(METHODS) + TREE_PANES.index("parallelspec")  # on_toggle's outputs: the panes, then the tree panes
+    shown, hidden = on_toggle(final["state"], True), on_toggle(final["state"], False)
+    assert len(shown) == len(METHODS) + len(TREE_PANES)
+    assert rejected in {label for _, label in shown[at]["value"]}  # untrained: drafts rejected
+    assert rejected not in {label for _, label in hidden[at]["value"]}
+    assert all(pane == page.gr.skip() for i, pane in enumerate(shown[len(METHODS):]) if i != at - len(METHODS))
+    assert on_toggle(None, True) == (page.gr.skip(),) * (len(METHODS) + len(TREE_PANES))  # nothing raced yet
+
+
 def test_a_race_refuses_a_bad_tree_and_a_tree_with_the_fused_step(tiny):
     with pytest.raises(page.gr.Error, match="token tree must be one of"):
         run(tiny, methods=["ar", "parallelspec"], tree_nodes=3)
