@@ -17,6 +17,7 @@ from pass_core.decoding.settings import DecodeSettings
 from pass_core.registry import METHODS
 from pass_core.runtime.holder import ModelHolder
 from pass_core.teaching.lab import MAX_RUNS
+from pass_core.teaching.trace import MAX_TRACE_BYTES
 from playground.components import numeric_input, trace_file
 from playground.cost_charts import COST_WAITING
 from playground.page_guards import remeasure_button
@@ -122,8 +123,8 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
             with gr.Row(equal_height=True):
                 trace_download = gr.DownloadButton("Download trace (JSON), after a race",
                                                    elem_id="trace-download")
-                trace_upload = trace_file(label="trace to replay (.json)", file_types=[".json"], type="filepath",
-                                       elem_id="trace-upload")
+                trace_upload = trace_file(label=f"trace to replay (.json, at most {MAX_TRACE_BYTES // 2**20} MB)",
+                                          file_types=[".json"], type="filepath", elem_id="trace-upload")
                 replay_btn = gr.Button("Replay", elem_id="replay-button")
         with gr.Accordion("How to read this", open=False):
             gr.Markdown(help_text(help_template), elem_id="how-to-read")

@@ -18,7 +18,8 @@ from pass_core.runtime.pass_cost import pass_cost_curves
 from pass_core.teaching.race import events_upto, race, race_order
 from pass_core.registry import METHODS
 from pass_core.decoding.settings import DecodeSettings
-from pass_core.teaching.trace import load_trace, make_trace, recorded_on, save_trace
+from pass_core.decoding.text import encode_prompt
+from pass_core.teaching.trace import MAX_TRACE_BYTES, load_trace, make_trace, recorded_on, save_trace
 from playground.cost_charts import cost_view
 from playground.race_charts import highlighted_tokens
 from playground.race_guards import finish, guard_lines, new_guards, prefill_warning
@@ -161,6 +162,10 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
     problem = prompt_problem(prompt) or tree_problem(r.tree_nodes, r.fused, r.auto_drafts)
     if problem:
         raise user_error(problem)
+    try:  # a prompt the context cannot hold is refused now, before any "Racing…" or long-prefill warning
+        encode_prompt(loaded.tokenizer, prompt, settings.chat_template, loaded.max_positions, settings.max_new_tokens)
+    except ValueError as err:
+        raise user_error(str(err)) from err
     show = dict(chat_template=settings.chat_template, run_note=run_note, dtype=str(loaded.dtype),
                 revision=f"race-{time.time_ns()}", curve=(curves := pass_cost_curves(loaded)).used,
                 baseline=baseline_label(loaded.backend or str(loaded.dtype).replace("torch.", ""),
@@ -229,7 +234,8 @@ def replay_handler(trace_file, show_rejected=True, model: LoadedModel | None = N
     another schema, a missing or malformed field).
     """
     if not trace_file:
-        raise user_error("Choose a trace file (.json) to replay first.")
+        raise user_error(f"Choose a trace file (.json, at most {MAX_TRACE_BYTES // 2**20} MB) to replay first: a "
+                         "larger file is refused as it uploads and leaves nothing to replay.")
     path = trace_file if isinstance(trace_file, (str, Path)) else getattr(trace_file, "name", trace_file)
     try:
         trace = load_trace(path)

@@ -202,6 +202,10 @@ def test_a_long_prompt_is_warned_about_before_its_prefill(tiny, monkeypatch, mea
     assert f"at least about {tokens * 4.75e-3:.1f} s on this machine" in first["run_info"]
     assert "Long prompt" not in outs[-1]["run_info"]
     assert "Long prompt" not in run(tiny, prompt="short", max_new_tokens=4, update_interval_s=0.0)[0]["run_info"]
+    # a prompt the context cannot hold: refused before any update, so no "Racing…" and no prefill warning
+    updates = page.race_handler(tiny, RaceRequest("a long prompt " * 200, 2, 0.0, 0, 1.0, 4, 0, True, False))
+    with pytest.raises(page.gr.Error, match="context holds 512 positions"):
+        next(updates)
 
 
 def test_a_second_visitor_is_told_that_another_race_runs(tiny):

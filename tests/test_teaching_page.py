@@ -82,7 +82,7 @@ def test_a_bad_trace_gets_a_named_error(tmp_path):
     bad.write_text(json.dumps({"schema": "pass-playground-trace/0"}), encoding="utf-8")
     with pytest.raises(gr.Error, match="schema"):
         page.replay_handler(str(bad))
-    with pytest.raises(gr.Error, match="Choose a trace"):
+    with pytest.raises(gr.Error, match=r"Choose a trace file \(.json, at most 32 MB\) to replay first: a larger"):
         page.replay_handler(None)
 
 

@@ -288,7 +288,8 @@ def test_setting_problems_name_the_setting_range_and_value():
     assert race_inputs.setting_problem("max_new_tokens", 96.0) is None  # whole floats are accepted as ints
     assert race_inputs.setting_problem("max_new_tokens", 0) == "max new tokens must be between 1 and 1,024, got 0"
     assert race_inputs.setting_problem("seed", 2.5) == "seed must be a whole number, got 2.5"
-    assert race_inputs.setting_problem("temperature", None) == "temperature must be a number, got None"
+    assert race_inputs.setting_problem("temperature", None) == ("temperature is empty or not a number: type a number "
+                                                                "between 0 and 2")
     assert race_inputs.methods_problem(["ar", "pass"]) is None
     assert "'bogus'" in race_inputs.methods_problem(["ar", "bogus"])
     assert "at least two" in race_inputs.methods_problem("ar")  # a bare string is one key, not letters

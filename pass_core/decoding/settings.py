@@ -110,6 +110,8 @@ class DecodeSettings:
         for name, (label, kind) in checks.items():
             value = getattr(self, name)
             lo, hi, _ = SETTING_RANGES[name]
+            if value is None:  # an empty box (a browser empties a number box holding letters or 1e999)
+                raise ValueError(f"{label} is empty or not a number: type a number between {_fmt(lo)} and {_fmt(hi)}")
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError(f"{label} must be a number, got {value!r}")
             if isinstance(value, float) and not math.isfinite(value):  # NaN, inf (also from a trace's JSON "Infinity")

@@ -91,8 +91,9 @@ class ModelHolder:
 
     def warm_up(self, loaded: LoadedModel) -> float:
         """Decode ``WARMUP_TOKENS`` tokens of ``WARMUP_PROMPT`` once with each method of ``methods`` (the ones the
-        page offers; default settings, greedy), so that no race pays one-time set-up costs in its first step. A method that fails is noted in
-        ``warmup_problems`` (it will fail again, with its message, when it races) and the others still warm up.
+        page offers; default settings, greedy), so that no race pays one-time set-up costs in its first step. A
+        method that fails is noted in ``warmup_problems`` (it will fail again, with its message, when it races) and
+        the others still warm up.
 
         Returns:
             The seconds it took (also kept in ``warmup_s``).
