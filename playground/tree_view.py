@@ -16,21 +16,25 @@ from plotly.subplots import make_subplots
 from pass_core.decoding.events import TOKEN_LABELS, StepEvent, TokenRecord
 from pass_core.decoding.inspection import PositionInspection
 from playground.race_charts import pane_colours, short_name
-from playground.teaching import _code, _fmt, inspector_figure
+from playground.teaching import _code, _fmt, greedy_step, inspector_figure
 
 #: The choice that stands for the step's last token (resampled or bonus) in ``node_choices``.
 NEXT = "next"
 #: Node colours beside the accepted colour of ``pane_colours``: rejected (greyed), never tried (lighter).
 REJECTED_GREY, UNTRIED_GREY, ROOT_COLOUR, EDGE_GREY = "#6b7280", "#d1d5db", "#111827", "#cbd5e1"
 #: The tree figure's text before a race with a token tree.
-TREE_HINT = ("*Choose a token tree (4, 8, 16 nodes or auto) and race PaSS or ParallelSpec: each step's tree is "
-             "drawn here, its accepted path in the accepted colour.*")
+TREE_HINT = ("*The tree of drafts of the step the page shows: the root (the pending token), each node at its depth, "
+             "the accepted path in the accepted colour, rejected nodes grey and struck through, untried nodes open. "
+             "Pause, Next and Previous move it; choose a node below to inspect it.*")
 #: The inspector's rule line for a tree step (docs/algorithms.md section 4b).
 TREE_RULE = ("Token tree: at each node its children are tried in rank order; child x is accepted when "
              "u < min(1, p_res(x)/q(x)), where p_res starts as p at the node and loses each rejected sibling "
-             "(p_res ← norm(max(0, p_res − q))). The candidates are the drafter's top-i, so q is one-hot. When "
-             "every child is rejected the next token is drawn from p_res (resampled); at a leaf it is drawn from p "
-             "(bonus).")
+             "(p_res ← norm(max(0, p_res − q))). The candidates are the drafter's top-i tokens, each proposed "
+             "outright (q is one-hot at it: q(x) = 1 for every node). When every child is rejected the next token is "
+             "drawn from p_res (resampled); at a leaf it is drawn from p (bonus).")
+#: Added to ``TREE_RULE`` for a greedy run's step.
+TREE_GREEDY = (" Greedy (temperature 0): p is one-hot too, so a child is accepted exactly when it is the target's "
+               "argmax at its parent, and no uniform draw u plays a part (not used: greedy).")
 
 
 def tree_step(events: list[StepEvent]) -> StepEvent | None:
@@ -140,7 +144,7 @@ def _tree_traces(events: list[StepEvent], event: StepEvent, entry: str, first: b
             text=[struck(t) if decision == "rejected" else t for t in texts], textposition="top center",
             textfont=dict(color="#111827" if decision == "accepted" else colour),
             marker=dict(color=colour, size=12, symbol=symbol, line=dict(color=colour, width=2)),
-            name=decision.replace("_", " "), legendgroup=decision, showlegend=first,
+            name=decision.replace("_", " "), legendgroup=decision, showlegend=bool(nodes),  # kinds of every panel
             hovertext=[node_hover(drafts[j], j, parents[j]) for j in nodes], hoverinfo="text"))
     if final is not None:
         colour = colours[TOKEN_LABELS[final.label]]
@@ -239,16 +243,18 @@ def _final_event(event: StepEvent, final: TokenRecord) -> tuple[StepEvent, int] 
 
 
 def node_table(event: StepEvent, selected: int | None = None) -> list[str]:
-    """Markdown rows of every node of a tree step: parent, depth, token, q(x), p(x), p_res(x), min(1, p_res/q), u and
-    the decision; the ``selected`` node's index in bold."""
-    lines = ["| node | parent | depth | token | q(x) | p(x) | p_res(x) | min(1, p_res/q) | u | decision |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    """Markdown rows of every node of a tree step: parent, depth, token, q(x), p(x), p_res(x), min(1, p_res/q), u
+    (sampled runs only: in a greedy one no uniform draw decides, ``teaching.greedy_step``) and the decision; the
+    ``selected`` node's index in bold."""
+    greedy = greedy_step(event)
+    lines = ["| node | parent | depth | token | q(x) | p(x) | p_res(x) | min(1, p_res/q) |" + ("" if greedy else " u |")
+             + " decision |", "|---|---|---|---|---|---|---|---|" + ("" if greedy else "---|") + "---|"]
     for j, (d, parent) in enumerate(zip(event.drafts, event.tree_parents)):
         ratio = min(1.0, d.p_res / d.q) if d.p_res is not None and d.q > 0 else None
         name = f"**{j}**" if j == selected else str(j)
         lines.append(f"| {name} | {'root' if parent < 0 else parent} | {d.position} | {_code(d.text)} | {d.q:.4f} | "
-                     f"{d.p:.4f} | {_fmt(d.p_res, '.4f')} | {_fmt(ratio, '.4f')} | {_fmt(d.u, '.4f')} | "
-                     f"{d.decision.replace('_', ' ')} |")
+                     f"{d.p:.4f} | {_fmt(d.p_res, '.4f')} | {_fmt(ratio, '.4f')} |"
+                     + ("" if greedy else f" {_fmt(d.u, '.4f')} |") + f" {d.decision.replace('_', ' ')} |")
     return lines
 
 
@@ -283,5 +289,6 @@ def inspect_node(events: dict[str, list[StepEvent]], choice: str, decode=str) ->
                                                   "not, or the step ended)")
                 + ".")
         shown = _node_event(event, node)
-    markdown = "\n".join([text, "", head, "", *node_table(event, node), "", TREE_RULE])
+    rule = TREE_RULE + (TREE_GREEDY if greedy_step(event) else "")
+    markdown = "\n".join([text, "", head, "", *node_table(event, node), "", rule])
     return markdown, (inspector_figure(shown[0], shown[1], decode) if shown else None)

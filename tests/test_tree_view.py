@@ -69,8 +69,31 @@ def test_tree_figure_draws_every_node_the_accepted_path_and_the_last_token():
     both = tree_figure({"parallelspec+tree8": [chain_event(), tree_event()], "pass+tree8": [chain_event(), tree_event()]})
     legend = [t.name for t in both.data if t.showlegend is not False]
     assert len(legend) == len(set(legend)) and "resampled" in legend, legend
+    # every kind of node drawn has its legend entry on a trace with points (Plotly leaves an empty trace out of the
+    # legend), also when the first panel has none of that kind
+    none_accepted = replace(tree_event(), drafts=tuple(replace(d, decision="rejected") if d.decision == "accepted"
+                                                       else d for d in tree_event().drafts))
+    mixed = tree_figure({"pass+tree8": [chain_event(), none_accepted], "parallelspec+tree8": [chain_event(),
+                                                                                            tree_event()]})
+    legend = [t.name for t in mixed.data if t.showlegend is not False]
+    assert {"root (the pending token)", "accepted", "rejected", "not verified"} <= set(legend), legend
+    assert len(legend) == len(set(legend)), legend
+    assert all(len(t.x) for t in mixed.data if t.showlegend is not False), legend
     assert all(max(len(line) for line in a.text.replace("<b>", "").replace("</b>", "").split("<br>")) <= 32
                for a in both.layout.annotations if "step" in a.text)
+
+
+def test_the_node_inspector_of_a_greedy_step_has_no_u_and_says_why():
+    """Greedy (temperature 0) tree steps: no uniform draw decides, so the node table has no u column and the rule
+    line says so, as the chain inspector does; a sampled step keeps both."""
+    sampled = tree_event()
+    greedy = replace(sampled, tokens=tuple(replace(t, margin=0.5) for t in sampled.tokens))  # the greedy loop's mark
+    text, _ = inspect_node({"parallelspec+tree8": [sampled]}, "parallelspec+tree8|3")
+    assert "| min(1, p_res/q) | u | decision |" in text and "not used: greedy" not in text
+    text, _ = inspect_node({"parallelspec+tree8": [greedy]}, "parallelspec+tree8|3")
+    assert "| min(1, p_res/q) | decision |" in text and "| u |" not in text
+    assert "not used: greedy" in text and "q(x) = 1 for every node" in text
+    assert "| **3** | 0 | 2 | `'D'` | 1.0000 | 0.5000 | 0.5700 | 0.5700 | accepted |" in text
 
 
 def test_tree_figure_follows_the_events_shown_and_escapes_labels():
