@@ -76,7 +76,7 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
                                                elem_id="methods")
                     (num_lookahead, temperature, top_k, top_p, max_new_tokens,
                      seed) = map(numeric_input, NUMERIC_INPUTS)
-                    with gr.Row():
+                    with gr.Row(elem_id="settings-checks"):  # two a line on a phone (PAGE_CSS)
                         show_rejected = gr.Checkbox(True, label="show rejected drafts")
                         fused = gr.Checkbox(DecodeSettings().fused, label="fused step (extension)",
                                             info="beyond the paper, one forward pass per step: " +

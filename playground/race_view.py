@@ -44,7 +44,7 @@ METRIC_LABELS = {
 #: blank line between paragraphs kept (gradio draws each newline as an empty ``.line-break`` of no height, so
 #: two in a row collapse into one); a dotted line between steps (``race_charts.STEP_MARK_CSS``); the range sliders
 #: beside the number boxes without their own number box (it clamps typed values silently); on a narrow screen
-#: a smaller title.
+#: a smaller title and the four settings checkboxes two a line (four in a row cut their labels).
 PAGE_CSS = f"""
 .range-aid .head {{display: none}}
 .token-pane {{min-height: 220px}}
@@ -59,6 +59,7 @@ body.hide-rejected {charts.rejected_css_selector().removesuffix(" .text")} {{dis
 #inspector-text th, #inspector-text td {{white-space: nowrap; padding: 2px 8px}}
 @media (max-width: 640px) {{
   #page-title h1 {{font-size: 1.4em; margin: 0}}
+  #settings-checks .form > .block {{min-width: 140px !important}}
 }}
 """
 

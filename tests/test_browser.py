@@ -245,6 +245,9 @@ def test_phone_and_desktop_layout(new_page, race_page_url, width):
     with in_process_page(new_page, race_page_url, width) as page:
         prompt = page.get_by_label("prompt", exact=True).bounding_box()
         assert prompt["y"] + prompt["height"] < 800, f"the prompt is below the first screen at {width} px"
+        clipped = page.evaluate("() => [...document.querySelectorAll('label')].filter(l => l.offsetParent && "
+                                "l.scrollWidth > l.clientWidth + 1).map(l => l.innerText.slice(0, 40))")
+        assert clipped == [], f"labels cut at {width} px: {clipped}"  # four checkboxes in a row did, on a phone
         race_on(page)
         page.get_by_text("Finished.").first.wait_for(timeout=60_000)
         page.locator(".js-plotly-plot .legend").nth(3).wait_for(timeout=30_000)
