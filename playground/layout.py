@@ -64,6 +64,8 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
                                              min_width=90)
                     next_btn = gr.Button("Next step ▶", size="sm", elem_id="next-button", min_width=90)
                     resume_btn = gr.Button("Resume ▶▶", size="sm", elem_id="resume-button", min_width=90)
+                # the step buttons' answer under them (the run line, further down, says it in full): page_guards
+                gr.HTML('<div id="step-echo-text" aria-live="polite"></div>', elem_id="step-echo", padding=False)
                 slow_motion = gr.Slider(0, MAX_STEP_DELAY_S, value=0, step=0.05, elem_id="slow-motion",
                                         label="slow motion: delay per step (s)",
                                         info="0 = full speed; the wait is wall time, never counted as compute")

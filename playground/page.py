@@ -31,7 +31,8 @@ from pass_core.runtime.models import LoadedModel
 from pass_core.teaching.race import events_upto
 from playground.lab_handlers import lab_handler, validate_lab
 from playground.layout import lay_out
-from playground.page_guards import STEP_WAIT_S, STOPPED_NOTE, RaceSlots, stop_handler, wire_step_button  # noqa: F401
+from playground.page_guards import CLEAR_STEP_ECHO_JS, STEP_WAIT_S, STOPPED_NOTE, RaceSlots, stop_handler, \
+    wire_step_button  # noqa: F401
 from playground.race_inputs import RaceRequest, cap_for_zerogpu, hide_paths, method_offer, methods_problem, whole
 from playground.race_view import HIDE_REJECTED_JS, METRIC_LABELS  # noqa: F401  (re-exported)
 from playground.stepping import NEXT, PREVIOUS, RESUME, StepControl, step_position
@@ -187,6 +188,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         inputs = [ui.prompt, ui.num_lookahead, ui.temperature, ui.top_k, ui.top_p, ui.max_new_tokens, ui.seed,
                   ui.show_rejected, ui.fused, ui.methods, ui.chat_template, ui.auto_drafts]
         ui.run_btn.click(slots.on_run, None, ui.run_md, api_visibility="private", queue=False, show_progress="hidden")
+        ui.run_btn.click(None, None, None, js=CLEAR_STEP_ECHO_JS, api_visibility="private", queue=False)  # a new race
         ui.wire_remeasure(holder, ui.state, ui.cost_plot, ui.cost_md, slots)
         outputs = [*ui.panes, *ui.metrics, ui.greedy_md, ui.latency_plot, ui.cumulative_plot, ui.hist_plot,
                    ui.position_plot, ui.theory_plot, ui.theory_md, ui.cost_plot, ui.cost_md, *ui.tree.outputs,

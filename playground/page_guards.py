@@ -125,12 +125,23 @@ def remeasure_button():
     return wire
 
 
+#: Client-side, after a step button's answer: the run line's first sentence when it is the step-through's ("Paused
+#: after step 3 of 16 ...", or "Run a race or replay a trace first ..."), shown under the buttons (``#step-echo``);
+#: on a desktop the run line is far below them. A sentence ends at a period followed by a space or the end.
+STEP_ECHO_JS = ("const r = document.querySelector('#run-line'); const e = document.getElementById('step-echo-text'); "
+                "if (r && e) { const m = /^((?:Paused|Run a race)[\\s\\S]*?\\.)(?:\\s|$)/"
+                ".exec(r.innerText.trim()); e.textContent = m ? m[1] : ''; }")
+
+#: Client-side, on Run: the step-through's last answer under the buttons goes (it spoke of the previous race).
+CLEAR_STEP_ECHO_JS = "() => { const e = document.getElementById('step-echo-text'); if (e) e.textContent = ''; }"
+
+
 def _busy_js(elem_id: str, busy: bool) -> str:
     """Client-side: mark the button ``elem_id`` busy (dimmed, a progress cursor, ``aria-busy``, a trailing ⏳,
-    clicks ignored) or idle again."""
+    clicks ignored) or idle again, then echo its answer under the buttons (``STEP_ECHO_JS``)."""
     if not busy:
         return (f"() => {{ const b = document.getElementById('{elem_id}'); if (b) {{ b.removeAttribute('aria-busy'); "
-                "b.style.pointerEvents = ''; b.style.opacity = ''; b.style.cursor = ''; } }")
+                "b.style.pointerEvents = ''; b.style.opacity = ''; b.style.cursor = ''; } " + STEP_ECHO_JS + " }")
     return ("() => { if (!document.getElementById('step-busy-css')) { const s = document.createElement('style'); "
             "s.id = 'step-busy-css'; s.textContent = 'button[aria-busy=\"true\"]::after {content: \" ⏳\"}'; "
             f"document.head.appendChild(s); }} const b = document.getElementById('{elem_id}'); if (b) {{ "

@@ -344,7 +344,13 @@ def test_step_through_and_token_inspector(new_page, race_page_url, tmp_path, wid
     from pass_core.teaching.trace import load_trace
 
     with in_process_page(new_page, race_page_url, width, step_delay_s=0.03) as page:
+        echo = page.locator("#step-echo-text")  # the buttons' answer, under them (the run line is far below)
+        page.locator("#next-button").click()  # nothing raced yet: said under the button too
+        page.wait_for_function("() => document.querySelector('#step-echo-text').textContent.startsWith("
+                               "'Run a race or replay a trace first')", timeout=30_000)
         race_on(page, max_new_tokens=60)
+        page.wait_for_function("() => document.querySelector('#step-echo-text').textContent === ''",
+                               timeout=30_000)  # Run clears the answer about the race before
         page.locator("#pane-pass .token.highlighted").first.wait_for(timeout=30_000)
         # dispatched, not clicked: while a race redraws the page the button may never count as "stable" (under load)
         page.locator("#pause-button").dispatch_event("click")
@@ -360,6 +366,9 @@ def test_step_through_and_token_inspector(new_page, race_page_url, tmp_path, wid
             page.wait_for_function(f"() => !document.querySelector('#run-line').innerText.includes("
                                    f"'after step {before} of')", timeout=30_000)
             seen.append((position(), {key: pane_chars(page, key) for key in ("ar", "pass", "parallelspec")}))
+            page.wait_for_function(f"() => document.querySelector('#step-echo-text').textContent.startsWith("
+                                   f"'Paused after step {seen[-1][0]} of')", timeout=30_000)
+            assert echo.is_visible() and echo.inner_text().endswith(")."), echo.inner_text()  # the whole sentence
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / f"browser-step-through-{width}.png"), full_page=True)
         page.locator("#previous-button").click()
