@@ -78,9 +78,11 @@ def whatif_accordion():
         text = gr.Markdown(elem_id="whatif-text")
 
     def wire(state: gr.State, inputs: list, race=None) -> None:
+        # queued, one at a time, in the order of the triggers: unqueued, opening the panel and choosing a curve at
+        # once ran side by side, and the slower answer (the one for the curve no longer chosen) could land last
         gr.on([accordion.expand, alpha.release, k.release, drafter_cost.release, preset.change, typed.submit],
-              whatif_view, [alpha, k, preset, typed, drafter_cost, state], [plot, text], queue=False,
-              api_visibility="private", show_progress="hidden")
+              whatif_view, [alpha, k, preset, typed, drafter_cost, state], [plot, text], concurrency_limit=1,
+              trigger_mode="always_last", api_visibility="private", show_progress="hidden")
 
     return wire
 

@@ -179,6 +179,33 @@ def test_whatif_predicts_the_speedup_of_the_formula(new_page, tiny_page_url, alp
     page.locator("#whatif-plot .js-plotly-plot").wait_for(timeout=30_000)
 
 
+def test_whatif_ends_on_the_curve_chosen_last_when_an_earlier_answer_is_slow(new_page, monkeypatch):  # noqa: F811
+    """Opening the panel asks for this machine's curve and choosing "flat" at once asks again. Answered side by
+    side (as they were), the slower answer, here the machine's (3 s), landed last and the panel showed a curve no
+    longer chosen (seen in full runs as a timeout); answered in trigger order, the panel ends on flat."""
+    import time
+
+    from playground import teaching_panels
+    from playground.whatif import MACHINE
+    from tiny import tiny_loaded
+
+    fast = teaching_panels.whatif_view
+
+    def slow_for_the_machine(alpha, k, preset, *rest):
+        if preset == MACHINE:
+            time.sleep(3)
+        return fast(alpha, k, preset, *rest)
+
+    monkeypatch.setattr(teaching_panels, "whatif_view", slow_for_the_machine)  # read when the page is built
+    with served(tiny_loaded(seed=0), untrained_drafters=True) as url:
+        page = open_page(new_page, url, 1400)
+        page.locator("#whatif").get_by_text("What if…").first.click()
+        page.locator("#whatif-preset").get_by_label("flat (GPU-like)", exact=True).check()
+        wait_text(page, "#whatif-text", "cost curve flat c(w) = 1")
+        page.wait_for_timeout(4000)  # the machine's answer, had it run beside, has landed by now
+        assert "cost curve flat c(w) = 1" in shown(page, "#whatif-text"), shown(page, "#whatif-text")
+
+
 @pytest.mark.parametrize("width", [1400, 400])
 def test_screenshots_of_the_lesson_strip_finish_view_and_whatif(new_page, tiny_page_url, width):  # noqa: F811
     """Lesson 1 raced (cut to ``LESSON_TOKENS`` tokens) and the what-if panel on the flat curve, at a desktop's and a
