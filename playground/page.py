@@ -149,8 +149,9 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
 
     def on_run(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused, methods,
                chat_template=True, auto_drafts=False, tree_nodes=0, request: gr.Request = None):
-        if methods_problem(methods) is None and methods_problem(methods, offer):  # asked for through the API
-            raise user_error(methods_problem(methods, offer))
+        problem = methods_problem(methods, offer)
+        if problem and problem != methods_problem(methods):  # a method this page leaves out, asked for by the API
+            raise user_error(problem)
         if not holder.ready:
             yield (gr.skip(),) * (len(outputs) - 3) + ("Waiting for the model to load…", gr.skip(), gr.skip())
         try:

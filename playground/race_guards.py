@@ -11,7 +11,6 @@ come from ``pass_core.decoding.text``, the load from ``pass_core.runtime.machine
 from __future__ import annotations
 
 from pass_core.decoding.settings import DecodeSettings
-from pass_core.decoding.text import encode_prompt
 from pass_core.runtime.machine_load import LoadMeter, busy_line
 from pass_core.runtime.pass_cost import CostCurves
 
@@ -51,16 +50,10 @@ def prefill_seconds(tokens: int, curve: dict | None) -> float | None:
     return tokens * curve["ms"][-1] / curve["widths"][-1] / 1000
 
 
-def prefill_warning(tokenizer, prompt: str, settings: DecodeSettings, methods: int, curve: dict | None,
-                    limit: int | None = None) -> str:
-    """A warning when the prompt is over ``limit`` tokens (chat template included; None: ``LONG_PREFILL_TOKENS``),
-    else "": how many tokens, and
-    how long the first step of each of the ``methods`` racing methods may take (``prefill_seconds``). A prompt
-    that cannot be encoded gets no warning (the race refuses it with its own message)."""
-    try:
-        tokens = len(encode_prompt(tokenizer, prompt, settings.chat_template))
-    except ValueError:
-        return ""
+def prefill_warning(tokens: int, methods: int, curve: dict | None, limit: int | None = None) -> str:
+    """A warning when the prompt's ``tokens`` (chat template included; the race encoded it, and refused a prompt
+    its context cannot hold) are over ``limit`` (None: ``LONG_PREFILL_TOKENS``), else "": how many tokens, and
+    how long the first step of each of the ``methods`` racing methods may take (``prefill_seconds``)."""
     if tokens <= (LONG_PREFILL_TOKENS if limit is None else limit):
         return ""
     seconds = prefill_seconds(tokens, curve)

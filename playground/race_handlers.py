@@ -163,7 +163,8 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
     if problem:
         raise user_error(problem)
     try:  # a prompt the context cannot hold is refused now, before any "Racing…" or long-prefill warning
-        encode_prompt(loaded.tokenizer, prompt, settings.chat_template, loaded.max_positions, settings.max_new_tokens)
+        tokens = len(encode_prompt(loaded.tokenizer, prompt, settings.chat_template, loaded.max_positions,
+                                   settings.max_new_tokens))
     except ValueError as err:
         raise user_error(str(err)) from err
     show = dict(chat_template=settings.chat_template, run_note=run_note, dtype=str(loaded.dtype),
@@ -171,7 +172,7 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
                 baseline=baseline_label(loaded.backend or str(loaded.dtype).replace("torch.", ""),
                                         bool(loaded.backend_choice)))
     show["guards"] = new_guards(prompt, settings, curves,
-                                prefill_warning(loaded.tokenizer, prompt, settings, len(keys), curves.used))
+                                prefill_warning(tokens, len(keys), curves.used))
     try:
         found, note = drafters_for(loaded, keys, settings)
         if show["guards"]["prefill"]:  # said before the long first step, not after it

@@ -180,7 +180,7 @@ def methods_problem(methods, offer: MethodOffer | None = None) -> str | None:
     if unknown:
         return (f"Unknown method(s) {', '.join(repr(m) for m in unknown)} in methods to race: choose two or more "
                 f"of {', '.join(METHODS)}.")
-    left_out = [m for m in dict.fromkeys(chosen) if offer is not None and m not in offer.keys]
+    left_out = [m for m in dict.fromkeys(chosen) if m not in offer.keys] if offer is not None else []
     if left_out:
         return (f"Not offered here: {', '.join(repr(m) for m in left_out)}. {offer.note} Choose two or more of "
                 f"{', '.join(offer.keys)}.")

@@ -117,11 +117,10 @@ def tree_outputs(events: dict, show_rejected: bool, charts_now: bool = True, rev
 
 def tree_pane_values(state, show_rejected: bool) -> tuple:
     """The tree panes re-coloured from the last run's events (``state``) for the "show rejected drafts" toggle, in
-    ``TREE_PANES`` order; ``gr.skip()`` for a pane without a tree entry (or without a run)."""
-    events = events_upto(state["events"], state.get("position")) if state else {}
-    entries = {tree_base(key): key for key in events if tree_base(key)}
-    return tuple(gr.update(value=highlighted_tokens(events[entries[base]], show_rejected)) if base in entries
-                 else gr.skip() for base in TREE_PANES)
+    ``TREE_PANES`` order (``tree_outputs``' panes); ``gr.skip()`` for each without a run."""
+    if not state:
+        return (gr.skip(),) * len(TREE_PANES)
+    return tree_outputs(events_upto(state["events"], state.get("position")), show_rejected, False)[:len(TREE_PANES)]
 
 
 def tree_setting() -> gr.Dropdown:
