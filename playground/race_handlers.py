@@ -34,6 +34,7 @@ from playground.tree_race import tree_count, tree_outputs, tree_problem, with_tr
 UPDATE_INTERVAL_S = 0.5  # at most 2 page updates per second of wall time at the start of a race (UI cost <= 5 %)
 CHART_EVERY = 4  # charts redraw on every 4th page update (figures are the browser's heaviest work)
 THEORY_EVERY = 4  # during a race the theory view redraws with every 4th chart redraw (and at the end, when paused)
+SLOW_MOTION_CHART_GAP_S = 1.0  # slow motion shows every step in the panes, the charts at most once a second
 TOKENS_PER_EXTRA_S = 400  # each 400 tokens on the page add 1 s between updates, so long races stay responsive
 MAX_UPDATE_GAP_S = 2.5  # ...but never more: Stop (a cancel) takes effect at the next update
 
@@ -147,13 +148,14 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
     one (``tree_race.with_trees``). Yields the outputs of ``render`` at most
     every ``update_interval_s`` seconds of wall time (the gap grows by ``update_interval_s`` per
     ``TOKENS_PER_EXTRA_S`` tokens already shown, to at most ``MAX_UPDATE_GAP_S``, so that the browser keeps up;
-    Stop takes effect at the next update),
+    Stop takes effect at the next update; the figures redraw on every ``CHART_EVERY``-th update),
     and once more at the end; ``run_note`` goes into the run line. ``inspect``: events carry the token
     inspector's data (``DecodeSettings.inspect``). The last yield offers the race as a JSON trace
     (``pass_core.trace``) to download. ``control``: the step-through buttons (``playground.stepping``): while paused the
     race computes nothing and yields each Next / Previous position; in slow motion it yields every step and waits
-    ``control.delay_s`` after it (wall time only: compute times are unchanged). Raises gr.Error for bad settings,
-    fewer than two methods or a bad prompt.
+    ``control.delay_s`` after it (wall time only: compute times are unchanged), and redraws the figures at most
+    every ``SLOW_MOTION_CHART_GAP_S`` seconds (a redraw sends every figure to the browser again). Raises gr.Error
+    for bad settings, fewer than two methods or a bad prompt.
     """
     r, prompt, show_rejected = request, request.prompt, request.show_rejected
     keys = race_keys(r.methods)
@@ -183,6 +185,7 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
         decoders, note = with_trees(loaded, prompt, settings, keys, found, decoders, note, r.tree_nodes)
         events = {key: [] for key in decoders}  # a tree entry races beside its method (``tree_race``)
         last, updates, tokens = float("-inf"), 0, 0
+        last_chart, chart_draws = float("-inf"), 0  # slow motion's chart redraws
         for name, event in race(decoders):
             events[name].append(event)
             tokens += len(event.tokens)
@@ -192,7 +195,12 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
                     **show), gr.skip)
                 continue
             if control is not None and control.delay_s:  # slow motion: every step on the page, then a wait
-                yield render(events, show_rejected, settings.greedy, settings.fused, False, note, **show)
+                now = time.monotonic()
+                charts_now = now - last_chart >= SLOW_MOTION_CHART_GAP_S  # a short delay redraws no chart per step
+                if charts_now:
+                    last_chart, chart_draws = now, chart_draws + 1
+                yield render(events, show_rejected, settings.greedy, settings.fused, False, note, charts_now,
+                             theory_now=(chart_draws - 1) % THEORY_EVERY == 0, **show)
                 control.sleep(control.delay_s)
                 continue
             now = time.monotonic()

@@ -9,6 +9,7 @@ import re
 import threading
 import time
 
+import gradio as gr
 import pytest
 
 from playground import page
@@ -19,6 +20,7 @@ from playground import race_charts as charts
 from playground.stepping import MAX_STEP_DELAY_S, NEXT, PREVIOUS, RESUME, StepControl, step_position
 from playground.teaching import INSPECTOR_HINT, inspect_selection, token_namer
 from test_app import OUTPUT_NAMES, run
+from playground.race_handlers import SLOW_MOTION_CHART_GAP_S
 from playground.race_inputs import RaceRequest
 
 
@@ -130,9 +132,15 @@ def test_slow_motion_shows_every_step(tiny):
     start = time.monotonic()
     outs = [dict(zip(OUTPUT_NAMES, o, strict=True)) for o in page.race_handler(
         tiny, RaceRequest("Hello there", 2, 0.0, 0, 1.0, 12, 0), update_interval_s=10.0, control=control)]
+    elapsed = time.monotonic() - start
     steps = sum(map(len, outs[-1]["state"]["events"].values()))
     assert len(outs) == steps + 1  # one update per step (the interval of 10 s would allow one), and the last
-    assert time.monotonic() - start >= 0.02 * steps
+    assert elapsed >= 0.02 * steps
+    assert all(out["ar_tokens"] is not None for out in outs)  # the panes show every step
+    # ...the figures at most once per SLOW_MOTION_CHART_GAP_S: the first step, then on time, and at the end
+    drawn = [i for i, out in enumerate(outs[:-1]) if out["latency"] != gr.skip()]
+    assert drawn[0] == 0 and len(drawn) <= 1 + elapsed / SLOW_MOTION_CHART_GAP_S, (drawn, elapsed)
+    assert outs[-1]["latency"] != gr.skip() and outs[-1]["theory"] != gr.skip()
 
 
 def test_step_buttons_after_the_race_render_from_the_state(tiny):
