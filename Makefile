@@ -30,9 +30,9 @@ demo: setup
 # Two pytest-xdist workers, one per core, one torch thread each (a third worker gains nothing: make test-fast took
 # 42.9 s with three and 39.7 s with two, user time 87 s against 74 s; the full suite 463 s against 459 s, the CPU
 # already busy 97 % of the time with two). worksteal: a worker that runs out takes tests queued for the other, and
-# tests/conftest.py queues the long tests first, so no worker ends the run alone. test-fast leaves out the embedded model
-# (slow), Chromium (browser), the sampled-law tests (sampling) and the tests that start a process (an app server or
-# a fresh interpreter: process).
+# tests/conftest.py queues the long tests first, so no worker ends the run alone. test-fast leaves out the embedded
+# model (slow), Chromium (browser), the sampled-law tests (sampling) and the tests that start a process (an app
+# server or a fresh interpreter: process).
 PYTEST := $(PY) -m pytest -q -n 2 --dist worksteal
 
 test: setup browser
