@@ -181,8 +181,9 @@ def app_server(tiny_long_folder, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def chromium():
-    """The headless Chromium of this worker (Debian's, driven by Playwright). Each test opens its own context
-    (``browser.new_context``), so no cookies, storage or downloads carry over between tests."""
+    """The headless Chromium of this worker (Debian's ``servers.CHROMIUM``: its headless shell when installed),
+    driven by Playwright. Each test opens its own context (``browser.new_context``), so no cookies, storage or
+    downloads carry over between tests."""
     sync_api = require_browser()
     pw = sync_api.sync_playwright().start()
     try:

@@ -16,7 +16,21 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-CHROMIUM = Path(shutil.which("chromium") or "/usr/bin/chromium")
+
+
+def find_chromium() -> Path:
+    """Debian's ``chromium-headless-shell`` when installed, else Debian's ``chromium``: the same Chromium (Blink, V8,
+    Skia) without the desktop browser around it, as Playwright runs headless pages itself. Measured on an Intel Xeon
+    (2 cores): a page load cost 1.7 core-seconds in the shell against 4.5 in chromium, and the browser tests
+    (``-m browser -n 2``) took 231 s against 278 s of pytest, all passing in both."""
+    for name in ("chromium-headless-shell", "chromium"):
+        found = shutil.which(name)
+        if found:
+            return Path(found)
+    return Path("/usr/bin/chromium")
+
+
+CHROMIUM = find_chromium()
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
@@ -90,7 +104,7 @@ def require_browser(chromium: Path = CHROMIUM):
     """Playwright's sync API, or skip (outside CI) / fail (in CI) saying what is missing."""
     reason = None
     if not chromium.exists():
-        reason = f"Debian's chromium is missing ({chromium}): make browser installs it"
+        reason = f"Debian's chromium is missing ({chromium}): make browser installs it (as root)"
     else:
         try:
             from playwright import sync_api

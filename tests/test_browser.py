@@ -85,6 +85,16 @@ def test_missing_chromium_fails_in_ci_and_skips_elsewhere(monkeypatch, tmp_path,
         require_browser(tmp_path / "no-chromium")
 
 
+def test_the_headless_shell_is_preferred_and_chromium_is_the_fallback(monkeypatch):
+    import servers
+
+    installed = {"chromium-headless-shell": "/usr/bin/chromium-headless-shell", "chromium": "/usr/bin/chromium"}
+    monkeypatch.setattr(servers.shutil, "which", installed.get)
+    assert servers.find_chromium().name == "chromium-headless-shell"
+    del installed["chromium-headless-shell"]
+    assert servers.find_chromium().name == "chromium"
+
+
 def test_page_races_and_draws(app_server, new_page):
     ARTIFACTS.mkdir(exist_ok=True)
     page = new_page(1400, 1000)
