@@ -19,9 +19,9 @@ from pass_core.registry import METHODS
 from playground import race_charts as charts
 from playground.stepping import MAX_STEP_DELAY_S, NEXT, PREVIOUS, RESUME, StepControl, step_position
 from playground.teaching import INSPECTOR_HINT, inspect_selection, token_namer
-from test_app import OUTPUT_NAMES, run
 from playground.race_handlers import SLOW_MOTION_CHART_GAP_S
 from playground.race_inputs import RaceRequest
+from test_app import OUTPUT_NAMES, run
 
 
 def race_events(tiny, temperature=1.0, max_new_tokens=16):
