@@ -75,23 +75,44 @@ def cost_class(item) -> int:
     return max((COST_CLASS.get(mark.name, 0) for mark in item.iter_markers()), default=0)
 
 
+def worksteal_chunk_sizes(n: int, workers: int) -> list[int]:
+    """How many of ``n`` tests pytest-xdist's worksteal scheduler first sends to each of ``workers`` idle workers, in
+    order: each in turn gets the pending tests divided by the workers still to serve (``check_schedule``), from the
+    front of the collection."""
+    sizes = []
+    for left in range(workers, 0, -1):
+        sizes.append((n - sum(sizes)) // left)
+    return sizes
+
+
 @pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")  # after ``-m`` deselected
 def pytest_collection_modifyitems_long_tests_first(config, items):  # the name must start with pytest_
     """Under pytest-xdist (``make test`` runs ``-n 2 --dist worksteal``), the long tests first. worksteal gives each
-    worker a contiguous half of this order, and a worker that runs out steals from the end of the other's queue.
-    So the order is two halves of about equal length, each with its long tests (embedded model, Chromium, sampled
-    laws, processes) first and its quick ones last: a run no longer ends with one worker alone on a 100-second test
-    (seen in file order: 85 s of one idle core at the end). A module's tests of one cost class stay together, in
-    file order, in one half (its module fixtures are set up once there)."""
+    worker a contiguous chunk of this order (``worksteal_chunk_sizes``), and a worker that runs out steals from the
+    end of another's queue. So the order is one chunk per worker, of exactly the size the scheduler sends, each with
+    its long tests (embedded model, Chromium, sampled laws, processes) first and its quick ones last: a run no longer
+    ends with one worker alone on a long test. (In file order one ran alone for 85 s at the end; with halves that
+    were only about equal in count, a chunk's boundary fell among the other half's first, longest tests, and the
+    77-second embedded-model test ran last, 51 s after the other worker had finished.) A module's tests of one cost
+    class stay together, in file order, in one chunk (its module fixtures are set up once there), except the quick
+    tests moved from the end of a chunk that came out too long to the end of one too short."""
     if not hasattr(config, "workerinput"):  # not an xdist worker (the workers' order is the run's order)
         return
+    sizes = worksteal_chunk_sizes(len(items), int(config.workerinput.get("workercount", 2)))
     groups: dict[tuple, list] = {}
     for item in items:
         groups.setdefault((cost_class(item), str(item.path)), []).append(item)
-    halves: tuple[list, list] = ([], [])
+    chunks: list[list] = [[] for _ in sizes]
     for key in sorted(groups, key=lambda key: -key[0]):  # stable: file order within a class
-        min(halves, key=len).extend(groups[key])
-    items[:] = halves[0] + halves[1]
+        min(chunks, key=len).extend(groups[key])
+    spill = []  # the quickest tests of the chunks that came out too long ...
+    for chunk, size in zip(chunks, sizes):
+        while len(chunk) > size:
+            spill.append(chunk.pop())
+    for chunk, size in zip(chunks, sizes):  # ... end the chunks that came out too short
+        while len(chunk) < size:
+            chunk.append(spill.pop())
+    items[:] = [item for chunk in chunks for item in chunk]
 
 
 # --------------------------------------------------------------------------- tiny models
