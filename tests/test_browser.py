@@ -184,7 +184,7 @@ def test_rejected_drafts_toggle_holds_until_the_end_of_the_race(new_page, race_p
     rejected = charts.rejected_css_selector().replace(".token-pane", "#pane-pass")
     # 0.2 s a step event until the toggle (a race of a minute: at 0.03 s throughout, once, on a busy 2-core machine,
     # the page first showed a rejected draft with the race's last update), then 0.03 s (some 9 s, a dozen updates)
-    slow_down = race_page_url[1]
+    _, slow_down = race_page_url
     with in_process_page(new_page, race_page_url, 1400, step_delay_s=0.2) as page:
         race_on(page, max_new_tokens=100)
         page.locator(rejected).first.wait_for(timeout=30_000)  # racing, with rejected drafts shown

@@ -21,14 +21,15 @@ def position(page) -> int:
 
 def test_double_click_on_next_moves_one_step_and_the_button_shows_it_works(new_page, race_page_url):  # noqa: F811
     # 0.2 s a step event until the pause lands, then 0.03 s: at 0.03 s throughout, once, on a throttled 2-core
-    # machine, the race ended before Pause reached it
+    # machine, the run line did not say "Paused after step" within 60 s (most likely the race ended before Pause)
+    _, slow_down = race_page_url
     with in_process_page(new_page, race_page_url, 1400, step_delay_s=0.2) as page:
         race_on(page, max_new_tokens=60)
         page.locator("#pane-pass .token.highlighted").first.wait_for(timeout=30_000)
         # dispatched, not clicked: while a race redraws the page the button may never count as "stable" (under load)
         page.locator("#pause-button").dispatch_event("click")
         page.locator("#run-line").get_by_text("Paused after step").first.wait_for(timeout=60_000)
-        race_page_url[1](0.03)
+        slow_down(0.03)
         page.wait_for_function("() => !document.getElementById('pause-button').hasAttribute('aria-busy')",
                                timeout=30_000)
         before = paused_position(page)
