@@ -10,16 +10,14 @@ from __future__ import annotations
 import argparse
 import os
 
-from playground.page import build_demo, gr  # page first: it imports Hugging Face's `spaces` before CUDA
+from playground.page import build_demo, launch_options  # page first: it imports Hugging Face's `spaces` before CUDA
 from playground.race_inputs import DEFAULT_RACE, method_offer
-from playground.race_view import PAGE_CSS
 from pass_core.runtime.backends import AUTO, BACKEND_CHOICES, BACKENDS, check_backend, default_backend, set_cpu_threads
 from pass_core.runtime.holder import ModelHolder
 from pass_core.runtime.models import DEFAULT_MODEL, pick_device
-from pass_core.teaching.trace import MAX_TRACE_BYTES
 
-def main(argv: list[str] | None = None) -> None:
-    """Parse the command line, start loading the model and serve the page (blocks)."""
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python app.py`` (docs/guide.md, "Starting the app", lists every option)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default=DEFAULT_MODEL, help=f"model name for load_model (default {DEFAULT_MODEL})")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
@@ -35,6 +33,12 @@ def main(argv: list[str] | None = None) -> None:
                              "untrained drafters (expect almost no accepted drafts; train files: docs/training.md)")
     parser.add_argument("--replay-only", action="store_true",
                         help="load no model: serve the page to replay traces (Run and the lab need a model)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse the command line, start loading the model and serve the page (blocks)."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     backend = args.backend or default_backend(args.device)
     try:
@@ -49,8 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     demo = build_demo(holder, untrained_drafters=args.untrained_drafters)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                 server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-                theme=gr.themes.Soft(), css=PAGE_CSS, show_error=True,
-                max_file_size=MAX_TRACE_BYTES)  # the only upload is a trace: refuse anything larger at the door
+                **launch_options())
 
 
 if __name__ == "__main__":

@@ -71,7 +71,8 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
                                         info="0 = full speed; the wait is wall time, never counted as compute")
             with gr.Column(scale=2):  # on a phone this column comes after the prompt and Run
                 wire_lessons = lesson_strip(offer.keys)  # "Start here": presets, each with a question before Run
-                with gr.Accordion("Settings", open=True):
+                # folded: the empty panes sit right under Run, so a first Run is seen to fill them
+                with gr.Accordion("Settings: methods, sampling, length, token tree", open=False, elem_id="settings"):
                     methods = gr.CheckboxGroup([(METHODS[key].label, key) for key in offer.keys],
                                                value=list(offer.default), label="methods to race",
                                                info="any two or more" + (f". {offer.note}" if offer.note else ""),

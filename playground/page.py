@@ -29,12 +29,13 @@ from pass_core.registry import METHODS
 from pass_core.runtime.holder import ModelHolder, ModelNotReady
 from pass_core.runtime.models import LoadedModel
 from pass_core.teaching.race import events_upto
+from pass_core.teaching.trace import MAX_TRACE_BYTES
 from playground.lab_handlers import lab_handler, validate_lab
 from playground.layout import lay_out
 from playground.page_guards import CLEAR_STEP_ECHO_JS, STEP_WAIT_S, STOPPED_NOTE, RaceSlots, stop_handler, \
     wire_step_button  # noqa: F401
 from playground.race_inputs import RaceRequest, cap_for_zerogpu, hide_paths, method_offer, methods_problem, whole
-from playground.race_view import HIDE_REJECTED_JS, METRIC_LABELS  # noqa: F401  (re-exported)
+from playground.race_view import HIDE_REJECTED_JS, METRIC_LABELS, PAGE_CSS  # noqa: F401  (re-exported)
 from playground.stepping import NEXT, PREVIOUS, RESUME, StepControl, step_position
 from playground.teaching import INSPECTOR_HINT, inspect_selection, token_namer
 from playground.teaching_panels import wire_panels
@@ -49,6 +50,14 @@ NOTHING_TO_STEP = "*Run a race or replay a trace first: the step-through moves t
 LOAD_TIMEOUT_S = 600  # a Run pressed while the model loads waits this long at most
 #: The "How to read this" help; ``help_text`` fills in the registered methods and the setting ranges.
 HELP_TEMPLATE = (Path(__file__).resolve().parents[1] / "assets" / "help" / "how-to-read.md").read_text(encoding="utf-8")
+
+
+def launch_options() -> dict:
+    """The keyword arguments of ``gr.Blocks.launch`` that give the page its look and limits, the same wherever it is
+    served (``app.py``, the Space, the browser tests and the README's screenshot): the Soft theme, ``PAGE_CSS``,
+    errors shown to the visitor, and uploads refused at the door above a trace's maximum size (the only upload is a
+    trace)."""
+    return dict(theme=gr.themes.Soft(), css=PAGE_CSS, show_error=True, max_file_size=MAX_TRACE_BYTES)
 
 
 def gpu(duration):

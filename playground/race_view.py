@@ -43,8 +43,9 @@ METRIC_LABELS = {
 #: letter; rejected drafts struck through (a mark that does not rely on colour alone); a
 #: blank line between paragraphs kept (gradio draws each newline as an empty ``.line-break`` of no height, so
 #: two in a row collapse into one); a dotted line between steps (``race_charts.STEP_MARK_CSS``); the range sliders
-#: beside the number boxes without their own number box (it clamps typed values silently); on a narrow screen
-#: a smaller title and the four settings checkboxes two a line (four in a row cut their labels); the step
+#: beside the number boxes without their own number box (it clamps typed values silently); the four settings
+#: checkboxes two a line (four in a row cut their labels, on a desktop too); on a narrow screen a smaller title
+#: and the checkboxes still two a line; the step
 #: buttons' answer under them takes no room while empty.
 PAGE_CSS = f"""
 .range-aid .head {{display: none}}
@@ -57,6 +58,7 @@ PAGE_CSS = f"""
 {charts.rejected_css_selector()} {{text-decoration: line-through}}
 body.hide-rejected {charts.rejected_css_selector().removesuffix(" .text")} {{display: none}}
 #step-echo:has(#step-echo-text:empty) {{display: none}}
+#settings-checks .form > .block {{min-width: 200px !important}}
 #inspector-text table {{display: block; overflow-x: auto; max-width: 100%}}
 #inspector-text th, #inspector-text td {{white-space: nowrap; padding: 2px 8px}}
 @media (max-width: 640px) {{

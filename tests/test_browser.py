@@ -56,7 +56,6 @@ def race_page_url():
     """``page.build_demo`` on a tiny model without EOS, served in this process for the module's tests; yields
     (URL, ``slow_down(seconds)``), which sets a pause after every step event so that a test can act mid-race."""
     from playground import page, race_handlers
-    from playground.race_view import PAGE_CSS
     from tiny import tiny_loaded
 
     delay, fast = {"s": 0.0}, race_handlers.race
@@ -70,7 +69,8 @@ def race_page_url():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(race_handlers, "race", slow_race)
         demo, port = page.build_demo(tiny_loaded(seed=0), untrained_drafters=True), free_port()
-        demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, css=PAGE_CSS, quiet=True)
+        demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                **page.launch_options())
         try:
             yield f"http://127.0.0.1:{port}/", lambda seconds: delay.update(s=seconds)
         finally:
@@ -101,6 +101,7 @@ def test_page_races_and_draws(app_server, new_page):
     page.goto(app_server.url)
     page.get_by_text("PaSS Playground").first.wait_for(timeout=60_000)
     page.get_by_text("Ready:").first.wait_for(timeout=60_000)  # the load (and the warm-up) finished
+    open_settings(page)
     # a slider beside each number box but the seed's, without its own number box (which would clamp typed values)
     assert page.locator(".range-aid").count() == len(NUMERIC_INPUTS) - 1
     assert page.locator(".range-aid input[type=number]").filter(visible=True).count() == 0
@@ -156,23 +157,35 @@ def test_page_races_and_draws(app_server, new_page):
 
 # --- issue 12 item 6: the page as a new user tries it (the app in this process, on a tiny model) --------------
 
+def open_settings(page) -> None:
+    """Unfold the Settings accordion, folded when the page loads (its inputs are not on the page until then)."""
+    seed = page.locator("#input-seed")
+    if seed.count() == 0 or not seed.is_visible():
+        page.locator("#settings button.label-wrap").first.click()
+    seed.wait_for(state="visible", timeout=10_000)
+
+
 @contextlib.contextmanager
-def in_process_page(new_page, race_page_url, width: int, step_delay_s: float = 0.0):
-    """A page ``width`` px wide on the module's in-process server, loaded and ready. ``step_delay_s`` slows the race
-    by that much per step event while the page is in use."""
+def in_process_page(new_page, race_page_url, width: int, step_delay_s: float = 0.0, settings_open: bool = True):
+    """A page ``width`` px wide on the module's in-process server, loaded and ready, with Settings unfolded unless
+    ``settings_open`` is False. ``step_delay_s`` slows the race by that much per step event while the page is in
+    use."""
     url, slow_down = race_page_url
     slow_down(step_delay_s)
     try:
         page = new_page(width)
         page.goto(url)
         page.get_by_text("Ready:").first.wait_for(timeout=60_000)
+        if settings_open:
+            open_settings(page)
         yield page
     finally:
         slow_down(0.0)
 
 
 def race_on(page, prompt: str = "Hello there", max_new_tokens: int = 24) -> None:
-    """Type a prompt and a length, press Run (the race goes on in the background)."""
+    """Type a prompt and a length (unfolding Settings), press Run (the race goes on in the background)."""
+    open_settings(page)
     page.get_by_label("prompt", exact=True).fill(prompt)
     page.locator("#input-max_new_tokens input").fill(str(max_new_tokens))
     page.get_by_role("button", name="Run").click()
@@ -209,7 +222,7 @@ def test_blank_lines_and_step_marks_are_visible(new_page):
     no height), and nothing showed where a step ended. A pane of hand-made events with "\\n\\n" shows both."""
     import gradio as gr
     from pass_core.decoding.events import StepEvent, TokenRecord
-    from playground.race_view import PAGE_CSS
+    from playground.page import launch_options
 
     events = [StepEvent(method="pass", step=1, tokens=(TokenRecord(1, "First", "exact"),
                                                         TokenRecord(2, " paragraph.\n\n", "accepted"))),
@@ -220,7 +233,8 @@ def test_blank_lines_and_step_marks_are_visible(new_page):
                            show_inline_category=False, combine_adjacent=False, elem_classes="token-pane",
                            elem_id="pane-pass")
     port = free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, css=PAGE_CSS, quiet=True)
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                **launch_options())
     try:
         page = new_page(600, 400)
         page.goto(f"http://127.0.0.1:{port}/")
@@ -254,16 +268,26 @@ def overlaps(a: dict, b: dict) -> bool:
 @pytest.mark.parametrize("width", [400, 1400])
 def test_phone_and_desktop_layout(new_page, race_page_url, width):
     """At 400 px the header used to fill the first screen and push the prompt below it, the charts sat side by
-    side and their legends covered the axes. Now the prompt is on the first screen, the charts stack in one
-    column on a phone (two on a desktop), and no legend covers its chart's plot area."""
-    with in_process_page(new_page, race_page_url, width) as page:
+    side and their legends covered the axes; on a desktop the unfolded settings pushed the panes some 1,300 px
+    below Run, so a first Run changed nothing in view. Now the prompt is on the first screen, Settings is folded
+    when the page loads, a desktop shows the empty panes right under the step buttons, a race runs from the
+    folded settings, the charts stack in one column on a phone (two on a desktop), and no legend covers its
+    chart's plot area."""
+    with in_process_page(new_page, race_page_url, width, settings_open=False) as page:
         prompt = page.get_by_label("prompt", exact=True).bounding_box()
         assert prompt["y"] + prompt["height"] < 800, f"the prompt is below the first screen at {width} px"
+        assert page.locator("#input-seed").count() == 0 or not page.locator("#input-seed").is_visible()
+        if width >= 1000:
+            slider, pane = page.locator("#slow-motion").bounding_box(), page.locator("#pane-ar").bounding_box()
+            assert 0 <= pane["y"] - (slider["y"] + slider["height"]) < 60, (slider, pane)  # nothing in between
+        page.get_by_label("prompt", exact=True).fill("Hello there")
+        page.get_by_role("button", name="Run").click()  # the default race, settings untouched
+        page.get_by_text("Finished.").first.wait_for(timeout=60_000)
+        assert page.locator("#pane-parallelspec .token.highlighted").count() > 0
+        open_settings(page)
         clipped = page.evaluate("() => [...document.querySelectorAll('label')].filter(l => l.offsetParent && "
                                 "l.scrollWidth > l.clientWidth + 1).map(l => l.innerText.slice(0, 40))")
         assert clipped == [], f"labels cut at {width} px: {clipped}"  # four checkboxes in a row did, on a phone
-        race_on(page)
-        page.get_by_text("Finished.").first.wait_for(timeout=60_000)
         page.locator(".js-plotly-plot .legend").nth(3).wait_for(timeout=30_000)
         plots = page.locator(".js-plotly-plot")
         latency, cumulative = plots.nth(0).bounding_box(), plots.nth(1).bounding_box()

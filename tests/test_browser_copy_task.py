@@ -16,7 +16,7 @@ import pytest
 from pass_core.registry import METHODS
 from playground.race_inputs import EXAMPLES
 from servers import free_port
-from test_browser import ARTIFACTS, new_page, pane_chars  # noqa: F401  (new_page: the fixture)
+from test_browser import ARTIFACTS, new_page, open_settings, pane_chars  # noqa: F401  (new_page: the fixture)
 
 COPY_PROMPT = next(example for example in EXAMPLES if example.startswith("Repeat this sentence exactly:"))
 MAX_NEW_TOKENS = 40  # the answer (the sentence, about 20 tokens) fits; AR then takes about 2 s on a busy 2-core CPU
@@ -28,10 +28,10 @@ def embedded_page_url(smollm, fixed_pass_cost):
     ``fixed_pass_cost``'s curve: measuring c(w) on the embedded model at the first race costs about 8 s of CPU,
     and nothing here is about it (tests/test_pass_cost.py and the Space app's start measure it)."""
     from playground import page
-    from playground.race_view import PAGE_CSS
 
     demo, port = page.build_demo(smollm), free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, css=PAGE_CSS, quiet=True)
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                **page.launch_options())
     try:
         yield f"http://127.0.0.1:{port}/"
     finally:
@@ -46,6 +46,7 @@ def test_prompt_lookup_copies_faster_than_ar_with_the_same_tokens(smollm, embedd
     page = new_page(1400, 1000)
     page.goto(embedded_page_url)
     page.get_by_text("Ready:").first.wait_for(timeout=60_000)
+    open_settings(page)
     page.get_by_text(COPY_PROMPT[:40]).first.click()  # the example under the prompt box fills it in
     expect(page.get_by_label("prompt", exact=True)).to_have_value(COPY_PROMPT, timeout=10_000)
     for key in METHODS:  # race AR against prompt lookup only

@@ -18,7 +18,7 @@ import pytest
 from pass_core.registry import METHODS
 from playground.lessons import LESSONS
 from servers import free_port
-from test_browser import ARTIFACTS, new_page  # noqa: F401 (a fixture: a fresh context of the run's Chromium)
+from test_browser import ARTIFACTS, new_page, open_settings  # noqa: F401 (a fixture: a fresh context of the run's Chromium)
 
 #: The palindrome race of the theory check is cut to this many new tokens (the page's default is 96).
 THEORY_TOKENS = 48
@@ -31,10 +31,10 @@ LESSON_TOKENS = 12
 def served(loaded, **options):
     """``page.build_demo(loaded, **options)`` served in this process on a free port; yields its URL."""
     from playground import page
-    from playground.race_view import PAGE_CSS
 
     demo, port = page.build_demo(loaded, **options), free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, css=PAGE_CSS, quiet=True)
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                **page.launch_options())
     try:
         yield f"http://127.0.0.1:{port}/"
     finally:
@@ -54,6 +54,7 @@ def open_page(new_page, url: str, width: int):  # noqa: F811
     page = new_page(width, 900)
     page.goto(url)
     page.get_by_text("Ready:").first.wait_for(timeout=60_000)
+    open_settings(page)
     return page
 
 

@@ -26,6 +26,7 @@ from playground import page, race_handlers, stepping
 from playground.stepping import RESUME, StepControl
 from servers import free_port
 from test_app import API_OUTPUT_NAMES, OUTPUT_NAMES
+from test_browser import open_settings
 from tiny import tiny_loaded
 from playground.race_inputs import RaceRequest
 
@@ -346,7 +347,8 @@ def test_a_paused_race_in_a_closed_tab_frees_the_race_slot_at_once(monkeypatch):
 
     monkeypatch.setattr(page, "StepControl", PausedFirst)
     demo, port = page.build_demo(tiny_loaded(seed=0), untrained_drafters=True), free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                **page.launch_options())
     url = f"http://127.0.0.1:{port}/"
     try:
         fn_index = next(i for i, fn in demo.fns.items() if fn.api_name == "race")
@@ -384,7 +386,8 @@ def test_closing_a_tab_with_a_paused_race_lets_the_next_visitor_race(chromium, m
     monkeypatch.setattr(race_handlers, "race", slow_race)
     monkeypatch.setattr(stepping, "PAUSE_IDLE_S", 60.0)
     demo, port = page.build_demo(tiny_loaded(seed=0), untrained_drafters=True), free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                **page.launch_options())
     contexts = []
     try:
         def new_tab():
@@ -392,6 +395,7 @@ def test_closing_a_tab_with_a_paused_race_lets_the_next_visitor_race(chromium, m
             tab = contexts[-1].new_page()
             tab.goto(f"http://127.0.0.1:{port}/")
             tab.get_by_text("Ready:").first.wait_for(timeout=60_000)
+            open_settings(tab)
             return tab
 
         def race_on(tab, max_new_tokens):

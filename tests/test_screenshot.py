@@ -31,7 +31,7 @@ def test_readme_screenshot_is_a_finished_race_on_the_embedded_model(new_page, sm
         assert "identical" in page.locator("#greedy-check").inner_text().lower(), \
             page.locator("#greedy-check").inner_text()
         page.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=30_000)
-        page.get_by_text("Settings", exact=True).first.click()  # folded: the panes move up beside the prompt
+        page.locator("#settings button.label-wrap").first.click()  # folded again, as the page loads
         page.locator("#input-seed").wait_for(state="hidden", timeout=10_000)
         page.wait_for_timeout(1000)  # the accordion's fold animation
         page.set_viewport_size({"width": 1400, "height": 1300})  # title to the panes' last lines
