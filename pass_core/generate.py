@@ -9,13 +9,13 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
 from pass_core.decoding.events import ended_at_once, output_text, output_token_ids
 from pass_core.decoding.metrics import summarize
 from pass_core.runtime.backends import AUTO, BACKEND_CHOICES, BACKENDS, prepare_backend, resolve_backend, set_cpu_threads
 from pass_core.runtime.backend_choice import choice_line
 from pass_core.runtime.models import DEFAULT_MODEL, load_model, pick_device
+from pass_core.runtime.outputs import check_output_path
 from pass_core.registry import METHODS
 from pass_core.decoding.text import check_prompt, count
 from pass_core.teaching.trace import make_trace, save_trace
@@ -78,9 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit code (2 on bad input, with a message on stderr)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.trace and Path(args.trace).is_dir():
-        parser.error(f"--trace {args.trace} is a folder: give a file name, e.g. {Path(args.trace) / 'trace.json'}.")
     try:
+        if args.trace:
+            check_output_path(args.trace, "--trace", "trace.json")
         set_cpu_threads(args.threads)
     except ValueError as err:
         parser.error(str(err))

