@@ -4,6 +4,9 @@ views live in ``lab_view``). Pure: events in, markdown and Plotly figures out; n
 
 from __future__ import annotations
 
+import html
+import re
+
 import plotly.graph_objects as go
 
 from pass_core.decoding.events import StepEvent
@@ -273,8 +276,21 @@ def theory_view(events: dict[str, list[StepEvent]], revision: str = "race") -> t
     return fig, theory_markdown(checks, {k: METHODS[k].short_name for k in checks})
 
 
+#: The most characters of a trace's prompt the run line shows (a trace may hold 100,000).
+REPLAY_PROMPT_CHARS = 120
+
+
+def literal(text: str, limit: int = REPLAY_PROMPT_CHARS) -> str:
+    """``text`` as markdown that shows it as typed, on one line, cut to ``limit`` characters with "…": no
+    markup, HTML, link or image of a shared trace reaches the page (an image would make the viewer's browser fetch
+    its address)."""
+    short = " ".join((text if len(text) <= limit else text[:limit] + "…").split())
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!|~])", r"\\\1", html.escape(short, quote=False))
+
+
 def replay_note(trace: Trace) -> str:
-    """The run line's note for a replayed trace: model, prompt and the settings that shaped the race."""
+    """The run line's note for a replayed trace: model, prompt (``literal``) and the settings that shaped the
+    race."""
     s = trace.settings
-    return (f"Replay of a trace: {trace.model_name}, prompt {trace.prompt!r}, k = {s.num_lookahead}, temperature "
-            f"{s.temperature:g}, top-k {s.top_k}, top-p {s.top_p:g}, seed {s.seed}.")
+    return (f"Replay of a trace: {literal(trace.model_name)}, prompt “{literal(trace.prompt)}”, k = "
+            f"{s.num_lookahead}, temperature {s.temperature:g}, top-k {s.top_k}, top-p {s.top_p:g}, seed {s.seed}.")

@@ -67,3 +67,18 @@ def test_inspector_chart_shows_an_unlikely_draft_too():
     fig = inspector_figure(event, 1)
     assert fig.data[0].x[-1] == "99" and fig.data[0].y[-1] == 0.0001 and fig.data[1].y[-1] == 0.002
     assert fig.layout.annotations[0].text == "d_1"
+
+
+def test_a_replayed_prompt_is_shown_as_typed_and_cut_short():
+    """A shared trace's prompt used to reach the run line as markdown: "<img src=x>" made the viewer's browser
+    fetch x, and a 100,000-character prompt filled 17,000 px of the page. Checked in Chromium once: the escaped
+    note renders as the typed text and fetches nothing."""
+    from pass_core.teaching.trace import Trace
+    from playground.teaching import REPLAY_PROMPT_CHARS, replay_note
+
+    prompt = "<img src=x> **bold** [link](javascript:alert(1)) `code`\n\nnext"
+    note = replay_note(Trace("m", [0.0], prompt, DecodeSettings(), {}))
+    assert "<img" not in note and "&lt;img src=x&gt;" in note
+    assert r"\*\*bold\*\* \[link\]\(javascript:alert\(1\)\) \`code\` next" in note  # no markup, one line
+    long = replay_note(Trace("m", [0.0], "a" * 100_000, DecodeSettings(), {}))
+    assert "a" * REPLAY_PROMPT_CHARS + "…" in long and "a" * (REPLAY_PROMPT_CHARS + 1) not in long

@@ -50,6 +50,16 @@ def test_bad_traces_are_refused_by_name(tiny, tmp_path):
                                 "unknown method.*'bogus'.*replays the methods ar, pass"),
              "events-kind": (json.dumps({**good, "methods": {"ar": {"events": 3}}}), "'ar' must be an object with"),
              "no-events": (json.dumps({**good, "methods": {"ar": {"events": []}}}), "'ar' has no events")}
+    # a bad token used to fail later, in the panes: "'bogus'" or "expected str instance, int found" and a traceback
+    at = r"malformed field \(the field 'methods\.ar\.events\[0\]\.tokens\[0\]\."
+    for field, value, message in (("label", "bogus", "label' is 'bogus': one of target, exact, accepted"),
+                                  ("text", 12345, "text' is 12345: a token's text is a string"),
+                                  ("token_id", -5, "token_id' is -5: a token id is a whole number"),
+                                  ("token_id", 3.7, "token_id' is 3.7"), ("token_id", "abc", "token_id' is 'abc'"),
+                                  ("margin", "wide", "margin' is 'wide': a number or null")):
+        bad = json.loads(json.dumps(good))
+        bad["methods"]["ar"]["events"][0]["tokens"][0][field] = value
+        cases[f"token-{field}-{value}"] = (json.dumps(bad), at + message)
     for name, (text, message) in cases.items():
         path = tmp_path / f"{name}.json"
         path.write_text(text, encoding="utf-8")

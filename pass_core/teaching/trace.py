@@ -13,7 +13,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from pass_core.decoding.events import DraftRecord, StepEvent, TokenRecord
+from pass_core.decoding.events import TOKEN_LABELS, DraftRecord, StepEvent, TokenRecord
 from pass_core.decoding.metrics import summarize
 from pass_core.decoding.inspection import PositionInspection, TopN
 from pass_core.drafters.files import embedding_signature, signatures_match
@@ -124,7 +124,8 @@ def load_trace(source: str | Path | dict) -> Trace:
     except (TypeError, ValueError) as err:
         raise ValueError(f"{where}: the field 'settings' is malformed ({err}).") from err
     try:
-        events = {key: [_event(e) for e in method["events"]] for key, method in data["methods"].items()}
+        events = {key: [_event(e, f"methods.{key}.events[{i}]") for i, e in enumerate(method["events"])]
+                  for key, method in data["methods"].items()}
         trace = Trace(str(data["model"]["name"]), data["model"]["signature"], str(data["prompt"]), settings, events)
     except KeyError as err:
         raise ValueError(f"{where} misses the field {err.args[0]!r}: not a complete trace.") from err
@@ -177,18 +178,39 @@ def _check_shape(data: dict, where: str) -> None:
             raise ValueError(f"{where}: method {key!r} has no events, so there is nothing to replay.")
 
 
-def _event(d: dict) -> StepEvent:
-    """A ``StepEvent`` from its ``to_dict`` form (strict: unknown or missing fields raise)."""
+def _event(d: dict, name: str = "event") -> StepEvent:
+    """A ``StepEvent`` from its ``to_dict`` form (strict: unknown or missing fields raise; ``name``: the event's
+    field path, for the message about a bad token)."""
     known = {f.name for f in fields(StepEvent)}
     extra = set(d) - known
     if extra:
         raise TypeError(f"unknown event field(s) {sorted(extra)}")
     d = dict(d)
-    d["tokens"] = tuple(TokenRecord(**t) for t in d["tokens"])
+    d["tokens"] = tuple(_token(t, f"{name}.tokens[{j}]") for j, t in enumerate(d["tokens"]))
     d["drafts"] = tuple(DraftRecord(**x) for x in d.get("drafts", ()))
     d["inspection"] = tuple(_position(p) for p in d.get("inspection", ()))
     d["tree_parents"] = tuple(int(i) for i in d.get("tree_parents", ()))  # absent from traces before token trees
     return StepEvent(**d)
+
+
+def _token(t: dict, name: str) -> TokenRecord:
+    """A ``TokenRecord`` from its dict, each field checked (a bad label or a text that is not a string used to
+    fail later, in the panes, with only "'bogus'" to show).
+
+    Raises:
+        ValueError: naming the field: a token id that is not a whole number in 0..2**31-1, a text that is not a
+            string, a label that is not one of ``TOKEN_LABELS``, a margin that is not a number or null.
+    """
+    token = TokenRecord(**t)
+    if type(token.token_id) is not int or not 0 <= token.token_id < 2**31:
+        raise ValueError(f"the field '{name}.token_id' is {token.token_id!r}: a token id is a whole number from 0")
+    if not isinstance(token.text, str):
+        raise ValueError(f"the field '{name}.text' is {token.text!r}: a token's text is a string")
+    if token.label not in TOKEN_LABELS:
+        raise ValueError(f"the field '{name}.label' is {token.label!r}: one of {', '.join(TOKEN_LABELS)}")
+    if token.margin is not None and type(token.margin) not in (int, float):
+        raise ValueError(f"the field '{name}.margin' is {token.margin!r}: a number or null")
+    return token
 
 
 def _position(d: dict) -> PositionInspection:
