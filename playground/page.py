@@ -32,14 +32,14 @@ from pass_core.teaching.race import events_upto
 from pass_core.teaching.trace import MAX_TRACE_BYTES
 from playground.lab_handlers import lab_handler, validate_lab
 from playground.layout import lay_out
-from playground.page_guards import CLEAR_STEP_ECHO_JS, STEP_WAIT_S, STOPPED_NOTE, RaceSlots, stop_handler, \
+from playground.page_guards import CLEAR_STEP_ECHO_JS, MEASURING_NOTE, STEP_WAIT_S, STOPPED_NOTE, RaceSlots, stop_handler, \
     wire_step_button  # noqa: F401
 from playground.race_inputs import RaceRequest, cap_for_zerogpu, hide_paths, method_offer, methods_problem, whole
 from playground.race_view import HIDE_REJECTED_JS, METRIC_LABELS, PAGE_CSS  # noqa: F401  (re-exported)
 from playground.stepping import NEXT, PREVIOUS, RESUME, StepControl, step_position
 from playground.teaching import INSPECTOR_HINT, inspect_selection, token_namer
 from playground.teaching_panels import wire_panels
-from playground.tree_race import tree_count, tree_pane_values, wire_tree
+from playground.tree_race import tree_choice, tree_count, tree_pane_values, wire_tree
 # the handlers, re-exported: tests and API users reach them as playground.page.<name>
 from playground.race_handlers import (CHART_EVERY, DEFAULT_RACE, drafters_for, gpu_duration,  # noqa: F401
                                       pane_visibility, race_handler, race_keys, render, render_state, replay_handler,
@@ -158,6 +158,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
 
     def on_run(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused, methods,
                chat_template=True, auto_drafts=False, tree_nodes=0, request: gr.Request = None):
+        tree_nodes = tree_choice(tree_nodes)  # "8" from an API client that read gradio's schema
         problem = methods_problem(methods, offer)
         if problem and problem != methods_problem(methods):  # a method this page leaves out, asked for by the API
             raise user_error(problem)
@@ -175,7 +176,9 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         control = StepControl(delays.get(session, 0.0)) if spaces is None else None
         if control is not None:
             controls[session] = control
-        slots.start(session)
+        if slots.measuring:
+            yield (gr.skip(),) * (len(outputs) - 3) + (MEASURING_NOTE, gr.skip(), gr.skip())
+        slots.start(session)  # waits for a pass-cost measurement to end
         try:
             race = RaceRequest(prompt=prompt, num_lookahead=num_lookahead, temperature=temperature, top_k=top_k,
                                top_p=top_p, max_new_tokens=max_new_tokens, seed=seed, show_rejected=show_rejected,

@@ -8,6 +8,7 @@ Gradio wiring and handlers as plain functions (tests call them without a browser
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import gradio as gr
@@ -20,19 +21,32 @@ from playground.race_guards import finish
 
 STOPPED_NOTE = "**Stopped.** The panes show what each method had produced when you pressed Stop."
 STOPPED_TRACE = " *Download trace* gives exactly those steps."
+#: Stop's answer on a page where no race has run (it used to say "Stopped." and that the panes show the race).
+NOTHING_TO_STOP = "Nothing to stop: no race is running. Press **Run** to start one."
 #: How long a step button waits for a live race to show the step it asked for (the button stays busy meanwhile).
 STEP_WAIT_S = 10.0
 RACE_RUNNING = ("A race is running: re-measure the pass cost after it ends (measuring now would slow the race and "
                 "distort the curve).")
 
 
+#: The run line of a race that waits for a pass-cost measurement to end.
+MEASURING_NOTE = ("⏳ **The pass cost is being measured: your race starts when it ends** (a race beside it would "
+                  "distort both).")
+
+
 def stop_outputs(loaded, state) -> tuple:
     """Stop's (run line, trace download): ``STOPPED_NOTE`` and, for a race stopped before its end (``state``:
     ``race_handlers.render``'s dict), a trace of the steps it had produced (``pass_core.teaching.trace``), with
-    its busy line (``race_guards``); ``gr.skip()`` for the download when there is no such race (none yet, a
-    finished race or a replay: their trace is already offered) or no model."""
-    guards = ((state or {}).get("show") or {}).get("guards") or {}
-    if loaded is None or not state or state.get("finished") or not guards.get("source"):
+    its busy line (``race_guards``); ``gr.skip()`` for the download when there is no such race (a replay: its
+    trace is already offered) or no model. No race yet: ``NOTHING_TO_STOP``; a finished race: nothing changes
+    (a toast says so)."""
+    if not state:
+        return NOTHING_TO_STOP, gr.skip()
+    if state.get("finished"):  # the run line keeps the finished race's lines
+        gr.Info("Nothing to stop: the race had finished.")
+        return gr.skip(), gr.skip()
+    guards = (state.get("show") or {}).get("guards") or {}
+    if loaded is None or not guards.get("source"):
         return STOPPED_NOTE, gr.skip()
     from playground.race_handlers import _trace_folder  # the race's own folder and name for traces
     finish(guards)
@@ -54,22 +68,49 @@ def stop_handler(holder, controls: dict):
 
 class RaceSlots:
     """Who races and who waits, across the page's sessions: the race runs one at a time (``concurrency_limit=1``),
-    so a visitor who presses Run during another's race is told why nothing moves yet. Thread-safe."""
+    so a visitor who presses Run during another's race is told why nothing moves yet; and a race and a pass-cost
+    measurement never run together (each would distort the other's timings). Thread-safe."""
 
     def __init__(self):
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
         self.running = 0
+        self.measuring = False
         self._waiting: set = set()
 
     def start(self, session) -> None:
-        """A race of ``session`` starts (it has left the queue); call ``end`` after it, whatever happens."""
-        with self._lock:
+        """A race of ``session`` starts (it has left the queue), once no pass-cost measurement runs (it waits for
+        one to end); call ``end`` after it, whatever happens."""
+        with self._changed:
+            self._changed.wait_for(lambda: not self.measuring)
             self.running += 1
             self._waiting.discard(session)
 
+    @contextlib.contextmanager
+    def measurement(self):
+        """Hold while the pass cost is measured: races that start meanwhile wait for its end.
+
+        Raises:
+            gr.Error: a race is running (``RACE_RUNNING``), or another measurement is.
+        """
+        from playground.race_handlers import user_error
+        with self._changed:
+            if self.running:
+                raise user_error(RACE_RUNNING)
+            if self.measuring:
+                raise user_error("The pass cost is being measured already: its chart updates when it ends.")
+            self.measuring = True
+        try:
+            yield
+        finally:
+            with self._changed:
+                self.measuring = False
+                self._changed.notify_all()
+
     def end(self) -> None:
-        with self._lock:
+        with self._changed:
             self.running -= 1
+            self._changed.notify_all()
 
     def leave(self, session) -> None:
         """``session`` closed its tab: it waits no more."""
@@ -115,11 +156,10 @@ def remeasure_button():
     def wire(holder, state, cost_plot, cost_md, slots: RaceSlots):
         def on_remeasure(state, progress=gr.Progress()):
             from playground.race_handlers import user_error
-            if slots.running:
-                raise user_error(RACE_RUNNING)
             if holder.loaded is None:
                 raise user_error("The model has not loaded yet: re-measure once it has.")
-            return remeasure_outputs(holder.loaded, state, progress)
+            with slots.measurement():  # refused while a race runs; a race pressed meanwhile waits for its end
+                return remeasure_outputs(holder.loaded, state, progress)
         button.click(on_remeasure, state, [cost_plot, cost_md, state], concurrency_limit=1, show_progress="full",
                      api_visibility="private")
     return wire

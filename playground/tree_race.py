@@ -29,10 +29,20 @@ TREE_CHOICES = [("chain (no tree)", 0), ("4 nodes", 4), ("8 nodes", 8), ("16 nod
 TREE_PANES = tuple(key for key, m in METHODS.items() if m.tree)
 
 
+def tree_choice(value):
+    """The token tree setting as sent: the page sends ``TREE_CHOICES``' ints, while the API's schema (gradio's, for
+    a drop-down) lists them as strings ("8", "-1"): such a string is read as its number; anything else unchanged
+    (``tree_problem`` refuses it by name)."""
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return value
+
+
 def tree_problem(value, fused=False, auto_drafts=False) -> str | None:
-    """Why ``value`` is not a token tree setting (one of ``TREE_CHOICES``' values), or cannot go with the fused
-    step or cost-aware draft lengths (``DecodeSettings``' own message); None when it is fine."""
-    nodes = whole(value)
+    """Why ``value`` is not a token tree setting (one of ``TREE_CHOICES``' values, or the string of one:
+    ``tree_choice``), or cannot go with the fused step or cost-aware draft lengths (``DecodeSettings``' own
+    message); None when it is fine."""
+    nodes = whole(tree_choice(value))
     allowed = [v for _, v in TREE_CHOICES]
     if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes not in allowed:
         return (f"token tree must be one of {', '.join(map(str, allowed[1:-1]))} nodes, 0 (a chain) or "

@@ -13,7 +13,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from playground import page  # noqa: E402
+from playground import page, page_guards  # noqa: E402
 from pass_core.decoding.events import TOKEN_LABELS, output_text  # noqa: E402
 from pass_core.registry import METHODS  # noqa: E402
 from pass_core.decoding.settings import SETTING_RANGES  # noqa: E402
@@ -238,7 +238,8 @@ def test_demo_builds_with_race_endpoint_and_limits(tiny):
     cancel = [fn for fn in demo.fns.values() if race[0][0] in (fn.cancels or [])]
     assert cancel, "Stop must cancel the race"
     note = [fn for fn in demo.fns.values() if fn.targets == cancel[0].targets and fn.fn is not None]
-    assert note and note[0].fn()[0] == page.STOPPED_NOTE  # and say so where the page says "Racing…"
+    assert note and note[0].fn({"events": {}})[0] == page.STOPPED_NOTE  # and say so where the page says "Racing…"
+    assert note[0].fn()[0] == page_guards.NOTHING_TO_STOP  # a fresh page: no "Stopped." for a race never run
     assert demo._queue.max_size == page.QUEUE_MAX_SIZE
 
 

@@ -165,7 +165,9 @@ def test_stop_offers_the_trace_of_what_was_produced(tiny, tmp_path):
     # each frame's state holds the steps that frame showed, not the race's growing lists: Stop pressed while the
     # third frame is on the page offers those 3 steps (a shared dict once offered steps the panes never showed)
     assert [sum(map(len, f["state"]["events"].values())) for f in frames] == [1, 2, 3, 4, 5]
-    assert is_skip(page_guards.stop_outputs(tiny, None)[1])  # no race: nothing to download
+    assert page_guards.stop_outputs(tiny, None)[0] == page_guards.NOTHING_TO_STOP  # no race: nothing stopped
+    assert is_skip(page_guards.stop_outputs(tiny, None)[1])  # and nothing to download
+    assert all(map(is_skip, page_guards.stop_outputs(tiny, dict(state, finished=True))))  # a finished race stays
     demo = page.build_demo(tiny)
     button = next(b for b in demo.blocks.values() if isinstance(b, gr.Button) and b.value == "Stop")
     stop = next(fn for fn in demo.fns.values() if (button._id, "click") in [tuple(t) for t in fn.targets])
@@ -223,6 +225,31 @@ def test_a_second_visitor_is_told_that_another_race_runs(tiny):
     race = next(fn for fn in demo.fns.values() if fn.api_name == "race")
     note = [fn for fn in demo.fns.values() if fn.targets == race.targets and fn is not race]
     assert any(getattr(fn.fn, "__name__", "") == "on_run" and not fn.queue for fn in note)
+
+
+def test_a_race_waits_for_a_pass_cost_measurement_and_a_measurement_is_refused_during_a_race():
+    """A race pressed one second after *Re-measure pass cost* used to run beside the measurement: the curve came
+    out non-physical and the race slower, and neither said why. Now the race waits for the measurement's end."""
+    import threading
+
+    slots, started = page_guards.RaceSlots(), threading.Event()
+    with slots.measurement():
+        assert slots.measuring
+        with pytest.raises(page.gr.Error, match="being measured already"):
+            with slots.measurement():
+                pass
+        racer = threading.Thread(target=lambda: (slots.start("a"), started.set()))
+        racer.start()
+        assert not started.wait(0.3)  # the race waits while the measurement runs
+    assert started.wait(5) and slots.running == 1 and not slots.measuring
+    with pytest.raises(page.gr.Error, match="A race is running: re-measure the pass cost after it ends"):
+        with slots.measurement():
+            pass
+    slots.end()
+    with slots.measurement():  # no race: measured at once
+        pass
+    racer.join()
+    assert "pass cost is being measured" in page_guards.MEASURING_NOTE
 
 
 # --- under an artificial load -----------------------------------------------------------------------------------

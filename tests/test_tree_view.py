@@ -15,7 +15,7 @@ from pass_core.decoding.inspection import PositionInspection, TopN
 from pass_core.teaching.trace import load_trace
 from playground import page
 from playground.race_charts import pane_colours
-from playground.tree_race import TREE_PANES, tree_base, tree_problem
+from playground.tree_race import TREE_CHOICES, TREE_PANES, tree_base, tree_problem
 from playground.tree_view import NEXT, REJECTED_GREY, accepted_path, inspect_node, label, node_choices, tree_figure
 from test_app import OUTPUT_NAMES, run
 
@@ -130,8 +130,10 @@ def test_node_choices_and_the_node_inspector_show_the_nodes_numbers():
 
 @pytest.mark.parametrize("value, fused, auto, fine", [
     (0, False, False, True), (4, False, False, True), (8.0, False, False, True), (16, False, False, True),
-    (-1, False, False, True), (5, False, False, False), ("8", False, False, False), (True, False, False, False),
-    (None, False, False, False), (8, True, False, False), (-1, False, True, False), (0, True, True, True)])
+    (-1, False, False, True), (5, False, False, False), ("8", False, False, True), ("-1", False, False, True),
+    ("eight", False, False, False), ("8.5", False, False, False), ("5", False, False, False),
+    (True, False, False, False), (None, False, False, False), (8, True, False, False), (-1, False, True, False),
+    (0, True, True, True)])
 def test_tree_setting_is_refused_by_name(value, fused, auto, fine):
     problem = tree_problem(value, fused, auto)
     assert (problem is None) == fine, problem
@@ -139,6 +141,17 @@ def test_tree_setting_is_refused_by_name(value, fused, auto, fine):
         assert problem.startswith("token tree"), problem
     checks = page.validate_inputs("Hi", 2, 0.0, 0, 1.0, 8, 0, True, fused, ["ar", "pass"], True, auto, value)
     assert (checks[-1]["is_valid"]) == fine and checks[-1]["message"] == (problem or "")
+
+
+def test_every_tree_value_the_api_schema_lists_is_accepted(tiny):
+    """gradio's schema for the race lists the drop-down's values as strings (Literal['0', '4', ...]): an API
+    client that sent one, even the listed default '0', was refused."""
+    demo = page.build_demo(tiny)
+    parameter = next(p for p in demo.get_api_info()["named_endpoints"]["/race"]["parameters"]
+                     if p["parameter_name"] == "tree_nodes")
+    listed = parameter["python_type"]["type"].removeprefix("Literal[").removesuffix("]").replace("'", "").split(", ")
+    assert sorted(listed) == sorted(str(v) for _, v in TREE_CHOICES)
+    assert [tree_problem(value) for value in listed] == [None] * len(listed)
 
 
 def test_a_race_with_trees_has_tree_entries_panes_trace_and_replay(tiny):
