@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -89,6 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     for option in ("lookahead", "adapters", "drafter", "draft_model"):
         if getattr(args, option) and method.file_option != option:
             print(f"note: --{option.replace('_', '-')} is not used by --method {args.method}", file=sys.stderr)
+    given = getattr(args, method.file_option) if method.file_option in ("lookahead", "adapters", "drafter") else None
+    if given and given != "fixed-token" and not os.path.exists(given):  # before the model loads (seconds)
+        print(f"error: --{method.file_option} {given!r} does not exist.", file=sys.stderr)
+        return 2
     if args.fused and not method.fusable:
         print(f"note: --fused is not used by --method {args.method} (fused step: "
               f"{', '.join(k for k, m in METHODS.items() if m.fusable)})", file=sys.stderr)

@@ -266,8 +266,18 @@ def validate_inputs(prompt, num_lookahead, temperature, top_k, top_p, max_new_to
     *fields, methods_issue = input_problems(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
                                             methods, offer)
     tree_issue = tree_problem(tree_nodes, fused, auto_drafts)
+    show_rejected, fused, chat_template, auto_drafts = (
+        checkbox_problem(label, value) for label, value in (("show rejected drafts", show_rejected),
+                                                            ("fused step", fused), ("chat template", chat_template),
+                                                            ("cost-aware draft lengths", auto_drafts)))
     return [gr.validate(problem is None, problem or "")
-            for problem in (*fields, None, None, methods_issue, None, None, tree_issue)]
+            for problem in (*fields, show_rejected, fused, methods_issue, chat_template, auto_drafts, tree_issue)]
+
+
+def checkbox_problem(label: str, value) -> str | None:
+    """Why ``value`` is not a checkbox's value (true or false), or None: through the API "no" was taken as true
+    and None silently dropped the chat template."""
+    return None if isinstance(value, bool) else f"{label} must be true or false, got {value!r}."
 
 
 def gpu_duration(request: RaceRequest, run_note: str = "", control=None) -> int:

@@ -197,6 +197,10 @@ BAD_VALUES = [
     ("seed", -1, "seed must be between 0 and 2,147,483,647, got -1"),
     ("max_new_tokens", 2.5, "max new tokens must be a whole number, got 2.5"),
     ("methods", ["bogus"], "Unknown method(s) 'bogus'"),
+    ("show_rejected", "no", "show rejected drafts must be true or false, got 'no'"),  # taken as true, once
+    ("chat_template", None, "chat template must be true or false, got None"),  # dropped the template, once
+    ("fused", 1, "fused step must be true or false, got 1"),
+    ("auto_drafts", "yes", "cost-aware draft lengths must be true or false, got 'yes'"),
 ]
 GOOD = dict(prompt="Hello there", num_lookahead=2, temperature=0.0, top_k=0, top_p=1.0, max_new_tokens=6, seed=0,
             show_rejected=True, fused=False, methods=["ar", "pass"], chat_template=True, auto_drafts=False,

@@ -59,6 +59,8 @@ def test_generate_trace_path_and_a_prompt_that_is_not_text_are_refused(no_model,
     assert exit_.value.code == 2 and "is a file" in capsys.readouterr().err
     assert main(["--prompt", "hi \udcff there"]) == 2  # bytes that were not UTF-8 on the command line
     assert "not valid text: character 4" in capsys.readouterr().err
+    assert main(["--prompt", "hi", "--method", "parallelspec", "--drafter", str(a_file) + "-missing"]) == 2
+    assert "does not exist" in capsys.readouterr().err  # said before the model loads (15 s), not after
 
 
 @pytest.mark.parametrize("args, message", [

@@ -217,3 +217,15 @@ def test_every_setting_range_is_enforced_at_its_bounds(name):
         shown = [f"{int(b):,}" if float(b).is_integer() else f"{b:g}" for b in (lo, hi)]
         with pytest.raises(ValueError, match=re.escape(f"between {shown[0]} and {shown[1]}")):
             DecodeSettings(**{name: bad})
+
+
+def test_a_huge_value_is_named_short_in_the_message():
+    """A seed of 1e300 (a whole number to JSON) came back as a 301-digit number in the message."""
+    with pytest.raises(ValueError, match=r"seed must be between 0 and 2,147,483,647, got 1\.00e\+300$"):
+        DecodeSettings(seed=10**300)
+    with pytest.raises(ValueError, match=r"max new tokens must be between 1 and 1,024, got 1\.00e\+400$"):
+        DecodeSettings(max_new_tokens=10**400)  # too large for a float
+    with pytest.raises(ValueError, match=r"top-k must be between 0 and 200, got 1e\+30$"):
+        DecodeSettings(top_k=1e30)
+    with pytest.raises(ValueError, match=r"got 201$"):  # ordinary values as given
+        DecodeSettings(top_k=201)

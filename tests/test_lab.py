@@ -49,3 +49,5 @@ def test_lab_arithmetic_and_limits(tiny):
         run_lab(tiny, "ab", runs=MAX_RUNS + 1)
     with pytest.raises(ValueError, match="Unknown method"):
         run_lab(tiny, "ab", runs=2, keys=["medusa"])
+    with pytest.raises(ValueError, match=r"Shorten the prompt to at most \d+ tokens\.$"):  # the lab has no length
+        run_lab(tiny, "word " * 600, runs=2)                                              # setting to lower

@@ -36,6 +36,17 @@ def _fmt(bound: float) -> str:
     return f"{int(bound):,}" if float(bound).is_integer() else f"{bound:g}"
 
 
+def _given(value) -> str:
+    """A value given for a setting, for a message: as typed (``repr``), except a number with more than 15 digits,
+    shown as 1.00e+300 (a seed of 1e300 reached the page as a 301-digit number)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**15:  # may not fit a float
+        digits = str(abs(value))
+        return f"{'-' if value < 0 else ''}{digits[0]}.{digits[1:3]}e+{len(digits) - 1}"
+    if isinstance(value, float) and math.isfinite(value) and abs(value) >= 1e15:
+        return f"{value:.3g}"
+    return repr(value)
+
+
 def _default(name: str) -> float:
     return SETTING_RANGES[name][2]
 
@@ -113,14 +124,14 @@ class DecodeSettings:
             if value is None:  # an empty box (a browser empties a number box holding letters or 1e999)
                 raise ValueError(f"{label} is empty or not a number: type a number between {_fmt(lo)} and {_fmt(hi)}")
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"{label} must be a number, got {value!r}")
+                raise ValueError(f"{label} must be a number, got {_given(value)}")
             if isinstance(value, float) and not math.isfinite(value):  # NaN, inf (also from a trace's JSON "Infinity")
-                raise ValueError(f"{label} must be a finite number between {_fmt(lo)} and {_fmt(hi)}, got {value!r}")
+                raise ValueError(f"{label} must be a finite number between {_fmt(lo)} and {_fmt(hi)}, got {_given(value)}")
             if kind is int and int(value) != value:
-                raise ValueError(f"{label} must be a whole number, got {value!r}")
+                raise ValueError(f"{label} must be a whole number, got {_given(value)}")
             if not lo <= value <= hi:
                 raise ValueError(
-                    f"{label} must be between {_fmt(lo)} and {_fmt(hi)}, got {value!r}"
+                    f"{label} must be between {_fmt(lo)} and {_fmt(hi)}, got {_given(value)}"
                     + (" (use 0 for greedy decoding)" if name == "temperature" and value < 0 else "")
                     + (" (1 disables it)" if name == "top_p" else "")
                 )

@@ -36,7 +36,7 @@ def check_prompt(prompt: str) -> None:
 
 
 def encode_prompt(tokenizer, prompt: str, chat_template: bool, max_positions: int | None = None,
-                  max_new_tokens: int = 0) -> list[int]:
+                  max_new_tokens: int = 0, length_setting: str | None = "max new tokens") -> list[int]:
     """Token ids of the prompt, wrapped in the chat template unless raw.
 
     Args:
@@ -46,6 +46,8 @@ def encode_prompt(tokenizer, prompt: str, chat_template: bool, max_positions: in
             prompt; raw text otherwise (falls back to raw when the tokenizer has none).
         max_positions: the model's context length, if known.
         max_new_tokens: tokens to be generated, counted against the context.
+        length_setting: the setting a user can lower to fit the context, named in the message; None where there
+            is none (the losslessness lab's 3 tokens are fixed).
 
     The user's text is always plain text: a special-token string typed in it (``<|im_end|>``,
     ``<|im_start|>``, ...) is encoded as ordinary characters, so a prompt cannot close its own
@@ -77,7 +79,7 @@ def encode_prompt(tokenizer, prompt: str, chat_template: bool, max_positions: in
                 f"The prompt is {len(ids):,} tokens long (chat template included), but the model's context "
                 f"holds {max_positions:,} positions, of which {max_new_tokens + 16:,} stay free for the new "
                 f"tokens and the drafts. Shorten the prompt to at most {max(budget, 0):,} tokens"
-                + (" or lower max new tokens." if max_new_tokens > 1 else ".")
+                + (f" or lower {length_setting}." if max_new_tokens > 1 and length_setting else ".")
             )
     return [int(i) for i in ids]
 

@@ -126,6 +126,8 @@ def run_lab(loaded, prompt: str, runs: int, depth: int = 3, top_k: int = 2, temp
     plan = [(k, k, dict()) for k in keys] + [(BROKEN, "pass", dict(verify_fn=always_accept))]
     if progress:
         progress(0, runs * len(plan))
+    # a prompt the context cannot hold, refused as the runs would, without "lower max new tokens": no such setting
+    encode_prompt(loaded.tokenizer, prompt, settings.chat_template, loaded.max_positions, depth, length_setting=None)
     exact = exact_law(loaded, prompt, settings, depth)
     state = {method: METHODS[method].find_files(loaded, num_lookahead)[0] for _, method, _ in plan}
     empirical, drafts, done = {}, {}, 0
