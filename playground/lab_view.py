@@ -43,8 +43,8 @@ def lab_figure(result: LabResult, names: dict[str, str], decode=str) -> go.Figur
     return fig
 
 
-#: The losslessness lab's defaults: a short prompt, and N runs per method (about a minute on a 2-core CPU
-#: with the embedded model; see ``LAB_DEFAULT_RUNS``'s measurement in the app's README section).
+#: The losslessness lab's defaults: a short prompt, and N runs per method (N = 50 took 203 s on a quiet 2-core
+#: Intel Xeon with the embedded model, fp32 on 1 thread: 8 runs of 3 tokens per N; docs/guide.md).
 LAB_PROMPT = "Once upon a time"
 LAB_DEFAULT_RUNS = 50
 LAB_INTRO = ("Each method continues the prompt by 3 tokens, N times with seeds 0..N-1 (temperature 1, top-k 2: at "
