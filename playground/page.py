@@ -218,7 +218,8 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                             show_progress_on=ui.run_md)  # a refused file: one mark, not one on every output
         for button, direction in ((ui.pause_btn, "pause"), (ui.previous_btn, PREVIOUS), (ui.next_btn, NEXT),
                                   (ui.resume_btn, RESUME)):  # busy; one press at a time
-            wire_step_button(button, on_step(direction), [ui.state, ui.show_rejected], outputs)
+            wire_step_button(button, on_step(direction), [ui.state, ui.show_rejected], outputs,
+                             echo=direction != RESUME)  # after Resume, no "Paused after step ..." under the buttons
         private = dict(api_visibility="private", queue=False)
         ui.slow_motion.change(on_slow_motion, ui.slow_motion, None, **private)
         for key, pane in zip(METHODS, ui.panes):
@@ -231,6 +232,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                          concurrency_limit=1, preprocess=False, validator=validate_lab)
         ui.stop_btn.click(stop_handler(holder, controls), ui.state, [ui.run_md, ui.trace_download],
                           cancels=[run_event], **private)  # with a trace of what was produced
+        ui.stop_btn.click(None, None, None, js=CLEAR_STEP_ECHO_JS, **private)  # no "Paused after ..." left under it
         ui.show_rejected.change(on_toggle, [ui.state, ui.show_rejected], [*ui.panes, *ui.tree.panes],
                                 js=HIDE_REJECTED_JS, **private)
         ui.num_lookahead.change(lookahead_line, [ui.num_lookahead, ui.methods], ui.lookahead_md,

@@ -176,12 +176,14 @@ STEP_ECHO_JS = ("const r = document.querySelector('#run-line'); const e = docume
 CLEAR_STEP_ECHO_JS = "() => { const e = document.getElementById('step-echo-text'); if (e) e.textContent = ''; }"
 
 
-def _busy_js(elem_id: str, busy: bool) -> str:
+def _busy_js(elem_id: str, busy: bool, echo: bool = True) -> str:
     """Client-side: mark the button ``elem_id`` busy (dimmed, a progress cursor, ``aria-busy``, a trailing ⏳,
-    clicks ignored) or idle again, then echo its answer under the buttons (``STEP_ECHO_JS``)."""
+    clicks ignored) or idle again, then echo its answer under the buttons (``STEP_ECHO_JS``), or with ``echo``
+    False clear the echo (Resume: "Paused after step ..." stayed under the buttons while the race went on)."""
     if not busy:
+        after = STEP_ECHO_JS if echo else CLEAR_STEP_ECHO_JS.removeprefix("() => { ").removesuffix(" }")
         return (f"() => {{ const b = document.getElementById('{elem_id}'); if (b) {{ b.removeAttribute('aria-busy'); "
-                "b.style.pointerEvents = ''; b.style.opacity = ''; b.style.cursor = ''; } " + STEP_ECHO_JS + " }")
+                "b.style.pointerEvents = ''; b.style.opacity = ''; b.style.cursor = ''; } " + after + " }")
     return ("() => { if (!document.getElementById('step-busy-css')) { const s = document.createElement('style'); "
             "s.id = 'step-busy-css'; s.textContent = 'button[aria-busy=\"true\"]::after {content: \" ⏳\"}'; "
             f"document.head.appendChild(s); }} const b = document.getElementById('{elem_id}'); if (b) {{ "
@@ -189,11 +191,11 @@ def _busy_js(elem_id: str, busy: bool) -> str:
             "b.style.cursor = 'progress'; } }")
 
 
-def wire_step_button(button: gr.Button, handler, inputs, outputs) -> None:
+def wire_step_button(button: gr.Button, handler, inputs, outputs, echo: bool = True) -> None:
     """A step-through button: busy from the press until its step is on the page (``_busy_js``; the handler of a
     live race waits for the race to show it, ``STEP_WAIT_S``), and one press at a time (``trigger_mode="once"``:
-    a double click steps once)."""
+    a double click steps once). ``echo``: its answer is echoed under the buttons (False: the echo is cleared)."""
     private = dict(api_visibility="private", queue=False)
     button.click(None, None, None, js=_busy_js(button.elem_id, True), **private)
     button.click(handler, inputs, outputs, trigger_mode="once", show_progress="hidden", **private).then(
-        None, None, None, js=_busy_js(button.elem_id, False), **private)
+        None, None, None, js=_busy_js(button.elem_id, False, echo), **private)

@@ -99,8 +99,14 @@ def finish_line(summaries: dict[str, RunSummary | None]) -> str:
     if len(rates) < 2:
         return ""
     (best, winner), rest = rates[0], rates[1:]
-    others = ", ".join(f"{short_name(key)} {rate:.1f}" for rate, key in rest)
-    return f"**Highest tokens/s: {short_name(winner)}** at {best:.1f} tokens/s (then {others})."
+    others = ", ".join(f"{short_name(key)} {rate_text(rate)}" for rate, key in rest)
+    return f"**Highest tokens/s: {short_name(winner)}** at {rate_text(best)} tokens/s (then {others})."
+
+
+def rate_text(rate: float) -> str:
+    """A tokens/s rate with one decimal, or two significant digits below 1 (one token after a long prefill read
+    "0.0 tokens/s")."""
+    return f"{rate:.1f}" if rate >= 1 else f"{rate:.2g}"
 
 
 def compute_line(summaries: dict[str, RunSummary | None]) -> str:

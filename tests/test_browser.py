@@ -414,6 +414,7 @@ def test_step_through_and_token_inspector(new_page, race_page_url, tmp_path, wid
         assert {key: pane_chars(page, key) for key in seen[1][1]} == seen[1][1]
         page.locator("#resume-button").click()
         page.get_by_text("Finished.").first.wait_for(timeout=120_000)
+        assert echo.inner_text() == ""  # "Paused after step ..." stayed under the buttons after Resume, once
         with page.expect_download() as download:
             page.locator("#trace-download").click()
         download.value.save_as(tmp_path / "trace.json")

@@ -65,5 +65,8 @@ def test_the_finish_view_waits_for_the_end_and_two_methods():
     events = {"ar": _run("ar", 4, 1.0), "pass": _run("pass", 4, 0.5)}
     assert "Highest tokens/s" not in race_view(events, True, True, False, False, with_figures=False).run_line
     assert finish_line({"ar": None, "pass": None}) == ""
+    slow = {"ar": _run("ar", 1, 25.0), "pass": _run("pass", 1, 40.0)}  # one token after a long prefill
+    assert finish_line({k: summarize(v) for k, v in slow.items()}) == \
+        "**Highest tokens/s: AR** at 0.04 tokens/s (then PaSS 0.025)."
     assert "Highest tokens/s: AR" in race_view({"ar": _run("ar", 4, 0.25), "pass": events["pass"]}, True, True,
                                                False, True, with_figures=False).run_line
