@@ -23,8 +23,8 @@ from pass_core.teaching.trace import MAX_TRACE_BYTES, load_trace, make_trace, re
 from playground.cost_charts import cost_view
 from playground.race_charts import highlighted_tokens
 from playground.race_guards import finish, guard_lines, new_guards, prefill_warning
-from playground.race_inputs import DEFAULT_RACE, MethodOffer, RaceRequest, chosen_methods, hide_paths, \
-    input_problems, methods_problem, prompt_problem, whole, zerogpu_duration
+from playground.race_inputs import DEFAULT_RACE, MethodOffer, RaceRequest, checkbox_problem, chosen_methods, \
+    hide_paths, input_problems, methods_problem, prompt_problem, whole, zerogpu_duration
 from playground.race_text import baseline_label
 from playground.race_view import METRIC_LABELS, race_view
 from playground.stepping import StepControl, paused_updates, step_line
@@ -266,18 +266,14 @@ def validate_inputs(prompt, num_lookahead, temperature, top_k, top_p, max_new_to
     *fields, methods_issue = input_problems(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
                                             methods, offer)
     tree_issue = tree_problem(tree_nodes, fused, auto_drafts)
-    show_rejected, fused, chat_template, auto_drafts = (
+    rejected_issue, fused_issue, template_issue, auto_issue = (
         checkbox_problem(label, value) for label, value in (("show rejected drafts", show_rejected),
                                                             ("fused step", fused), ("chat template", chat_template),
                                                             ("cost-aware draft lengths", auto_drafts)))
     return [gr.validate(problem is None, problem or "")
-            for problem in (*fields, show_rejected, fused, methods_issue, chat_template, auto_drafts, tree_issue)]
+            for problem in (*fields, rejected_issue, fused_issue, methods_issue, template_issue, auto_issue,
+                            tree_issue)]
 
-
-def checkbox_problem(label: str, value) -> str | None:
-    """Why ``value`` is not a checkbox's value (true or false), or None: through the API "no" was taken as true
-    and None silently dropped the chat template."""
-    return None if isinstance(value, bool) else f"{label} must be true or false, got {value!r}."
 
 
 def gpu_duration(request: RaceRequest, run_note: str = "", control=None) -> int:

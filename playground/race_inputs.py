@@ -165,6 +165,12 @@ def setting_problem(name: str, value) -> str | None:
     return None
 
 
+def checkbox_problem(label: str, value) -> str | None:
+    """Why ``value`` is not a checkbox's value (true or false), or None: through the API "no" was taken as true
+    and None silently dropped the chat template."""
+    return None if isinstance(value, bool) else f"{label} must be true or false, got {value!r}."
+
+
 def chosen_methods(methods) -> list:
     """The method keys given, as a list (a single string counts as one key, None as none)."""
     if methods is None:

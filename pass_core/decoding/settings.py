@@ -7,6 +7,7 @@ The UI, the CLI and the benchmark read their ranges and defaults from
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from dataclasses import asdict, dataclass, replace
 
 #: (minimum, maximum, default) for every numeric setting. The UI builds its
@@ -38,12 +39,10 @@ def _fmt(bound: float) -> str:
 
 def _given(value) -> str:
     """A value given for a setting, for a message: as typed (``repr``), except a number with more than 15 digits,
-    shown as 1.00e+300 (a seed of 1e300 reached the page as a 301-digit number)."""
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**15:  # may not fit a float
-        digits = str(abs(value))
-        return f"{'-' if value < 0 else ''}{digits[0]}.{digits[1:3]}e+{len(digits) - 1}"
-    if isinstance(value, float) and math.isfinite(value) and abs(value) >= 1e15:
-        return f"{value:.3g}"
+    shown as 1.00e+300 (a seed of 1e300 reached the page as a 301-digit number; ``Decimal``: an int too large for a
+    float too)."""
+    if (type(value) is int or type(value) is float and math.isfinite(value)) and abs(value) >= 10**15:
+        return format(Decimal(value), ".3g")
     return repr(value)
 
 

@@ -26,7 +26,7 @@ from pass_core.decoding.verification import verify_drafts
 
 #: Key of the negative control in a ``LabResult``.
 BROKEN = "pass, always accept"
-#: Runs per method at most (the page's cap: about a minute for all methods on a 2-core CPU).
+#: Runs per method at most (the page's cap: about 27 minutes for all methods at about 4 s per N on a 2-core CPU).
 MAX_RUNS = 400
 
 
@@ -36,8 +36,14 @@ def exact_law(loaded, prompt: str, settings: DecodeSettings, depth: int) -> dict
 
     Returns:
         {token ids: probability}, summing to 1.
+
+    Raises:
+        ValueError: a bad prompt, or one the context cannot hold with ``depth`` new tokens (``text.encode_prompt``).
     """
-    ids = encode_prompt(loaded.tokenizer, prompt, settings.chat_template)
+    # a prompt the context cannot hold is refused here as the runs would refuse it, but without "or lower max new
+    # tokens": the lab has no such setting
+    ids = encode_prompt(loaded.tokenizer, prompt, settings.chat_template, loaded.max_positions, depth,
+                        length_setting=None)
     law: dict[tuple[int, ...], float] = {}
 
     def walk(prefix: list[int], prob: float) -> None:
@@ -126,8 +132,6 @@ def run_lab(loaded, prompt: str, runs: int, depth: int = 3, top_k: int = 2, temp
     plan = [(k, k, dict()) for k in keys] + [(BROKEN, "pass", dict(verify_fn=always_accept))]
     if progress:
         progress(0, runs * len(plan))
-    # a prompt the context cannot hold, refused as the runs would, without "lower max new tokens": no such setting
-    encode_prompt(loaded.tokenizer, prompt, settings.chat_template, loaded.max_positions, depth, length_setting=None)
     exact = exact_law(loaded, prompt, settings, depth)
     state = {method: METHODS[method].find_files(loaded, num_lookahead)[0] for _, method, _ in plan}
     empirical, drafts, done = {}, {}, 0
