@@ -60,6 +60,18 @@ def test_bad_traces_are_refused_by_name(tiny, tmp_path):
         bad = json.loads(json.dumps(good))
         bad["methods"]["ar"]["events"][0]["tokens"][0][field] = value
         cases[f"token-{field}-{value}"] = (json.dumps(bad), at + message)
+    # step numbers, counts, times and tree parents: a replay showed steps -3, 7, 7 and negative times as recorded
+    at = r"malformed field \(the field 'methods\.pass\.events\[1\]\."
+    for field, value, message in (("step", -3, "step' is -3: steps are numbered 1, 2, 3, ... in order, so this one is 2"),
+                                  ("step", 1, "step' is 1: .* this one is 2"), ("step", 2.0, "step' is 2.0"),
+                                  ("forward_passes", -1, "forward_passes' is -1: a whole number, 0 or more"),
+                                  ("drafter_passes", 0.5, "drafter_passes' is 0.5: a whole number"),
+                                  ("step_s", -0.25, "step_s' is -0.25: a time in seconds, 0 or more"),
+                                  ("drafting_s", "fast", "drafting_s' is 'fast'"),
+                                  ("tree_parents", [5], r"tree_parents' is \[5\]: one parent per draft")):
+        bad = json.loads(json.dumps(good))
+        bad["methods"]["pass"]["events"][1][field] = value
+        cases[f"event-{field}-{value}"] = (json.dumps(bad), at + message)
     for name, (text, message) in cases.items():
         path = tmp_path / f"{name}.json"
         path.write_text(text, encoding="utf-8")

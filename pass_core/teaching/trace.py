@@ -124,7 +124,7 @@ def load_trace(source: str | Path | dict) -> Trace:
     except (TypeError, ValueError) as err:
         raise ValueError(f"{where}: the field 'settings' is malformed ({err}).") from err
     try:
-        events = {key: [_event(e, f"methods.{key}.events[{i}]") for i, e in enumerate(method["events"])]
+        events = {key: [_event(e, f"methods.{key}.events[{i}]", i + 1) for i, e in enumerate(method["events"])]
                   for key, method in data["methods"].items()}
         trace = Trace(str(data["model"]["name"]), data["model"]["signature"], str(data["prompt"]), settings, events)
     except KeyError as err:
@@ -178,9 +178,16 @@ def _check_shape(data: dict, where: str) -> None:
             raise ValueError(f"{where}: method {key!r} has no events, so there is nothing to replay.")
 
 
-def _event(d: dict, name: str = "event") -> StepEvent:
+def _event(d: dict, name: str = "event", step: int | None = None) -> StepEvent:
     """A ``StepEvent`` from its ``to_dict`` form (strict: unknown or missing fields raise; ``name``: the event's
-    field path, for the message about a bad token)."""
+    field path, for the messages; ``step``: the 1-based step number it must carry, None: not checked).
+
+    Raises:
+        TypeError: unknown or missing fields.
+        ValueError: naming the field: a bad token (``_token``), a step number other than ``step`` (the step-through
+            and the charts number steps by position: a trace with steps -3, 7, 7 showed steps that never ran), a
+            count or a time below 0, or token-tree parents that do not form a tree over the step's drafts.
+    """
     known = {f.name for f in fields(StepEvent)}
     extra = set(d) - known
     if extra:
@@ -190,7 +197,20 @@ def _event(d: dict, name: str = "event") -> StepEvent:
     d["drafts"] = tuple(DraftRecord(**x) for x in d.get("drafts", ()))
     d["inspection"] = tuple(_position(p) for p in d.get("inspection", ()))
     d["tree_parents"] = tuple(int(i) for i in d.get("tree_parents", ()))  # absent from traces before token trees
-    return StepEvent(**d)
+    event = StepEvent(**d)
+    if step is not None and (type(event.step) is not int or event.step != step):
+        raise ValueError(f"the field '{name}.step' is {event.step!r}: steps are numbered 1, 2, 3, ... in order, "
+                         f"so this one is {step}")
+    for field in ("forward_passes", "drafter_passes", "num_verified_drafts", "drafting_s", "verification_s", "step_s"):
+        value = getattr(event, field)
+        if type(value) not in (int, float) or value < 0 or (field[-2:] != "_s" and type(value) is not int):
+            kind = "a time in seconds, 0 or more" if field[-2:] == "_s" else "a whole number, 0 or more"
+            raise ValueError(f"the field '{name}.{field}' is {value!r}: {kind}")
+    parents = event.tree_parents
+    if parents and (len(parents) != len(event.drafts) or any(not -1 <= p < j for j, p in enumerate(parents))):
+        raise ValueError(f"the field '{name}.tree_parents' is {list(parents)}: one parent per draft, each -1 (the "
+                         "root) or an earlier draft's index")
+    return event
 
 
 def _token(t: dict, name: str) -> TokenRecord:
