@@ -29,6 +29,10 @@ RACE_RUNNING = ("A race is running: re-measure the pass cost after it ends (meas
                 "distort the curve).")
 
 
+class MeasurementRefused(RuntimeError):
+    """*Re-measure pass cost* is refused now (a race runs, another measurement runs, or no model is loaded)."""
+
+
 #: The run line of a race that waits for a pass-cost measurement to end.
 MEASURING_NOTE = ("⏳ **The pass cost is being measured: your race starts when it ends** (a race beside it would "
                   "distort both).")
@@ -91,14 +95,13 @@ class RaceSlots:
         """Hold while the pass cost is measured: races that start meanwhile wait for its end.
 
         Raises:
-            gr.Error: a race is running (``RACE_RUNNING``), or another measurement is.
+            MeasurementRefused: a race is running (``RACE_RUNNING``), or another measurement is.
         """
-        from playground.race_handlers import user_error
         with self._changed:
             if self.running:
-                raise user_error(RACE_RUNNING)
+                raise MeasurementRefused(RACE_RUNNING)
             if self.measuring:
-                raise user_error("The pass cost is being measured already: its chart updates when it ends.")
+                raise MeasurementRefused("The pass cost is being measured already: its chart updates when it ends.")
             self.measuring = True
         try:
             yield
@@ -150,16 +153,21 @@ def remeasure_outputs(loaded, state, progress=None) -> tuple:
 
 def remeasure_button():
     """The "Re-measure pass cost" button, placed where this is called; returns ``wire(holder, state, cost_plot,
-    cost_md, slots)``, to call once those exist. A press while a race runs is refused (``RACE_RUNNING``)."""
+    cost_md, slots)``, to call once those exist. A press while a race runs is refused (``RACE_RUNNING``): a
+    warning says why and the cost view stays as it was (a ``gr.Error`` left gradio's "Error" badge on the cost
+    panel through every later race)."""
     button = gr.Button("Re-measure pass cost", size="sm", elem_id="remeasure-button")
 
     def wire(holder, state, cost_plot, cost_md, slots: RaceSlots):
         def on_remeasure(state, progress=gr.Progress()):
-            from playground.race_handlers import user_error
-            if holder.loaded is None:
-                raise user_error("The model has not loaded yet: re-measure once it has.")
-            with slots.measurement():  # refused while a race runs; a race pressed meanwhile waits for its end
-                return remeasure_outputs(holder.loaded, state, progress)
+            try:
+                if holder.loaded is None:
+                    raise MeasurementRefused("The model has not loaded yet: re-measure once it has.")
+                with slots.measurement():  # refused while a race runs; a race pressed meanwhile waits for its end
+                    return remeasure_outputs(holder.loaded, state, progress)
+            except MeasurementRefused as refused:
+                gr.Warning(str(refused))
+                return gr.skip(), gr.skip(), gr.skip()
         button.click(on_remeasure, state, [cost_plot, cost_md, state], concurrency_limit=1, show_progress="full",
                      api_visibility="private")
     return wire

@@ -235,14 +235,14 @@ def test_a_race_waits_for_a_pass_cost_measurement_and_a_measurement_is_refused_d
     slots, started = page_guards.RaceSlots(), threading.Event()
     with slots.measurement():
         assert slots.measuring
-        with pytest.raises(page.gr.Error, match="being measured already"):
+        with pytest.raises(page_guards.MeasurementRefused, match="being measured already"):
             with slots.measurement():
                 pass
         racer = threading.Thread(target=lambda: (slots.start("a"), started.set()))
         racer.start()
         assert not started.wait(0.3)  # the race waits while the measurement runs
     assert started.wait(5) and slots.running == 1 and not slots.measuring
-    with pytest.raises(page.gr.Error, match="A race is running: re-measure the pass cost after it ends"):
+    with pytest.raises(page_guards.MeasurementRefused, match="A race is running: re-measure the pass cost after it ends"):
         with slots.measurement():
             pass
     slots.end()
@@ -250,6 +250,27 @@ def test_a_race_waits_for_a_pass_cost_measurement_and_a_measurement_is_refused_d
         pass
     racer.join()
     assert "pass cost is being measured" in page_guards.MEASURING_NOTE
+
+
+def test_a_refused_remeasure_warns_and_leaves_the_cost_view_as_it_was():
+    """A refused *Re-measure pass cost* raised gr.Error: gradio then kept an "Error" badge on the cost panel through
+    every later race (seen in Chromium). Now it warns (a toast) and sends no update."""
+    from types import SimpleNamespace
+
+    slots = page_guards.RaceSlots()
+    with gr.Blocks() as demo:
+        wire = page_guards.remeasure_button()
+        state, plot, md = gr.State(None), gr.Plot(), gr.Markdown()
+        holder = SimpleNamespace(loaded=None)
+        wire(holder, state, plot, md, slots)
+    handler = next(fn.fn for fn in demo.fns.values() if fn.fn.__name__ == "on_remeasure")
+    with pytest.warns(UserWarning, match="The model has not loaded yet"):
+        assert handler(None, progress=None) == (gr.skip(),) * 3  # no update: the cost view stays
+    holder.loaded = object()
+    slots.start("a")
+    with pytest.warns(UserWarning, match="A race is running"):
+        assert handler(None, progress=None) == (gr.skip(),) * 3  # no update: the cost view stays
+    slots.end()
 
 
 # --- under an artificial load -----------------------------------------------------------------------------------
