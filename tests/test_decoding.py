@@ -90,6 +90,21 @@ def test_bad_prompts_raise(tiny):
         list(generate_autoregressive(tiny, "   ", DecodeSettings()))
     with pytest.raises(ValueError, match="context"):
         list(generate_autoregressive(tiny, "a" * 2000, DecodeSettings()))
+    # the context message names a fix that works: with 1,024 new tokens asked on a 512-position model it said
+    # "of which 1,040 stay free ... Shorten the prompt to at most 0 tokens or lower max new tokens"
+    from pass_core.decoding.text import encode_prompt
+
+    short, long = (len(encode_prompt(tiny.tokenizer, text, False)) for text in ("Hello", "a" * 450))
+    assert tiny.max_positions == 512 and 396 < long < 496
+    cases = {("a" * 450, 100, "max new tokens"):
+             f"Shorten the prompt to at most 396 tokens or lower max new tokens to at most {496 - long}\\.$",
+             ("Hello", 1024, "max new tokens"): f"positions\\. Lower max new tokens to at most {496 - short}\\.$",
+             ("Hello", 1024, None): "positions\\. Use a model with a longer context\\.$",
+             ("a" * 500, 496, "max new tokens"): "to at most 495 tokens and lower max new tokens to 1\\.$",
+             ("a" * 450, 100, None): "positions\\. Shorten the prompt to at most 396 tokens\\.$"}
+    for (prompt, new, setting), message in cases.items():
+        with pytest.raises(ValueError, match=message):
+            encode_prompt(tiny.tokenizer, prompt, False, tiny.max_positions, new, setting)
     # a lone surrogate (bytes that were not UTF-8 on a command line, or sent through the API) reached the
     # tokenizer, which raised "TextEncodeInput must be Union[...]" with a traceback in the server log
     with pytest.raises(ValueError, match=r"not valid text: character 4 \('\\udcff'\)"):

@@ -73,14 +73,20 @@ def encode_prompt(tokenizer, prompt: str, chat_template: bool, max_positions: in
         raise ValueError("The prompt produced no tokens: type some text to continue.")
     if max_positions is not None:
         # 16 spare positions for look-ahead tokens / draft blocks beyond the last token
-        budget = max_positions - max_new_tokens - 16
+        budget = max_positions - max_new_tokens - 16  # prompt tokens that fit beside max_new_tokens
+        room = max_positions - len(ids) - 16  # new tokens that fit after this prompt
         if len(ids) > budget:
+            fixes = [f"shorten the prompt to at most {budget:,} tokens"] if budget >= 1 else []
+            if length_setting and max_new_tokens > 1 and room >= 1:
+                fixes.append(f"lower {length_setting} to at most {room:,}")
+            if not fixes:  # neither alone is enough
+                fixes = [f"shorten the prompt to at most {max_positions - 17:,} tokens and lower {length_setting} "
+                         "to 1" if length_setting else "use a model with a longer context"]
+            fix = " or ".join(fixes)
             raise ValueError(
-                f"The prompt is {len(ids):,} tokens long (chat template included), but the model's context "
-                f"holds {max_positions:,} positions, of which {max_new_tokens + 16:,} stay free for the new "
-                f"tokens and the drafts. Shorten the prompt to at most {max(budget, 0):,} tokens"
-                + (f" or lower {length_setting}." if max_new_tokens > 1 and length_setting else ".")
-            )
+                f"The prompt is {len(ids):,} tokens long (chat template included) and {max_new_tokens:,} new "
+                f"tokens are asked for, with 16 more positions for the drafts: more than the model's context "
+                f"of {max_positions:,} positions. {fix[0].upper()}{fix[1:]}.")
     return [int(i) for i in ids]
 
 
