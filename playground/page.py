@@ -48,6 +48,12 @@ from playground.race_handlers import (CHART_EVERY, DEFAULT_RACE, drafters_for, g
 QUEUE_MAX_SIZE = 16
 NOTHING_TO_STEP = "*Run a race or replay a trace first: the step-through moves through its steps.*"
 LOAD_TIMEOUT_S = 600  # a Run pressed while the model loads waits this long at most
+#: Visitors' sessions whose race or replay the server keeps in memory (``gr.Blocks.launch``'s
+#: ``state_session_capacity``; gradio's default is 10,000, and it keeps a closed tab's state an hour). Each session holds
+#: its race's events: replaying a 3.3 MB trace added 9 MB to the server per visitor, without end (12 visitors: 508 ->
+#: 634 MB, measured with gradio_client on a ``--replay-only`` server); with a cap of 4 it stayed at 584 MB. Beyond the
+#: cap the session used longest ago is dropped: its step-through then asks for a new race or replay.
+STATE_SESSIONS = 100
 #: The "How to read this" help; ``help_text`` fills in the registered methods and the setting ranges.
 HELP_TEMPLATE = (Path(__file__).resolve().parents[1] / "assets" / "help" / "how-to-read.md").read_text(encoding="utf-8")
 
@@ -55,9 +61,10 @@ HELP_TEMPLATE = (Path(__file__).resolve().parents[1] / "assets" / "help" / "how-
 def launch_options() -> dict:
     """The keyword arguments of ``gr.Blocks.launch`` that give the page its look and limits, the same wherever it is
     served (``app.py``, the Space, the browser tests and the README's screenshot): the Soft theme, ``PAGE_CSS``,
-    errors shown to the visitor, and uploads refused at the door above a trace's maximum size (the only upload is a
-    trace)."""
-    return dict(theme=gr.themes.Soft(), css=PAGE_CSS, show_error=True, max_file_size=MAX_TRACE_BYTES)
+    errors shown to the visitor, uploads refused at the door above a trace's maximum size (the only upload is a
+    trace), and at most ``STATE_SESSIONS`` visitors' races kept in memory."""
+    return dict(theme=gr.themes.Soft(), css=PAGE_CSS, show_error=True, max_file_size=MAX_TRACE_BYTES,
+                state_session_capacity=STATE_SESSIONS)
 
 
 def gpu(duration):

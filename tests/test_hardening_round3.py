@@ -24,7 +24,7 @@ from pass_core.registry import METHODS
 from pass_core.teaching.trace import MAX_TRACE_BYTES, load_trace, make_trace, save_trace
 from playground import page, race_handlers, stepping
 from playground.stepping import RESUME, StepControl
-from servers import free_port
+from servers import REPO, free_port
 from test_app import API_OUTPUT_NAMES, OUTPUT_NAMES
 from test_browser import open_settings
 from tiny import tiny_loaded
@@ -276,6 +276,35 @@ def test_app_launches_with_an_upload_limit(monkeypatch):
     monkeypatch.setattr(gr.Blocks, "launch", lambda self, **kwargs: seen.update(kwargs))
     app.main(["--replay-only"])
     assert seen["max_file_size"] == MAX_TRACE_BYTES
+
+
+def test_the_server_keeps_the_races_of_at_most_state_sessions_visitors(trace_dict, tmp_path, monkeypatch):
+    """Each visitor's session holds its race's events; gradio kept 10,000 sessions (a closed tab's for an hour), so
+    the server grew by 9 MB per visitor replaying a 3.3 MB trace, without end. ``launch_options`` caps them at
+    ``page.STATE_SESSIONS`` (here patched to 2): the third visitor's replay drops the first's race."""
+    from gradio_client import Client, handle_file
+
+    from pass_core.runtime.holder import ModelHolder
+
+    assert page.launch_options()["state_session_capacity"] == page.STATE_SESSIONS
+    guide = " ".join((REPO / "docs" / "guide.md").read_text(encoding="utf-8").split())
+    assert f"keeps the race (or replay) of the {page.STATE_SESSIONS} visitors who used the page last" in guide
+    monkeypatch.setattr(page, "STATE_SESSIONS", 2)
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(trace_dict), encoding="utf-8")
+    demo, port = page.build_demo(ModelHolder.without_model()), free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                **page.launch_options())
+    try:
+        held = []
+        for _ in range(3):
+            Client(f"http://127.0.0.1:{port}/", verbose=False).predict(handle_file(str(path)), True,
+                                                                      api_name="/replay")
+            held.append(sum(any(isinstance(v, dict) and "events" in v for v in session.state_data.values())
+                            for session in demo.state_holder.session_data.values()))
+        assert held == [1, 2, 2]  # sessions holding a replayed race
+    finally:
+        demo.close()
 
 
 def test_uploads_over_the_limit_and_bad_traces_through_the_api(app_server, trace_dict, tmp_path):
