@@ -206,7 +206,7 @@ def test_a_long_prompt_is_warned_about_before_its_prefill(tiny, monkeypatch, mea
     assert "Long prompt" not in run(tiny, prompt="short", max_new_tokens=4, update_interval_s=0.0)[0]["run_info"]
     # a prompt the context cannot hold: refused before any update, so no "Racing…" and no prefill warning
     updates = page.race_handler(tiny, RaceRequest("a long prompt " * 200, 2, 0.0, 0, 1.0, 4, 0, True, False))
-    with pytest.raises(page.gr.Error, match="context holds 512 positions"):
+    with pytest.raises(page.gr.Error, match="model's context of 512 positions. Shorten the prompt to at most 492 tokens"):
         next(updates)
 
 
