@@ -46,5 +46,5 @@ def numeric_input(name: str) -> gr.Number:
                             elem_classes="range-aid", buttons=[])
             sync = dict(js="(v) => v", api_visibility="private", queue=False, show_progress="hidden")
             aid.input(None, aid, box, **sync)
-            box.input(None, box, aid, **sync)
+            box.change(None, box, aid, **sync)  # typed, or set by a lesson or a replay
     return box

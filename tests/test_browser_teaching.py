@@ -98,6 +98,13 @@ def trace_rates(page, tmp_path) -> dict[str, float]:
     return rates
 
 
+#: Client-side: true when every numeric setting's slider (``components.numeric_input``) holds its number box's value.
+SLIDERS_AS_BOXES = ("() => { const aids = [...document.querySelectorAll('.range-aid input[type=range]')]; "
+                    "return aids.length === 5 && aids.every(r => { "
+                    "const box = r.closest('.row').querySelector('input[type=number]'); "
+                    "return box && Number(r.value) === Number(box.value); }); }")
+
+
 def test_each_lesson_asks_first_then_explains_with_its_race_numbers(new_page, tiny_page_url, tmp_path):  # noqa: F811
     """For each of the six lessons: choosing it fills the prompt and the methods and shows its question, and not yet
     what to look at; after Run (cut to ``LESSON_TOKENS`` new tokens) the strip shows what to look at with this
@@ -116,6 +123,8 @@ def test_each_lesson_asks_first_then_explains_with_its_race_numbers(new_page, ti
         assert page.get_by_label("prompt", exact=True).input_value() == lesson.prompt
         for key, method in METHODS.items():
             assert page.get_by_label(method.label, exact=True).is_checked() == (key in lesson.methods), key
+        # each setting's slider shows its box's value (a lesson set the boxes only: top-k 20 beside a slider at 0)
+        page.wait_for_function(SLIDERS_AS_BOXES, timeout=5_000)
         page.locator("#input-max_new_tokens input").fill(str(LESSON_TOKENS))
         page.get_by_role("button", name="Run").click()
         page.wait_for_function("() => document.querySelector('#lesson-text').innerText.includes('This run:')",
