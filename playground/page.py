@@ -67,6 +67,12 @@ def launch_options() -> dict:
                 state_session_capacity=STATE_SESSIONS)
 
 
+def clear_inspector() -> tuple:
+    """The token inspector's hint and no figure: a new race or replay leaves nothing selected (the inspector used to
+    keep showing a token of the race before, two races later)."""
+    return INSPECTOR_HINT, None
+
+
 def gpu(duration):
     """``spaces.GPU(duration=...)`` where the ``spaces`` package exists (ZeroGPU), else a no-op."""
     return spaces.GPU(duration=duration) if spaces is not None else (lambda fn: fn)
@@ -209,6 +215,9 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                   ui.show_rejected, ui.fused, ui.methods, ui.chat_template, ui.auto_drafts]
         ui.run_btn.click(slots.on_run, None, ui.run_md, api_visibility="private", queue=False, show_progress="hidden")
         ui.run_btn.click(None, None, None, js=CLEAR_STEP_ECHO_JS, api_visibility="private", queue=False)  # a new race
+        for button in (ui.run_btn, ui.replay_btn):  # a new race or replay: the inspector let go of the old token
+            button.click(clear_inspector, None, [ui.inspector_md, ui.inspector_plot], api_visibility="private",
+                         queue=False, show_progress="hidden")
         ui.wire_remeasure(holder, ui.state, ui.cost_plot, ui.cost_md, slots)
         outputs = [*ui.panes, *ui.metrics, ui.greedy_md, ui.latency_plot, ui.cumulative_plot, ui.hist_plot,
                    ui.position_plot, ui.theory_plot, ui.theory_md, ui.cost_plot, ui.cost_md, *ui.tree.outputs,

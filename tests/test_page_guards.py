@@ -227,6 +227,18 @@ def test_a_second_visitor_is_told_that_another_race_runs(tiny):
     assert any(getattr(fn.fn, "__name__", "") == "on_run" and not fn.queue for fn in note)
 
 
+def test_run_and_replay_clear_the_token_inspector(tiny):
+    """The inspector kept a token of the race before, two races later: Run and Replay now reset it at once."""
+    demo = page.build_demo(tiny)
+    inspector = {block._id for block in demo.blocks.values() if getattr(block, "elem_id", None) == "inspector-text"}
+    for api_name in ("race", "replay"):
+        main = next(fn for fn in demo.fns.values() if fn.api_name == api_name)
+        clear = [fn for fn in demo.fns.values() if fn.targets == main.targets and fn is not main
+                 and inspector & {block._id for block in fn.outputs}]
+        assert len(clear) == 1 and not clear[0].queue, api_name
+        assert clear[0].fn() == (page.INSPECTOR_HINT, None)
+
+
 def test_a_race_waits_for_a_pass_cost_measurement_and_a_measurement_is_refused_during_a_race():
     """A race pressed one second after *Re-measure pass cost* used to run beside the measurement: the curve came
     out non-physical and the race slower, and neither said why. Now the race waits for the measurement's end."""
