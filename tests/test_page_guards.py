@@ -93,6 +93,20 @@ def measured(monkeypatch):
     return queue
 
 
+def test_a_refused_curve_at_start_up_is_measured_again(tiny, measured, monkeypatch):
+    """A teacher's app refused its start-up curve on an idle machine (c(16) 30 % below c(14)), so the cost chart,
+    the what-if panel and lesson 5 had no curve until *Re-measure*. Start-up now measures once more when its first
+    curve is not physical (only once: a busy machine's start would take a measurement longer each time)."""
+    from pass_core.runtime import holder as holder_module
+
+    monkeypatch.setattr(holder_module, "load_model", lambda *a, **k: tiny)
+    measured += [NOT_PHYSICAL, GOOD, NOT_PHYSICAL]
+    holder = holder_module.ModelHolder("tiny", methods=("ar",)).start()
+    assert holder.wait(timeout_s=60) is tiny and holder.error is None
+    curves = pass_cost.pass_cost_curves(tiny)
+    assert curves.used is GOOD and curves.refused is None and measured == [NOT_PHYSICAL]  # stopped at the good one
+
+
 def test_a_refused_curve_is_greyed_and_the_last_good_one_used(tiny, measured):
     measured += [GOOD, NOT_PHYSICAL]
     final = run(tiny, max_new_tokens=6)[-1]
