@@ -33,16 +33,23 @@ def trace_file(**kwargs) -> gr.File:
 
 
 def numeric_input(name: str) -> gr.Number:
-    """A setting's number box (the race's input) and a slider beside it to drag within the range, kept in step
-    in the browser. The box has no minimum or maximum of its own, so it keeps a value typed out of range for
-    ``validate_inputs`` to refuse by name; the slider's own box, which clamps typed values silently, is hidden."""
+    """A race setting's number box (``NUMERIC_INPUTS``, ``SETTING_RANGES``), with a slider to drag within its range
+    unless it is the seed (two billion seeds: nothing to drag): ``number_box``."""
     label, step, hint = NUMERIC_INPUTS[name]
     lo, hi, default = SETTING_RANGES[name]
     info = setting_range(name) + (f"; {hint}" if hint else "")
+    return number_box(label, default, step, info, f"input-{name}", None if name == "seed" else (lo, hi))
+
+
+def number_box(label: str, default, step, info: str, elem_id: str, drag: tuple | None = None) -> gr.Number:
+    """A number box and (``drag`` = (low, high)) a slider beside it to drag within that range, kept in step in the
+    browser both ways (a value set by a lesson or a replay too). The box has no minimum or maximum of its own, so
+    it keeps a value typed out of range for the validator to refuse by name; the slider's own box, which clamps
+    typed values silently (the lab's N = 10 became 30 without a word), is hidden."""
     with gr.Row(equal_height=True):
-        box = gr.Number(default, label=label, info=info, step=step, elem_id=f"input-{name}", min_width=200)
-        if name != "seed":  # two billion seeds: nothing to drag
-            aid = gr.Slider(lo, hi, value=default, step=step, label=label, show_label=False,
+        box = gr.Number(default, label=label, info=info, step=step, elem_id=elem_id, min_width=200)
+        if drag is not None:
+            aid = gr.Slider(*drag, value=default, step=step, label=label, show_label=False,
                             elem_classes="range-aid", buttons=[])
             sync = dict(js="(v) => v", api_visibility="private", queue=False, show_progress="hidden")
             aid.input(None, aid, box, **sync)

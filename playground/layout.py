@@ -18,7 +18,7 @@ from pass_core.registry import METHODS
 from pass_core.runtime.holder import ModelHolder
 from pass_core.teaching.lab import MAX_RUNS
 from pass_core.teaching.trace import MAX_TRACE_BYTES
-from playground.components import numeric_input, trace_file
+from playground.components import number_box, numeric_input, trace_file
 from playground.cost_charts import COST_WAITING
 from playground.page_guards import remeasure_button
 from playground.race_charts import pane_colours
@@ -135,9 +135,11 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
         gr.Markdown(LAB_INTRO)
         with gr.Row(equal_height=True):
             lab_prompt = gr.Textbox(LAB_PROMPT, label="prompt for the lab", lines=1, scale=3)
-            lab_runs = gr.Slider(LAB_MIN_RUNS, MAX_RUNS, value=LAB_DEFAULT_RUNS, step=1, label="runs N per method",
-                                 info=f"about 4 s per N on a 2-core CPU: N = {LAB_DEFAULT_RUNS} takes about 3.5 minutes "
-                                      "(embedded model)", scale=2)
+            with gr.Column(scale=2):
+                lab_runs = number_box("runs N per method", LAB_DEFAULT_RUNS, 1,
+                                      f"{LAB_MIN_RUNS}-{MAX_RUNS}; about 4 s per N on a 2-core CPU: N = "
+                                      f"{LAB_DEFAULT_RUNS} takes about 3.5 minutes (embedded model)", "lab-runs",
+                                      (LAB_MIN_RUNS, MAX_RUNS))
             lab_btn = gr.Button("Run lab", variant="primary", scale=1)
         lab_plot = gr.Plot(label="empirical distributions vs the exact law")
         lab_md = gr.Markdown(elem_id="lab-table")

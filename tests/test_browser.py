@@ -332,6 +332,14 @@ def test_trace_download_replay_and_lab_tab(new_page, race_page_url, tmp_path, wi
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / f"browser-replay-{width}.png"), full_page=True)
         page.get_by_role("tab", name="Losslessness lab").click()
+        from playground.race_inputs import lab_runs_problem
+
+        runs = page.locator("#lab-runs input")  # N = 10 typed: refused by name and kept (a slider made it 30)
+        runs.fill("10")
+        page.get_by_role("button", name="Run lab").click()
+        page.get_by_text(lab_runs_problem(10)).first.wait_for(timeout=15_000)
+        assert runs.input_value() == "10"
+        runs.fill("50")
         page.get_by_role("button", name="Run lab").click()
         page.get_by_text("✗ fail").first.wait_for(timeout=120_000)
         table = page.locator("#lab-table").inner_text()

@@ -99,7 +99,7 @@ def trace_rates(page, tmp_path) -> dict[str, float]:
 
 
 #: Client-side: true when every numeric setting's slider (``components.numeric_input``) holds its number box's value.
-SLIDERS_AS_BOXES = ("() => { const aids = [...document.querySelectorAll('.range-aid input[type=range]')]; "
+SLIDERS_AS_BOXES = ("() => { const aids = [...document.querySelectorAll('#settings .range-aid input[type=range]')]; "
                     "return aids.length === 5 && aids.every(r => { "
                     "const box = r.closest('.row').querySelector('input[type=number]'); "
                     "return box && Number(r.value) === Number(box.value); }); }")
