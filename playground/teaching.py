@@ -50,6 +50,11 @@ RULE_GREEDY = ("Greedy (temperature 0): p and q are one-hot, so a draft is accep
                "replaced by the argmax of p, and a full step adds p's argmax as the bonus token.")
 
 
+#: Under a table with drafts after the first rejection (their p was computed after a token that was not kept).
+NOT_VERIFIED_NOTE = ("*Not verified*: a draft after the first rejected one; the rule never reached it, so its p, "
+                     "min(1, p/q) and u show –.")
+
+
 def inspector_markdown(event: StepEvent, method_label: str, lookahead: bool, greedy: bool | None = None) -> str:
     """The inspector's table for one step: each draft d_i with q_i(d_i), p_i(d_i), min(1, p/q), the
     uniform draw u (sampling only) and the decision (PaSS: which look-ahead token LA_i drafted it), then the
@@ -70,13 +75,16 @@ def inspector_markdown(event: StepEvent, method_label: str, lookahead: bool, gre
         lines += ["", f"| draft | token | q(d) | p(d) | min(1, p/q) |{u_head} decision |",
                   f"|---|---|---|---|---|{u_rule}---|"]
         for d in event.drafts:
-            ratio = min(1.0, d.p / d.q) if d.q > 0 and d.p == d.p else None
+            tried = d.decision != "not_verified"  # after the first rejection p, p/q and u meant nothing: "–"
+            ratio = min(1.0, d.p / d.q) if tried and d.q > 0 and d.p == d.p else None
             source = f"d_{d.position}" + (f" (LA_{d.position})" if lookahead else "")
-            u = "" if greedy else f" {_fmt(d.u)} |"
-            lines.append(f"| {source} | {_code(d.text)} | {_fmt(d.q)} | {_fmt(d.p)} | {_fmt(ratio)} |{u} "
-                         f"{d.decision.replace('_', ' ')} |")
+            u = "" if greedy else f" {_fmt(d.u if tried else None)} |"
+            lines.append(f"| {source} | {_code(d.text)} | {_fmt(d.q)} | {_fmt(d.p if tried else None)} | "
+                         f"{_fmt(ratio)} |{u} {d.decision.replace('_', ' ')} |")
         lines.append("")
         lines.append(RULE_GREEDY if greedy else RULE_SAMPLED)
+        if any(d.decision == "not_verified" for d in event.drafts):
+            lines.append(NOT_VERIFIED_NOTE)
     else:
         lines.append("This step verified no draft (prefill, a gated step, or AR): its token comes from p directly.")
     tokens = ", ".join(f"{_code(t.text)} ({t.label})" for t in event.tokens)

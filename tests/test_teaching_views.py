@@ -8,7 +8,8 @@ from pass_core.teaching.lab import BROKEN, run_lab
 from pass_core.registry import METHODS
 from pass_core.decoding.settings import DecodeSettings
 from pass_core.teaching.theory import check_theory
-from playground.teaching import inspector_figure, inspector_markdown, lab_figure, theory_figure, theory_markdown
+from playground.teaching import (NOT_VERIFIED_NOTE, _code, inspector_figure, inspector_markdown, lab_figure,
+                                 theory_figure, theory_markdown)
 
 
 def _events(tiny):
@@ -18,12 +19,15 @@ def _events(tiny):
 
 def test_inspector_shows_the_events_numbers(tiny):
     events = _events(tiny)
-    step = next(e for e in events["pass"] if any(d.decision == "rejected" for d in e.drafts))
+    step = next(e for e in events["pass"] if {"rejected", "not_verified"} <= {d.decision for d in e.drafts})
     table = inspector_markdown(step, "PaSS", lookahead=True)
     for d in step.drafts:
         if d.decision != "not_verified":
             assert f"| d_{d.position} (LA_{d.position}) |" in table and f"{d.q:.3f}" in table and f"{d.p:.3f}" in table
             assert f"{min(1.0, d.p / d.q):.3f}" in table
+        else:  # the rule never reached it: its p, min(1, p/q) and u read "–" (min(1, p/q) = 1.000 read as "accepted")
+            assert f"| d_{d.position} (LA_{d.position}) | {_code(d.text)} | {d.q:.3f} | – | – | – | not verified |" in table
+    assert any(d.decision == "not_verified" for d in step.drafts) and NOT_VERIFIED_NOTE in table
     rejected = next(d for d in step.drafts if d.decision == "rejected")
     assert f"{rejected.u:.3f}" in table and "| rejected |" in table
     resampled = next(i for i, t in enumerate(step.tokens) if t.label == "resampled")
