@@ -138,9 +138,12 @@ def remeasure_outputs(loaded, state, progress=None) -> tuple:
     physical is refused and the last physical one kept) and redraw the cost view. ``state``: the page's race
     (``race_handlers.render``'s dict, or None): its curve and refused curve are replaced, so the what-if panel
     and step-through read the new ones. Returns (cost figure, cost markdown, state)."""
+    def passes(done: int, total: int) -> None:  # a count of passes, not a bar stuck at 0 % for 15 s
+        progress((done, total), desc="measuring the pass cost of this machine", unit="passes")
+
     if progress is not None:
-        progress(0.0, desc="measuring the pass cost of this machine")
-    curves = pass_cost_curves(loaded, remeasure=True)
+        progress((0, None), desc="measuring the pass cost of this machine", unit="passes")
+    curves = pass_cost_curves(loaded, remeasure=True, progress=passes if progress is not None else None)
     refused = (curves.refused, curves.problem) if curves.refused is not None else None
     events, revision = {}, "remeasure"
     if state:
@@ -169,7 +172,7 @@ def remeasure_button():
                 gr.Warning(str(refused))
                 return gr.skip(), gr.skip(), gr.skip()
         button.click(on_remeasure, state, [cost_plot, cost_md, state], concurrency_limit=1, show_progress="full",
-                     api_visibility="private")
+                     show_progress_on=cost_plot, api_visibility="private")  # one bar, over the chart only
     return wire
 
 

@@ -185,7 +185,7 @@ def fixed_pass_cost(monkeypatch):
                     load_average_1min=None, cores=2)
     monkeypatch.setattr(pass_cost, "_CURVES", {})  # no curve measured by an earlier test
     monkeypatch.setattr(pass_cost, "_GOOD", {})
-    monkeypatch.setattr(pass_cost, "_measure", lambda loaded, widths, repeats: dict(measured))
+    monkeypatch.setattr(pass_cost, "_measure", lambda loaded, widths, repeats, progress=None: dict(measured))
     return curve
 
 

@@ -107,6 +107,19 @@ def test_a_refused_curve_at_start_up_is_measured_again(tiny, measured, monkeypat
     assert curves.used is GOOD and curves.refused is None and measured == [NOT_PHYSICAL]  # stopped at the good one
 
 
+def test_remeasure_counts_its_passes(tiny, monkeypatch):
+    """*Re-measure pass cost* showed "0.0%" until it ended (about 15 s on the embedded model): now it counts the
+    passes of the measurement, up to their total."""
+    monkeypatch.setattr(pass_cost, "_CURVES", {})
+    monkeypatch.setattr(pass_cost, "_GOOD", {})
+    calls = []
+    page_guards.remeasure_outputs(tiny, None, lambda value, desc=None, unit=None: calls.append((value, desc, unit)))
+    counts = [value for value, _, _ in calls[1:]]
+    total = 4 * len(pass_cost.DEFAULT_WIDTHS)  # three timed rounds and the warm-up, every width
+    assert calls[0][0] == (0, None) and counts == [(i, total) for i in range(1, total + 1)]
+    assert {desc for _, desc, _ in calls} == {"measuring the pass cost of this machine"} and calls[-1][2] == "passes"
+
+
 def test_a_refused_curve_is_greyed_and_the_last_good_one_used(tiny, measured):
     measured += [GOOD, NOT_PHYSICAL]
     final = run(tiny, max_new_tokens=6)[-1]

@@ -21,7 +21,7 @@ DEFAULT_WIDTHS = tuple(range(1, 17))
 
 @torch.inference_mode()
 def measure_pass_cost(loaded, widths=DEFAULT_WIDTHS, cache_len: int = 200, repeats: int = 5,
-                      seed: int = 0) -> dict:
+                      seed: int = 0, progress=None) -> dict:
     """Measure c(w) on ``loaded``'s device, as the verification pass runs it (``target.target_forward``,
     logits for all w rows).
 
@@ -36,6 +36,7 @@ def measure_pass_cost(loaded, widths=DEFAULT_WIDTHS, cache_len: int = 200, repea
         cache_len: tokens already in the cache (a typical prompt + answer so far).
         repeats: timed rounds (>= 1).
         seed: seeds the random token ids (its own generator; not the global RNG).
+        progress: called as ``progress(done, total)`` after each pass (warm-up round included), or None.
 
     Returns:
         {"widths": [w...], "ms": [median ms...], "c": [c(w)...], "cache_len": int, "repeats": int,
@@ -67,6 +68,8 @@ def measure_pass_cost(loaded, widths=DEFAULT_WIDTHS, cache_len: int = 200, repea
             crop_to(cache, cache_len)
             if round_:
                 times[w].append((t1 - t0) * 1000)
+            if progress is not None:
+                progress(round_ * len(widths) + widths.index(w) + 1, (repeats + 1) * len(widths))
     ms = [statistics.median(times[w]) for w in widths]
     return {"widths": widths, "ms": ms, "c": [m / ms[0] for m in ms], "cache_len": cache_len, "repeats": repeats,
             "device": str(dev), "dtype": str(loaded.dtype).replace("torch.", ""), "threads": torch.get_num_threads(),
@@ -134,10 +137,11 @@ def curve_problem(curve: dict) -> str | None:
     return None
 
 
-def _measure(loaded, widths, repeats) -> dict:
+def _measure(loaded, widths, repeats, progress=None) -> dict:
     cache_len = 200 if loaded.max_positions is None else max(1, min(200, loaded.max_positions // 2))
     widths = [w for w in widths if loaded.max_positions is None or cache_len + w <= loaded.max_positions]
-    curve = measure_pass_cost(loaded, widths, cache_len=cache_len, repeats=repeats)
+    curve = measure_pass_cost(loaded, widths, cache_len=cache_len, repeats=repeats,
+                              **({"progress": progress} if progress is not None else {}))
     if curve_problem(curve) is None:
         _GOOD[_key(loaded)] = curve
     return curve
@@ -170,11 +174,12 @@ class CostCurves:
     problem: str = ""
 
 
-def pass_cost_curves(loaded, remeasure: bool = False) -> CostCurves:
-    """``cached_pass_cost`` (``remeasure``: measured again now, replacing the cached curve) checked by
-    ``curve_problem``: a curve that is not physical is refused and the last physical one used instead."""
+def pass_cost_curves(loaded, remeasure: bool = False, progress=None) -> CostCurves:
+    """``cached_pass_cost`` (``remeasure``: measured again now, replacing the cached curve; ``progress``: as in
+    ``measure_pass_cost``) checked by ``curve_problem``: a curve that is not physical is refused and the last
+    physical one used instead."""
     if remeasure:
-        _CURVES[_key(loaded)] = _measure(loaded, DEFAULT_WIDTHS, 3)
+        _CURVES[_key(loaded)] = _measure(loaded, DEFAULT_WIDTHS, 3, progress)
     curve = cached_pass_cost(loaded)
     problem = curve_problem(curve)
     if problem is None:
