@@ -228,7 +228,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                                      concurrency_limit=1, preprocess=False, show_progress="minimal",
                                      show_progress_on=ui.run_md,  # progress and a refusal: on the run line only
                                      validator=functools.partial(validate_inputs, offer=offer))
-        wire_panels(ui.state, inputs, ui.wire_lessons, ui.wire_whatif, race=run_event, run=ui.run_btn)  # the teaching panels' events
+        wire_panels(ui.state, inputs, ui.wire_lessons, ui.wire_whatif, race=run_event)  # the teaching panels' events
         ui.replay_btn.click(lambda path, show: replay_handler(path, show, holder.loaded),
                             [ui.trace_upload, ui.show_rejected], outputs, api_name="replay", concurrency_limit=4,
                             show_progress_on=ui.run_md)  # a refused file: one mark, not one on every output

@@ -48,13 +48,8 @@ def lesson_strip(offered=None):
         return lesson_markdown(title, race_state["events"], race_state["show"].get("baseline", ""),
                                race_state["greedy"])
 
-    def question(title):
-        return lesson_markdown(title) if title else gr.skip()
-
-    def wire(state: gr.State, inputs: list, race=None, run: gr.Button | None = None) -> None:
+    def wire(state: gr.State, inputs: list, race=None) -> None:
         choice.input(choose, choice, [text, *inputs], queue=False, api_visibility="private", show_progress="hidden")
-        if run is not None:  # a new race: the question again, not the numbers of the race before it
-            run.click(question, choice, text, queue=False, api_visibility="private", show_progress="hidden")
         if race is not None:  # the race has finished: what to look at, with its numbers
             race.success(after_race, [choice, state], text, queue=False, api_visibility="private",
                          show_progress="hidden")
@@ -82,7 +77,7 @@ def whatif_accordion():
         plot = gr.Plot(label="predicted tokens per step and speed-up", elem_id="whatif-plot")
         text = gr.Markdown(elem_id="whatif-text")
 
-    def wire(state: gr.State, inputs: list, race=None, run=None) -> None:
+    def wire(state: gr.State, inputs: list, race=None) -> None:
         # queued, one at a time, in the order of the triggers: unqueued, opening the panel and choosing a curve at
         # once ran side by side, and the slower answer (the one for the curve no longer chosen) could land last
         gr.on([accordion.expand, alpha.release, k.release, drafter_cost.release, preset.change, typed.submit],
@@ -92,8 +87,8 @@ def whatif_accordion():
     return wire
 
 
-def wire_panels(state: gr.State, inputs: list, *wires, race=None, run: gr.Button | None = None) -> None:
-    """Call each panel's ``wire(state, inputs, race, run)`` (``lesson_strip``, ``whatif_accordion``): once the
-    race's state, its input list, its Run event (``race``) and the Run button (``run``) exist."""
+def wire_panels(state: gr.State, inputs: list, *wires, race=None) -> None:
+    """Call each panel's ``wire(state, inputs, race)`` (``lesson_strip``, ``whatif_accordion``): once the race's
+    state, its input list and its Run event (``race``) exist."""
     for wire in wires:
-        wire(state, inputs, race, run)
+        wire(state, inputs, race)

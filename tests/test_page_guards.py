@@ -255,8 +255,7 @@ def test_a_second_visitor_is_told_that_another_race_runs(tiny):
 
 
 def test_run_and_replay_clear_the_token_inspector(tiny):
-    """The inspector kept a token of the race before, two races later: Run and Replay now reset it at once; Run
-    puts the chosen lesson's question back in the strip."""
+    """The inspector kept a token of the race before, two races later: Run and Replay now reset it at once."""
     demo = page.build_demo(tiny)
     inspector = {block._id for block in demo.blocks.values() if getattr(block, "elem_id", None) == "inspector-text"}
     for api_name in ("race", "replay"):
@@ -265,15 +264,6 @@ def test_run_and_replay_clear_the_token_inspector(tiny):
                  and inspector & {block._id for block in fn.outputs}]
         assert len(clear) == 1 and not clear[0].queue, api_name
         assert clear[0].fn() == (page.INSPECTOR_HINT, None)
-    # the lesson strip showed the race before's numbers while the next one ran: Run puts its question back
-    from playground.lessons import LESSONS, lesson_markdown
-
-    lesson = {block._id for block in demo.blocks.values() if getattr(block, "elem_id", None) == "lesson-text"}
-    race = next(fn for fn in demo.fns.values() if fn.api_name == "race")
-    ask = [fn for fn in demo.fns.values() if fn.targets == race.targets and lesson & {b._id for b in fn.outputs}]
-    assert len(ask) == 1 and not ask[0].queue
-    assert ask[0].fn(LESSONS[1].title) == lesson_markdown(LESSONS[1].title) and "This run:" not in ask[0].fn(
-        LESSONS[1].title) and ask[0].fn(None) == gr.skip()
 
 
 def test_a_race_waits_for_a_pass_cost_measurement_and_a_measurement_is_refused_during_a_race():
