@@ -51,8 +51,7 @@ RULE_GREEDY = ("Greedy (temperature 0): p and q are one-hot, so a draft is accep
 
 
 #: Under a table with drafts after the first rejection (their p was computed after a token that was not kept).
-NOT_VERIFIED_NOTE = ("*Not verified*: a draft after the first rejected one; the rule never reached it, so its p, "
-                     "min(1, p/q) and u show –.")
+NOT_VERIFIED_NOTE = "*Not verified*: after the first rejected draft; the rule never reached it, so p, min(1, p/q), u: –."
 
 
 def inspector_markdown(event: StepEvent, method_label: str, lookahead: bool, greedy: bool | None = None) -> str:
@@ -82,9 +81,8 @@ def inspector_markdown(event: StepEvent, method_label: str, lookahead: bool, gre
             lines.append(f"| {source} | {_code(d.text)} | {_fmt(d.q)} | {_fmt(d.p if tried else None)} | "
                          f"{_fmt(ratio)} |{u} {d.decision.replace('_', ' ')} |")
         lines.append("")
-        lines.append(RULE_GREEDY if greedy else RULE_SAMPLED)
-        if any(d.decision == "not_verified" for d in event.drafts):
-            lines.append(NOT_VERIFIED_NOTE)
+        untried = any(d.decision == "not_verified" for d in event.drafts)
+        lines += [RULE_GREEDY if greedy else RULE_SAMPLED] + [NOT_VERIFIED_NOTE] * untried
     else:
         lines.append("This step verified no draft (prefill, a gated step, or AR): its token comes from p directly.")
     tokens = ", ".join(f"{_code(t.text)} ({t.label})" for t in event.tokens)

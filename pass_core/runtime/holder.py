@@ -82,7 +82,7 @@ class ModelHolder:
             if curves.refused is not None:  # a noisy moment spoils a curve even on an idle machine: once more
                 self._set_progress("measuring the pass cost c(w) again: the first curve was not physical…")
                 pass_cost_curves(loaded, remeasure=True)  # still refused: the page says so (Re-measure pass cost)
-            warning = busy_warning(cached_pass_cost(loaded))
+            warning = busy_warning(cached_pass_cost(loaded))  # the newest curve, refused or not
             if warning:
                 print(f"warning: pass cost c(w): {warning}", file=sys.stderr)
             self.loaded = loaded

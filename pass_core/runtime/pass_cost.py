@@ -60,7 +60,7 @@ def measure_pass_cost(loaded, widths=DEFAULT_WIDTHS, cache_len: int = 200, repea
     target_forward(model, cache, torch.tensor([cache_len - 1], device=dev), input_ids=ids[:, :cache_len], plain=plain)
     times: dict[int, list[float]] = {w: [] for w in widths}
     for round_ in range(repeats + 1):  # round 0 warms up every shape
-        for w in widths:
+        for i, w in enumerate(widths, 1):
             x = ids[:, cache_len:cache_len + w]
             t0 = clock.now()
             target_forward(model, cache, torch.arange(w, device=dev), input_ids=x, plain=plain)
@@ -69,7 +69,7 @@ def measure_pass_cost(loaded, widths=DEFAULT_WIDTHS, cache_len: int = 200, repea
             if round_:
                 times[w].append((t1 - t0) * 1000)
             if progress is not None:
-                progress(round_ * len(widths) + widths.index(w) + 1, (repeats + 1) * len(widths))
+                progress(round_ * len(widths) + i, (repeats + 1) * len(widths))  # after the timed pass
     ms = [statistics.median(times[w]) for w in widths]
     return {"widths": widths, "ms": ms, "c": [m / ms[0] for m in ms], "cache_len": cache_len, "repeats": repeats,
             "device": str(dev), "dtype": str(loaded.dtype).replace("torch.", ""), "threads": torch.get_num_threads(),
@@ -140,8 +140,7 @@ def curve_problem(curve: dict) -> str | None:
 def _measure(loaded, widths, repeats, progress=None) -> dict:
     cache_len = 200 if loaded.max_positions is None else max(1, min(200, loaded.max_positions // 2))
     widths = [w for w in widths if loaded.max_positions is None or cache_len + w <= loaded.max_positions]
-    curve = measure_pass_cost(loaded, widths, cache_len=cache_len, repeats=repeats,
-                              **({"progress": progress} if progress is not None else {}))
+    curve = measure_pass_cost(loaded, widths, cache_len=cache_len, repeats=repeats, progress=progress)
     if curve_problem(curve) is None:
         _GOOD[_key(loaded)] = curve
     return curve
