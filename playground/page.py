@@ -219,6 +219,8 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
             button.click(clear_inspector, None, [ui.inspector_md, ui.inspector_plot], api_visibility="private",
                          queue=False, show_progress="hidden")
         ui.wire_remeasure(holder, ui.state, ui.cost_plot, ui.cost_md, slots)
+        # the teaching panels' events, before the race's listener (Run's listeners run in order: ``wire_panels``)
+        after_race = wire_panels(ui.state, inputs, ui.wire_lessons, ui.wire_whatif, run=ui.run_btn)
         outputs = [*ui.panes, *ui.metrics, ui.greedy_md, ui.latency_plot, ui.cumulative_plot, ui.hist_plot,
                    ui.position_plot, ui.theory_plot, ui.theory_md, ui.cost_plot, ui.cost_md, *ui.tree.outputs,
                    ui.trace_download, ui.run_md, ui.lookahead_md, ui.state]
@@ -228,7 +230,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                                      concurrency_limit=1, preprocess=False, show_progress="minimal",
                                      show_progress_on=ui.run_md,  # progress and a refusal: on the run line only
                                      validator=functools.partial(validate_inputs, offer=offer))
-        wire_panels(ui.state, inputs, ui.wire_lessons, ui.wire_whatif, race=run_event)  # the teaching panels' events
+        after_race(run_event)
         ui.replay_btn.click(lambda path, show: replay_handler(path, show, holder.loaded),
                             [ui.trace_upload, ui.show_rejected], outputs, api_name="replay", concurrency_limit=4,
                             show_progress_on=ui.run_md)  # a refused file: one mark, not one on every output

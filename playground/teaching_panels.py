@@ -3,7 +3,8 @@ accordion (sliders for alpha, k and the drafter's cost, a cost-curve preset, and
 ``playground.whatif``). Layout and wiring only; the values come from ``lessons`` and ``whatif``.
 
 ``build_demo`` (``playground/page.py``) calls each builder where its panel goes; each returns ``wire(state,
-inputs, race)``, which the page calls once the race's ``gr.State``, input list and Run event exist (the what-if
+inputs, run)``, which the page calls (``wire_panels``) once the race's ``gr.State``, input list and Run button exist
+(the what-if
 panel reads this run's events and curve from the state; a lesson fills in the race's inputs, and once the race has
 finished shows what to look at with its numbers and the finish view: ``lessons.lesson_markdown``).
 """
@@ -29,7 +30,7 @@ NO_LESSONS = ("*The lessons race methods whose trained files are for the embedde
 
 def lesson_strip(offered=None):
     """Lay out the "Start here" strip (open) here: one radio button per lesson whose methods are all ``offered``
-    (None: every lesson) and the chosen lesson's question. Returns ``wire(state, inputs)``: choosing a lesson then
+    (None: every lesson) and the chosen lesson's question. Returns ``wire(state, inputs, run)``: choosing a lesson then
     fills the race's ``inputs`` (``Lesson.values``'s order) and shows its question and what to look at after the
     run."""
     titles = [lesson.title for lesson in LESSONS if offered is None or set(lesson.methods) <= set(offered)]
@@ -48,18 +49,26 @@ def lesson_strip(offered=None):
         return lesson_markdown(title, race_state["events"], race_state["show"].get("baseline", ""),
                                race_state["greedy"])
 
-    def wire(state: gr.State, inputs: list, race=None) -> None:
+    def question(title):
+        return lesson_markdown(title) if title else gr.skip()
+
+    def wire(state: gr.State, inputs: list, run: gr.Button):
         choice.input(choose, choice, [text, *inputs], queue=False, api_visibility="private", show_progress="hidden")
-        if race is not None:  # the race has finished: what to look at, with its numbers
+        # a new race: the question again (the strip showed the race before's numbers while the next one ran or was
+        # paused); wired before the race's own listener, so it answers before the race starts (see ``wire_panels``)
+        run.click(question, choice, text, queue=False, api_visibility="private", show_progress="hidden")
+
+        def on_race(race) -> None:  # the race has finished: what to look at, with its numbers
             race.success(after_race, [choice, state], text, queue=False, api_visibility="private",
                          show_progress="hidden")
+        return on_race
 
     return wire
 
 
 def whatif_accordion():
-    """Lay out the accordion (closed) here; returns ``wire(state, inputs, race)``, to call once the race's state
-    exists, which redraws the panel on opening it and on every control's change (``inputs``, ``race`` unused)."""
+    """Lay out the accordion (closed) here; returns ``wire(state, inputs, run)``, to call once the race's state
+    exists, which redraws the panel on opening it and on every control's change (``inputs``, ``run`` unused)."""
     with gr.Accordion("What if…", open=False, elem_id="whatif") as accordion:
         gr.Markdown(WHATIF_INTRO)
         with gr.Row():
@@ -77,7 +86,7 @@ def whatif_accordion():
         plot = gr.Plot(label="predicted tokens per step and speed-up", elem_id="whatif-plot")
         text = gr.Markdown(elem_id="whatif-text")
 
-    def wire(state: gr.State, inputs: list, race=None) -> None:
+    def wire(state: gr.State, inputs: list, run: gr.Button) -> None:
         # queued, one at a time, in the order of the triggers: unqueued, opening the panel and choosing a curve at
         # once ran side by side, and the slower answer (the one for the curve no longer chosen) could land last
         gr.on([accordion.expand, alpha.release, k.release, drafter_cost.release, preset.change, typed.submit],
@@ -87,8 +96,17 @@ def whatif_accordion():
     return wire
 
 
-def wire_panels(state: gr.State, inputs: list, *wires, race=None) -> None:
-    """Call each panel's ``wire(state, inputs, race)`` (``lesson_strip``, ``whatif_accordion``): once the race's
-    state, its input list and its Run event (``race``) exist."""
-    for wire in wires:
-        wire(state, inputs, race)
+def wire_panels(state: gr.State, inputs: list, *wires, run: gr.Button):
+    """Call each panel's ``wire(state, inputs, run)`` (``lesson_strip``, ``whatif_accordion``) once the race's state,
+    its input list and the Run button exist, **before** the race's own listener is added to ``run``: the browser runs
+    a click's listeners one after another in the order they were added, each to its end (a streamed race included),
+    so a listener added after the race's answers only once the race has finished. (The lesson strip's question,
+    added after, came back over the race's numbers.) Returns ``on_race(race)``, to call with the race's event: it
+    wires what follows a finished race."""
+    follow = [wire(state, inputs, run) for wire in wires]
+
+    def on_race(race) -> None:
+        for then in follow:
+            if then is not None:
+                then(race)
+    return on_race

@@ -254,16 +254,36 @@ def test_a_second_visitor_is_told_that_another_race_runs(tiny):
     assert any(getattr(fn.fn, "__name__", "") == "on_run" and not fn.queue for fn in note)
 
 
-def test_run_and_replay_clear_the_token_inspector(tiny):
-    """The inspector kept a token of the race before, two races later: Run and Replay now reset it at once."""
+def listeners_before(demo, main, elem_id: str) -> list:
+    """The listeners of ``main``'s trigger that write the element ``elem_id``, each checked to be added before
+    ``main``: the browser runs a click's listeners in the order they were added, each to its end, so one added after
+    a race answers once the race has finished."""
+    ids = {block._id for block in demo.blocks.values() if getattr(block, "elem_id", None) == elem_id}
+    found = [fn for fn in demo.fns.values() if fn.targets == main.targets and fn is not main
+             and ids & {block._id for block in fn.outputs}]
+    assert all(fn._id < main._id for fn in found), f"a listener for #{elem_id} runs after {main.api_name} ends"
+    return found
+
+
+def test_run_and_replay_clear_the_token_inspector_and_run_asks_the_lesson_again(tiny):
+    """The inspector kept a token of the race before, two races later: Run and Replay now reset it at once. The
+    lesson strip showed the race before's numbers while the next race ran: Run now puts the chosen lesson's question
+    back before the race starts (a first fix, wired after the race's listener, answered after the race and hid its
+    numbers)."""
+    from playground.lessons import LESSONS, lesson_markdown
+
     demo = page.build_demo(tiny)
-    inspector = {block._id for block in demo.blocks.values() if getattr(block, "elem_id", None) == "inspector-text"}
     for api_name in ("race", "replay"):
         main = next(fn for fn in demo.fns.values() if fn.api_name == api_name)
-        clear = [fn for fn in demo.fns.values() if fn.targets == main.targets and fn is not main
-                 and inspector & {block._id for block in fn.outputs}]
+        clear = listeners_before(demo, main, "inspector-text")
         assert len(clear) == 1 and not clear[0].queue, api_name
         assert clear[0].fn() == (page.INSPECTOR_HINT, None)
+    race = next(fn for fn in demo.fns.values() if fn.api_name == "race")
+    ask = listeners_before(demo, race, "lesson-text")
+    assert len(ask) == 1 and not ask[0].queue
+    title = LESSONS[1].title
+    assert ask[0].fn(title) == lesson_markdown(title) and "This run:" not in ask[0].fn(title)
+    assert ask[0].fn(None) == gr.skip()  # no lesson chosen: the strip keeps its hint
 
 
 def test_a_race_waits_for_a_pass_cost_measurement_and_a_measurement_is_refused_during_a_race():
