@@ -23,7 +23,8 @@ def lab_handler(loaded: LoadedModel, prompt, runs, progress=None, decode=str) ->
     if problem:
         raise user_error(problem)
     runs = whole(runs)
-    feed = (lambda done, total: progress((done, total), desc="lab runs", unit="runs")) if progress else None
+    # ``is not None``: a gr.Progress is falsy until it tracks something (its __len__), and was never fed
+    feed = (lambda done, total: progress((done, total), desc="lab runs", unit="runs")) if progress is not None else None
     try:
         result = run_lab(loaded, prompt, runs, progress=feed)
     except (TypeError, ValueError) as err:

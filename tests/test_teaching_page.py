@@ -40,11 +40,18 @@ def test_theory_sentence_for_each_drafting_method(tiny):
 @pytest.mark.sampling
 def test_lab_handler_passes_every_method_and_fails_the_broken_rule(tiny):
     """The tab's handler on the tiny model (runs of 3 tokens, as many as tests/test_lab.py's design asks): a ✓ row
-    for each registered method, a ✗ row for the broken rule; the progress bar is fed every run."""
+    for each registered method, a ✗ row for the broken rule; the progress bar is fed every run (a ``gr.Progress`` is falsy while it tracks nothing:
+    ``if progress`` once left the tab's bar unfed)."""
     from test_lab import lab_plan
 
     seen, runs = [], lab_plan(tiny).runs
-    figure, table = page.lab_handler(tiny, "ab", runs, progress=lambda value, **kw: seen.append(value))
+
+    class Recorder(gr.Progress):  # falsy before it tracks anything, as gradio's own (the tab showed no bar)
+        def __call__(self, value, **kw):
+            seen.append(value)
+
+    assert not Recorder()
+    figure, table = page.lab_handler(tiny, "ab", runs, progress=Recorder())
     rows = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines() if line.startswith("| ")}
     for key, method in METHODS.items():
         assert "✓ pass" in rows[method.label], rows
