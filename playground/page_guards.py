@@ -52,11 +52,10 @@ def stop_outputs(loaded, state) -> tuple:
     guards = (state.get("show") or {}).get("guards") or {}
     if loaded is None or not guards.get("source"):
         return STOPPED_NOTE, gr.skip()
-    from playground.race_handlers import _trace_folder  # the race's own folder and name for traces
+    from playground.race_handlers import trace_path  # the race's own folder and name for traces
     finish(guards)
     prompt, settings = guards["source"]
-    path = save_trace(make_trace(loaded, prompt, settings, state["events"]),
-                      _trace_folder() / "pass-playground-trace.json")
+    path = save_trace(make_trace(loaded, prompt, settings, state["events"]), trace_path())
     return "  \n".join(filter(None, (STOPPED_NOTE + STOPPED_TRACE, guards.get("load")))), str(path)
 
 

@@ -217,11 +217,15 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
         finish(show["guards"])
         if control is not None:
             control.shown()  # no step button waits for a race that has ended
-    path = save_trace(make_trace(loaded, prompt, settings, events), _trace_folder() / "pass-playground-trace.json")
+    path = save_trace(make_trace(loaded, prompt, settings, events), trace_path())
     yield render(events, show_rejected, settings.greedy, settings.fused, True, note, trace_path=str(path), **show)
 
 
 TRACES_KEPT = 64  # a long-running server keeps the newest race traces only
+
+
+def trace_path() -> Path:  # a new folder; a name with the local time, so that several downloads differ
+    return _trace_folder() / time.strftime("pass-playground-trace-%Y%m%d-%H%M%S.json")
 
 
 def _trace_folder() -> Path:

@@ -5,6 +5,7 @@ functions on the tiny model and once through gradio_client against ``python app.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -65,6 +66,7 @@ def test_lab_handler_passes_every_method_and_fails_the_broken_rule(tiny):
 def test_replay_of_a_race_trace_equals_the_race(tiny):
     final = run(tiny, temperature=1.0, max_new_tokens=12, update_interval_s=0.0, inspect=True)[-1]
     path = final["trace"]
+    assert re.fullmatch(r"pass-playground-trace-\d{8}-\d{6}\.json", Path(path).name), path  # downloads differ
     trace = load_trace(path)
     assert trace.settings.inspect and set(trace.events) == set(page.DEFAULT_RACE)
     assert any(e.inspection for e in trace.events["pass"])  # the inspector's data is recorded
