@@ -31,6 +31,8 @@ class Lesson:
         after: what to look at once the race has finished (markdown).
         numbers: the ``METRIC_LABELS`` keys whose values, from the finished race, are quoted under ``after``.
         fused, chat_template, auto_drafts: the race's checkboxes.
+        lab: the lesson is answered by the Losslessness lab, not by a race: ``after`` appears once the lab has run,
+            with its verdicts.
     """
 
     title: str
@@ -43,6 +45,7 @@ class Lesson:
     fused: bool = False
     chat_template: bool = True
     auto_drafts: bool = False
+    lab: bool = False
 
     def values(self) -> list:
         """The race's inputs in ``build_demo``'s order: prompt, the six numeric settings, show rejected drafts,
@@ -78,7 +81,7 @@ LESSONS = (
            "the bound?**",
            "Every real method stays under the total-variation bound; the broken rule (PaSS accepting every draft) "
            "does not. The table states the check's power at this N: how surely it would catch a subtler broken "
-           "rule.", {"temperature": 1.0, "top_k": 2, "max_new_tokens": 24}),
+           "rule.", {"temperature": 1.0, "top_k": 2, "max_new_tokens": 24}, lab=True),
     Lesson("5 · Why is PaSS slower on this CPU?", "List five tips for learning a new language.", ("ar", "pass"),
            "PaSS accepts some drafts per step. **Will it beat AR on this machine?** Decide before Run.",
            "Read **Pass cost on this machine**: a pass over k + 1 tokens costs c(k+1) AR steps, and PaSS pays two "
@@ -100,6 +103,8 @@ LESSON_HINT = ("*Pick a lesson: it fills in the prompt, the methods and the sett
 
 #: Under the question until the race has finished.
 AFTER_PENDING = "*After the race, what to look at appears here with this run's own numbers.*"
+#: Under a lab lesson's question until the lab has run.
+AFTER_LAB_PENDING = "*After Run lab, what to look at appears here with the lab's own verdicts.*"
 
 
 def lesson_markdown(title: str | None, events: dict[str, list[StepEvent]] | None = None, baseline: str = "",
@@ -112,11 +117,15 @@ def lesson_markdown(title: str | None, events: dict[str, list[StepEvent]] | None
         events: the finished race's events (method key -> its ``StepEvent`` list, race order); None before a
             race: the question and ``AFTER_PENDING``.
         baseline / greedy: as ``race_text.metric_texts`` (the speed-up's baseline line; sampled or not).
+
+    A lab lesson (``Lesson.lab``) shows its question whatever the race: ``lab_lesson_markdown`` answers it.
     """
     lesson = next((one for one in LESSONS if one.title == title), None)
     if lesson is None:
         return LESSON_HINT
     question = f"**Predict, before Run:** {lesson.predict}"
+    if lesson.lab:
+        return f"{question}\n\n{AFTER_LAB_PENDING}"
     if not events:
         return f"{question}\n\n{AFTER_PENDING}"
     summaries = {key: (s if s.steps else None) for key, s in ((k, summarize(e, k)) for k, e in events.items())}
@@ -131,3 +140,20 @@ def lesson_values(title: str | None) -> list | None:
     """``Lesson.values`` of the lesson titled ``title``; None for an unknown title."""
     lesson = next((one for one in LESSONS if one.title == title), None)
     return None if lesson is None else lesson.values()
+
+
+def lab_lesson_markdown(title: str | None, table: str) -> str | None:
+    """A lab lesson's question and what to look at, with the verdicts of the lab's table (``lab_view.lab_markdown``:
+    one row "| name | TV | bound | ✓ pass |" or "... | ✗ fail |" per method and the broken rule); None when
+    ``title`` is not a lab lesson or the table has no verdicts."""
+    lesson = next((one for one in LESSONS if one.title == title), None)
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in (table or "").splitlines()
+            if line.startswith("| ") and line.rstrip().endswith(("✓ pass |", "✗ fail |"))]
+    if lesson is None or not lesson.lab or not rows:
+        return None
+    inside = [row[0] for row in rows if row[-1] == "✓ pass"]
+    outside = [row[0] for row in rows if row[-1] == "✗ fail"]
+    verdicts = (f"under the bound: {', '.join(inside) or 'none'}  \n"
+                f"outside it: {', '.join(outside) or 'none'}")
+    return "\n\n".join([f"**Predict, before Run:** {lesson.predict}", f"**After the lab:** {lesson.after}",
+                          f"**This lab:** {verdicts}"])

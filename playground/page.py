@@ -230,7 +230,6 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                                      concurrency_limit=1, preprocess=False, show_progress="minimal",
                                      show_progress_on=ui.run_md,  # progress and a refusal: on the run line only
                                      validator=functools.partial(validate_inputs, offer=offer))
-        after_race(run_event)
         ui.replay_btn.click(lambda path, show: replay_handler(path, show, holder.loaded),
                             [ui.trace_upload, ui.show_rejected], outputs, api_name="replay", concurrency_limit=4,
                             show_progress_on=ui.run_md)  # a refused file: one mark, not one on every output
@@ -246,8 +245,9 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         demo.unload(on_unload)
         # preprocess=False: N reaches validate_lab as sent, for it to refuse by name (the slider's own range check
         # answers "Value 5 is less than minimum value 10" and logs a traceback)
-        ui.lab_btn.click(on_lab, [ui.lab_prompt, ui.lab_runs], [ui.lab_plot, ui.lab_md], api_name="lab",
-                         concurrency_limit=1, preprocess=False, validator=validate_lab)
+        lab_event = ui.lab_btn.click(on_lab, [ui.lab_prompt, ui.lab_runs], [ui.lab_plot, ui.lab_md], api_name="lab",
+                                     concurrency_limit=1, preprocess=False, validator=validate_lab)
+        after_race(run_event, lab_event, ui.lab_md)  # the lesson strip answers after a race, or a lab
         ui.stop_btn.click(stop_handler(holder, controls), ui.state, [ui.run_md, ui.trace_download],
                           cancels=[run_event], **private)  # with a trace of what was produced
         ui.stop_btn.click(None, None, None, js=CLEAR_STEP_ECHO_JS, **private)  # no "Paused after ..." left under it

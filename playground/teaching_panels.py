@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from playground.lessons import LESSON_HINT, LESSONS, lesson_markdown, lesson_values
+from playground.lessons import LESSON_HINT, LESSONS, lab_lesson_markdown, lesson_markdown, lesson_values
 from playground.whatif import K_MAX, MACHINE, PRESETS, TYPED_EXAMPLE, whatif_view
 
 WHATIF_INTRO = ("Predicted tokens per step and speed-up over AR from three numbers: how often a draft is accepted "
@@ -49,6 +49,10 @@ def lesson_strip(offered=None):
         return lesson_markdown(title, race_state["events"], race_state["show"].get("baseline", ""),
                                race_state["greedy"])
 
+    def after_lab(title, table):
+        answer = lab_lesson_markdown(title, table)
+        return gr.skip() if answer is None else answer
+
     def question(title):
         return lesson_markdown(title) if title else gr.skip()
 
@@ -58,9 +62,12 @@ def lesson_strip(offered=None):
         # paused); wired before the race's own listener, so it answers before the race starts (see ``wire_panels``)
         run.click(question, choice, text, queue=False, api_visibility="private", show_progress="hidden")
 
-        def on_race(race) -> None:  # the race has finished: what to look at, with its numbers
+        def on_race(race, lab=None, lab_table=None) -> None:  # what to look at, with the numbers of ...
             race.success(after_race, [choice, state], text, queue=False, api_visibility="private",
-                         show_progress="hidden")
+                         show_progress="hidden")  # ... the race that has finished
+            if lab is not None:  # ... or of the lab, for the lab's lesson
+                lab.success(after_lab, [choice, lab_table], text, queue=False, api_visibility="private",
+                            show_progress="hidden")
         return on_race
 
     return wire
@@ -101,12 +108,12 @@ def wire_panels(state: gr.State, inputs: list, *wires, run: gr.Button):
     its input list and the Run button exist, **before** the race's own listener is added to ``run``: the browser runs
     a click's listeners one after another in the order they were added, each to its end (a streamed race included),
     so a listener added after the race's answers only once the race has finished. (The lesson strip's question,
-    added after, came back over the race's numbers.) Returns ``on_race(race)``, to call with the race's event: it
-    wires what follows a finished race."""
+    added after, came back over the race's numbers.) Returns ``on_race(race, lab, lab_table)``, to call with the
+    race's event (and the lab's, with its table): it wires what follows a finished race or lab."""
     follow = [wire(state, inputs, run) for wire in wires]
 
-    def on_race(race) -> None:
+    def on_race(race, lab=None, lab_table=None) -> None:
         for then in follow:
             if then is not None:
-                then(race)
+                then(race, lab, lab_table)
     return on_race

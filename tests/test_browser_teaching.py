@@ -16,7 +16,7 @@ import re
 import pytest
 
 from pass_core.registry import METHODS
-from playground.lessons import LESSONS
+from playground.lessons import AFTER_LAB_PENDING, LESSONS
 from servers import free_port
 from test_browser import ARTIFACTS, new_page, open_settings  # noqa: F401 (a fixture: a fresh context of the run's Chromium)
 
@@ -110,7 +110,8 @@ def test_each_lesson_asks_first_then_explains_with_its_race_numbers(new_page, ti
     what to look at; after Run (cut to ``LESSON_TOKENS`` new tokens) the strip shows what to look at with this
     race's numbers, equal to the metric boxes', whose tokens/s equal the downloaded trace's (committed tokens /
     summed step time); and the finish view, in the run line and the strip, names the method with the highest
-    tokens/s in the metric box. Run again: the question comes back while the race runs, then the new numbers."""
+    tokens/s in the metric box. The lab's lesson answers after Run lab instead, with the lab's verdicts. Run again:
+    the question comes back while the race runs, then the new numbers."""
     page = open_page(new_page, tiny_page_url, 1400)
     labels = {"tokens_per_s": "tokens/s", "speedup": "speed-up vs AR", "tokens_per_forward_pass":
               "tokens per forward pass", "mean_accepted_tokens": "mean accepted tokens per verification step",
@@ -127,6 +128,19 @@ def test_each_lesson_asks_first_then_explains_with_its_race_numbers(new_page, ti
         page.wait_for_function(SLIDERS_AS_BOXES, timeout=5_000)
         page.locator("#input-max_new_tokens input").fill(str(LESSON_TOKENS))
         page.get_by_role("button", name="Run").click()
+        if lesson.lab:  # answered by the lab: after the race the question stays; after Run lab, its verdicts
+            page.get_by_text("Finished.").first.wait_for(timeout=90_000)
+            assert plain(AFTER_LAB_PENDING) in shown(page, "#lesson-text") and "This run:" not in shown(
+                page, "#lesson-text"), lesson.title
+            page.get_by_role("tab", name="Losslessness lab").click()
+            page.locator("#lab-runs input").fill("30")
+            page.get_by_role("button", name="Run lab").click()
+            page.get_by_text("✗ fail").first.wait_for(timeout=120_000)
+            page.get_by_role("tab", name="Race").click()
+            wait_text(page, "#lesson-text", "This lab: under the bound: ")
+            text = shown(page, "#lesson-text")
+            assert plain(lesson.after) in text and "outside it: broken rule: always accept" in text, text
+            continue
         page.wait_for_function("() => document.querySelector('#lesson-text').innerText.includes('This run:')",
                                timeout=90_000)
         assert "Finished." in page.locator("#run-line").inner_text(), lesson.title

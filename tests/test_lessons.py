@@ -9,7 +9,8 @@ import pytest
 from pass_core.decoding.events import StepEvent, TokenRecord
 from pass_core.decoding.metrics import summarize
 from pass_core.registry import METHODS
-from playground.lessons import AFTER_PENDING, LESSON_HINT, LESSONS, lesson_markdown, lesson_values
+from playground.lessons import AFTER_LAB_PENDING, AFTER_PENDING, LESSON_HINT, LESSONS, lab_lesson_markdown, \
+    lesson_markdown, lesson_values
 from playground.race_handlers import validate_inputs
 from playground.race_text import finish_line
 from playground.race_view import race_view
@@ -26,7 +27,7 @@ def test_each_lesson_is_a_valid_race_with_a_question(lesson):
     assert temperature == lesson.settings.get("temperature", 0.0)
     text = lesson_markdown(lesson.title)  # before the race: the question only, the answer's pointers after it
     assert text.startswith("**Predict, before Run:** ") and lesson.predict in text and lesson.after not in text
-    assert text.endswith(AFTER_PENDING)
+    assert text.endswith(AFTER_LAB_PENDING if lesson.lab else AFTER_PENDING)
     assert lesson_values(lesson.title) == values
 
 
@@ -55,6 +56,9 @@ def test_after_the_race_the_lesson_quotes_its_numbers_and_names_the_fastest():
     assert view.run_line.splitlines()[1].strip() == finish  # the run line: "Finished.", then the finish view
     for lesson in LESSONS:
         text = lesson_markdown(lesson.title, events)
+        if lesson.lab:  # answered by the lab, not by a race
+            assert text == lesson_markdown(lesson.title) and lesson.after not in text
+            continue
         assert lesson.predict in text and lesson.after in text and AFTER_PENDING not in text
         for key in lesson.numbers:
             assert view.metrics[key].splitlines()[0] in text, (lesson.title, key)
@@ -70,3 +74,21 @@ def test_the_finish_view_waits_for_the_end_and_two_methods():
         "**Highest tokens/s: AR** at 0.04 tokens/s (then PaSS 0.025)."
     assert "Highest tokens/s: AR" in race_view({"ar": _run("ar", 4, 0.25), "pass": events["pass"]}, True, True,
                                                False, True, with_figures=False).run_line
+
+
+def test_the_lab_lesson_answers_with_the_lab_verdicts():
+    """The lab's lesson never answered (the strip answered after races only): after Run lab it shows what to look at
+    and which rows of the lab's own table (``lab_view.lab_markdown``) stayed under the bound."""
+    from pass_core.teaching.lab import BROKEN, LabResult
+    from playground.lab_view import lab_markdown
+
+    [lesson] = [one for one in LESSONS if one.lab]
+    exact = {(1,): 0.5, (2,): 0.5}
+    result = LabResult(exact, {k: exact for k in ("ar", "pass", BROKEN)}, {"ar": 0.02, "pass": 0.04, BROKEN: 0.4},
+                       0.1, 50, 1, {"ar": (0, 0), "pass": (10, 20), BROKEN: (20, 20)})
+    table = lab_markdown(result, {"ar": "AR", "pass": "PaSS"})
+    text = lab_lesson_markdown(lesson.title, table)
+    assert text.startswith(f"**Predict, before Run:** {lesson.predict}") and lesson.after in text
+    assert text.endswith("under the bound: AR, PaSS  \noutside it: broken rule: always accept"), text
+    assert lab_lesson_markdown(lesson.title, "") is None  # no table (a refused N): the question stays
+    assert lab_lesson_markdown(LESSONS[0].title, table) is None  # another lesson: not answered by the lab
