@@ -84,6 +84,9 @@ def pass_cost_markdown(curve: dict, points: dict[str, tuple[float, float, float]
              "*Theory beside measurement* counts verification steps only, so its numbers differ."]
     if busy_warning(curve):
         lines.append(f"**{busy_warning(curve)}**")
+    if curve.get("confirmed_dips"):  # pass_cost._measure: the same dip in two measurements
+        lines.append(f"A wider pass is cheaper here at w = {', '.join(map(str, curve['confirmed_dips']))} "
+                     "(measured twice): this CPU's matrix kernels favour that width.")
     for key, (width, tokens, cost) in (points or {}).items():
         if key != "ar":
             verdict = "faster than AR" if tokens > cost else "slower than AR"
