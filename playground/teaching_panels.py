@@ -3,10 +3,10 @@ accordion (sliders for alpha, k and the drafter's cost, a cost-curve preset, and
 ``playground.whatif``). Layout and wiring only; the values come from ``lessons`` and ``whatif``.
 
 ``build_demo`` (``playground/page.py``) calls each builder where its panel goes; each returns ``wire(state,
-inputs, run)``, which the page calls (``wire_panels``) once the race's ``gr.State``, input list and Run button exist
-(the what-if
-panel reads this run's events and curve from the state; a lesson fills in the race's inputs, and once the race has
-finished shows what to look at with its numbers and the finish view: ``lessons.lesson_markdown``).
+inputs, run)``, which the page calls (``wire_panels``) once the race's ``gr.State``, input list and Run button
+exist (the what-if panel reads this run's events and curve from the state; a lesson fills in the race's inputs, and
+once the race, or for the lab's lesson the lab, has finished shows what to look at with its numbers:
+``lessons.lesson_markdown``, ``lessons.lab_lesson_markdown``).
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ NO_LESSONS = ("*The lessons race methods whose trained files are for the embedde
 
 def lesson_strip(offered=None):
     """Lay out the "Start here" strip (open) here: one radio button per lesson whose methods are all ``offered``
-    (None: every lesson) and the chosen lesson's question. Returns ``wire(state, inputs, run)``: choosing a lesson then
-    fills the race's ``inputs`` (``Lesson.values``'s order) and shows its question and what to look at after the
-    run."""
+    (None: every lesson) and the chosen lesson's question. Returns ``wire(state, inputs, run)``: choosing a lesson
+    then fills the race's ``inputs`` (``Lesson.values``'s order) and shows its question and what to look at after
+    the run."""
     titles = [lesson.title for lesson in LESSONS if offered is None or set(lesson.methods) <= set(offered)]
     label = "Start here: six short lessons" if len(titles) == len(LESSONS) else "Start here: lessons"
     with gr.Accordion(label, open=True, elem_id="lessons"):
