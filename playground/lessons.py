@@ -153,7 +153,7 @@ def lab_lesson_markdown(title: str | None, table: str) -> str | None:
         return None
     inside = [row[0] for row in rows if row[-1] == "✓ pass"]
     outside = [row[0] for row in rows if row[-1] == "✗ fail"]
-    verdicts = (f"under the bound: {', '.join(inside) or 'none'}  \n"
-                f"outside it: {', '.join(outside) or 'none'}")
+    verdicts = (f"under the bound: {'; '.join(inside) or 'none'}  \n"  # "; ": a label may hold a comma
+                f"outside it: {'; '.join(outside) or 'none'}")
     return "\n\n".join([f"**Predict, before Run:** {lesson.predict}", f"**After the lab:** {lesson.after}",
                           f"**This lab:** {verdicts}"])

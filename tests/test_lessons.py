@@ -86,9 +86,9 @@ def test_the_lab_lesson_answers_with_the_lab_verdicts():
     exact = {(1,): 0.5, (2,): 0.5}
     result = LabResult(exact, {k: exact for k in ("ar", "pass", BROKEN)}, {"ar": 0.02, "pass": 0.04, BROKEN: 0.4},
                        0.1, 50, 1, {"ar": (0, 0), "pass": (10, 20), BROKEN: (20, 20)})
-    table = lab_markdown(result, {"ar": "AR", "pass": "PaSS"})
+    table = lab_markdown(result, {"ar": "AR", "pass": "PaSS, fixed-token"})  # a label with a comma
     text = lab_lesson_markdown(lesson.title, table)
     assert text.startswith(f"**Predict, before Run:** {lesson.predict}") and lesson.after in text
-    assert text.endswith("under the bound: AR, PaSS  \noutside it: broken rule: always accept"), text
+    assert text.endswith("under the bound: AR; PaSS, fixed-token  \noutside it: broken rule: always accept"), text
     assert lab_lesson_markdown(lesson.title, "") is None  # no table (a refused N): the question stays
     assert lab_lesson_markdown(LESSONS[0].title, table) is None  # another lesson: not answered by the lab
