@@ -15,18 +15,31 @@ from playground.race_inputs import lab_runs_problem, prompt_problem, whole
 from playground.teaching import lab_figure, lab_markdown
 
 
-def lab_handler(loaded: LoadedModel, prompt, runs, progress=None, decode=str) -> tuple:
+class LabStopped(Exception):
+    """The lab's tab was closed: its runs stop (``lab_handler``'s ``stop``)."""
+
+
+def lab_handler(loaded: LoadedModel, prompt, runs, progress=None, decode=str, stop=None) -> tuple:
     """The losslessness lab (``pass_core.lab.run_lab``): ``runs`` seeded continuations with every method and the
     broken rule. ``progress``: a ``gr.Progress`` (or None), fed (runs done, runs in all); ``decode``: token id ->
-    text for the chart. Returns (``lab_figure``, ``lab_markdown``). Raises gr.Error for a bad prompt or N."""
+    text for the chart; ``stop``: a ``threading.Event`` set when the lab's tab closes: the lab ends at its next run
+    and returns no update (a closed tab's lab held the page's one lab slot for minutes). Returns (``lab_figure``,
+    ``lab_markdown``). Raises gr.Error for a bad prompt or N."""
     problem = prompt_problem(prompt) or lab_runs_problem(runs)
     if problem:
         raise user_error(problem)
     runs = whole(runs)
-    # ``is not None``: a gr.Progress is falsy until it tracks something (its __len__), and was never fed
-    feed = (lambda done, total: progress((done, total), desc="lab runs", unit="runs")) if progress is not None else None
+
+    def feed(done, total):
+        if stop is not None and stop.is_set():
+            raise LabStopped
+        if progress is not None:  # not ``if progress``: a gr.Progress is falsy until it tracks something
+            progress((done, total), desc="lab runs", unit="runs")
+
     try:
         result = run_lab(loaded, prompt, runs, progress=feed)
+    except LabStopped:
+        return gr.skip(), gr.skip()
     except (TypeError, ValueError) as err:
         raise user_error(str(err)) from err
     names = {key: m.label for key, m in METHODS.items()}

@@ -13,6 +13,7 @@ events, ``summarize``), figures, token colours, display strings and the page's C
 from __future__ import annotations
 
 import functools
+import threading
 from pathlib import Path
 
 try:  # Hugging Face's `spaces` package (ZeroGPU); imported before anything touches CUDA
@@ -158,16 +159,27 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                                      token_namer(state["events"], model_decode))
         return handler
 
-    def on_unload(request: gr.Request = None):
-        delays.pop(getattr(request, "session_hash", None), None)
-        slots.leave(getattr(request, "session_hash", None))
+    labs: dict = {}  # session -> its running lab's stop flag
 
-    def on_lab(prompt, runs, progress=gr.Progress()):
+    def on_unload(request: gr.Request = None):
+        session = getattr(request, "session_hash", None)
+        delays.pop(session, None)
+        slots.leave(session)
+        if session in labs:  # a closed tab's lab stops at its next run (it held the one lab slot for minutes)
+            labs[session].set()
+
+    def on_lab(prompt, runs, progress=gr.Progress(), request: gr.Request = None):
         try:
             loaded = holder.wait(timeout_s=LOAD_TIMEOUT_S)
         except ModelNotReady as err:
             raise user_error(str(err)) from err
-        return lab_handler(loaded, prompt, runs, progress, decode=holder.token_text)
+        session, stop = getattr(request, "session_hash", None), threading.Event()
+        labs[session] = stop
+        try:
+            return lab_handler(loaded, prompt, runs, progress, decode=holder.token_text, stop=stop)
+        finally:
+            if labs.get(session) is stop:
+                del labs[session]
 
     def on_run(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused, methods,
                chat_template=True, auto_drafts=False, tree_nodes=0, request: gr.Request = None):

@@ -493,3 +493,43 @@ def test_a_damaged_drafter_checkpoint_is_named_too(tiny, tmp_path):
     with pytest.raises(ValueError, match="without --resume") as err:
         load_drafter_checkpoint(ckpt, drafter, torch.optim.AdamW(drafter.parameters()), torch.Generator())
     assert str(ckpt) in str(err.value)
+
+
+def test_closing_a_tab_stops_its_lab(tiny, monkeypatch):
+    """A lab kept running after its tab had closed, holding the page's one lab slot for minutes (found by a
+    teacher-persona helper: a new tab's lab waited "queue: 1/1"). The page's unload now stops that session's lab at
+    its next run; another session's lab runs on. The lab's runs are slowed by 0.02 s each here, so that a lab that
+    is not stopped runs on for seconds."""
+    from playground import lab_handlers
+
+    real = lab_handlers.run_lab
+
+    def slow_lab(*args, progress, **kwargs):
+        def feed(done, total):
+            time.sleep(0.02)
+            progress(done, total)
+        return real(*args, progress=feed, **kwargs)
+
+    monkeypatch.setattr(lab_handlers, "run_lab", slow_lab)
+    demo = page.build_demo(tiny)
+    lab = next(fn.fn for fn in demo.fns.values() if fn.api_name == "lab")
+    unload = next(fn.fn for fn in demo.fns.values() if fn.name == "on_unload")
+
+    class Visitor:
+        def __init__(self, session):
+            self.session_hash, self.result = session, None
+
+        def start(self, runs):
+            thread = threading.Thread(target=lambda: setattr(self, "result", lab("ab", runs, None, self)))
+            thread.start()
+            return thread
+
+    gone, staying = Visitor("gone"), Visitor("staying")
+    gone_thread, staying_thread = gone.start(30), staying.start(30)  # 30 runs x 8 = 240 runs each, 5 s or more
+    time.sleep(1.0)
+    start = time.monotonic()
+    unload(gone)  # its tab closed
+    gone_thread.join(timeout=30)
+    assert time.monotonic() - start < 2.0 and gone.result == (gr.skip(), gr.skip())
+    staying_thread.join(timeout=120)
+    assert staying.result is not None and "✗ fail" in staying.result[1]  # the other visitor's lab ended as usual
