@@ -60,8 +60,9 @@ def pass_cost_figure(curve: dict, points: dict[str, tuple[float, float, float]] 
         if key == "ar":
             continue
         traces.append(go.Scatter(x=[width], y=[tokens], mode="markers", marker=dict(color=colour(key), size=12),
+                                 cliponaxis=False,  # a marker at the top edge was cut in half
                                  name=f"{short_name(key)}: tokens per step ({tokens:.2f})", legendgroup=key))
-        traces.append(go.Scatter(x=[width], y=[cost], mode="markers", legendgroup=key,
+        traces.append(go.Scatter(x=[width], y=[cost], mode="markers", legendgroup=key, cliponaxis=False,
                                  marker=dict(color="white", size=12, line=dict(color=colour(key), width=2)),
                                  name=f"{short_name(key)}: cost per step ({cost:.2f} AR steps)"))
     layout = dict(height=360, margin=dict(l=55, r=15, t=35, b=10), uirevision=revision, paper_bgcolor="white",

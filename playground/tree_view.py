@@ -134,7 +134,8 @@ def _tree_traces(events: list[StepEvent], event: StepEvent, entry: str, first: b
     for j, d in enumerate(drafts):
         groups.get(d.decision, groups["not_verified"])[0].append(j)
     root = go.Scatter(x=[0], y=[xy[-1][1]], mode="markers+text", text=[label(root_text(events, event))],
-                      textposition="top center", marker=dict(color=ROOT_COLOUR, size=11, symbol="square"),
+                      textposition="top center", cliponaxis=False,
+                      marker=dict(color=ROOT_COLOUR, size=11, symbol="square"),
                       name="root (the pending token)", customdata=[-1], legendgroup="root", showlegend=first,
                       hovertext=["the root: the last committed token; the tree drafts what follows it"],
                       hoverinfo="text")
@@ -144,6 +145,7 @@ def _tree_traces(events: list[StepEvent], event: StepEvent, entry: str, first: b
         traces.append(go.Scatter(
             x=[xy[j][0] for j in nodes], y=[xy[j][1] for j in nodes], mode="markers+text", customdata=nodes,
             text=[struck(t) if decision == "rejected" else t for t in texts], textposition="top center",
+            cliponaxis=False,  # the top row's labels were cut at the panel's edge
             textfont=dict(color="#111827" if decision == "accepted" else colour),
             marker=dict(color=colour, size=12, symbol=symbol, line=dict(color=colour, width=2)),
             name=decision.replace("_", " "), legendgroup=decision, showlegend=bool(nodes),  # kinds of every panel
@@ -152,6 +154,7 @@ def _tree_traces(events: list[StepEvent], event: StepEvent, entry: str, first: b
         colour = colours[TOKEN_LABELS[final.label]]
         traces.append(go.Scatter(x=[xy[len(drafts)][0]], y=[xy[len(drafts)][1]], mode="markers+text",
                                  text=[label(final.text)], textposition="top center", customdata=[NEXT],
+                                 cliponaxis=False,
                                  marker=dict(color=colour, size=13, symbol="diamond"), name=final.label,
                                  legendgroup=final.label, showlegend=True,
                                  hovertext=[f"{final.label} token {final.text!r} (id {final.token_id})"],
