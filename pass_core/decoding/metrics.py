@@ -87,7 +87,7 @@ METRIC_FORMULAS: dict[str, str] = {
     "speedup": "tokens/s of the method / tokens/s of AR, measured in the same run (the page: after the first step)",
     "tokens_per_forward_pass": "generated tokens / target forward passes (AR = 1.00)",
     "mean_accepted_tokens": "tokens of verification steps / verification steps, counts the resampled or bonus "
-                            "token (Spec-Bench; AR = 1.00)",
+                            "token and PaSS's exact token, not only accepted drafts (Spec-Bench; AR = 1.00)",
     "accepted_drafts_per_step": "accepted drafts / verification steps (gpt-fast; AR = 0)",
     "acceptance_rate": "accepted drafts / judged drafts (the accepted ones and the first rejected one of each step)",
     "drafted_acceptance_rate": "accepted drafts / drafted tokens (counts never-judged drafts as failures)",
