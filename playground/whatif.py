@@ -116,6 +116,21 @@ def whatif_markdown(rows: list[WhatIfRow], alpha: float, k: int, curve_name: str
     return "  \n".join(lines)
 
 
+def overhead_line(events: dict | None, machine_curve: dict | None) -> str:
+    """Why this run's diamonds can sit above the curve of "this machine": its AR steps took longer than the curve's
+    one-token pass (sampling, the loop's bookkeeping and the page's events run outside the model), and the formula
+    counts passes only, while AR pays that time on every token. "" without AR steps after the first or a curve."""
+    later = [e.step_s for e in (events or {}).get("ar", [])[1:]]
+    if not later or not machine_curve:
+        return ""
+    step_ms, pass_ms = 1000 * sum(later) / len(later), machine_curve["ms"][0]
+    if step_ms <= pass_ms:
+        return ""
+    return (f"This run's AR steps took {step_ms:.1f} ms each, the curve's one-token pass {pass_ms:.1f} ms: the "
+            f"formula counts model passes only and leaves out the {step_ms - pass_ms:.1f} ms a step spends outside "
+            "them, which AR pays on every token, so measured speed-ups can come out above the prediction.")
+
+
 def whatif_view(alpha, k, preset: str, typed: str, drafter_cost, state: dict | None) -> tuple[go.Figure | None, str]:
     """The panel for its controls and the page's race state (``race_handlers.render``'s last output: its events,
     ``fused`` and this machine's curve); (None, a message naming the control) for bad input."""
@@ -134,4 +149,6 @@ def whatif_view(alpha, k, preset: str, typed: str, drafter_cost, state: dict | N
     except (TypeError, ValueError) as err:
         return None, f"⚠ {err}"
     points = run_points((state or {}).get("events"), bool((state or {}).get("fused")))
-    return whatif_figure(rows, k, points), whatif_markdown(rows, alpha, k, name, drafter_cost, points)
+    text = whatif_markdown(rows, alpha, k, name, drafter_cost, points)
+    overhead = overhead_line((state or {}).get("events"), machine) if preset == MACHINE and points else ""
+    return whatif_figure(rows, k, points), "  \n".join(filter(None, (text, overhead)))

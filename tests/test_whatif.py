@@ -79,3 +79,20 @@ def test_this_runs_points_are_marked_on_their_loop():
     diamonds = [t for t in fig.data if t.marker.symbol == "diamond"]
     assert len(diamonds) == 4 and "This run, PaSS: α = 0.33 at k = 3" in text
     assert whatif.run_points({"pass": events["pass"]}) == {}  # no AR: no unit of cost
+
+
+def test_this_machine_says_how_long_ar_steps_took_beside_the_curves_one_token_pass():
+    """On "this machine" the panel predicted 0.59x where the race's diamond showed 0.77x (a helper's race on the
+    embedded model): its AR steps took 122 ms, the curve's one-token pass 85.5 ms. The panel now names both and what
+    the formula leaves out; on another curve, or when AR steps took no longer than the pass, it says nothing."""
+    ar = [StepEvent("ar", i + 1, (TokenRecord(9, "t", "target"),), step_s=0.5 if i == 0 else 0.122) for i in range(6)]
+    events = {"ar": ar, "pass": [_step("pass", m, 3, i + 1) for i, m in enumerate((0, 1, 1, 0))]}
+    machine = {"c": [1.0, 1.2, 1.4, 1.6, 1.8], "ms": [85.5, 102.6, 119.7, 136.8, 153.9], "device": "cpu",
+               "dtype": "float32"}
+    state = {"events": events, "fused": False, "show": {"curve": machine}}
+    _, text = whatif.whatif_view(0.3, 3, whatif.MACHINE, "", 0.0, state)
+    assert "AR steps took 122.0 ms each, the curve's one-token pass 85.5 ms" in text and "36.5 ms" in text
+    assert "AR steps took" not in whatif.whatif_view(0.3, 3, whatif.FLAT, "", 0.0, state)[1]
+    quick = dict(state, events=dict(events, ar=[StepEvent("ar", i + 1, (TokenRecord(9, "t", "target"),),
+                                                          step_s=0.08) for i in range(6)]))
+    assert "AR steps took" not in whatif.whatif_view(0.3, 3, whatif.MACHINE, "", 0.0, quick)[1]
