@@ -107,6 +107,11 @@ AFTER_PENDING = "*After the race, what to look at appears here with this run's o
 AFTER_LAB_PENDING = "*After Run lab, what to look at appears here with the lab's own verdicts.*"
 
 
+def find_lesson(title: str | None) -> Lesson | None:
+    """The lesson titled ``title``; None for no or an unknown title."""
+    return next((one for one in LESSONS if one.title == title), None)
+
+
 def lesson_markdown(title: str | None, events: dict[str, list[StepEvent]] | None = None, baseline: str = "",
                     greedy: bool = True) -> str:
     """The chosen lesson's question and, once its race has finished, what to look at with that race's numbers;
@@ -120,7 +125,7 @@ def lesson_markdown(title: str | None, events: dict[str, list[StepEvent]] | None
 
     A lab lesson (``Lesson.lab``) shows its question whatever the race: ``lab_lesson_markdown`` answers it.
     """
-    lesson = next((one for one in LESSONS if one.title == title), None)
+    lesson = find_lesson(title)
     if lesson is None:
         return LESSON_HINT
     question = f"**Predict, before Run:** {lesson.predict}"
@@ -138,7 +143,7 @@ def lesson_markdown(title: str | None, events: dict[str, list[StepEvent]] | None
 
 def lesson_values(title: str | None) -> list | None:
     """``Lesson.values`` of the lesson titled ``title``; None for an unknown title."""
-    lesson = next((one for one in LESSONS if one.title == title), None)
+    lesson = find_lesson(title)
     return None if lesson is None else lesson.values()
 
 
@@ -146,7 +151,7 @@ def lab_lesson_markdown(title: str | None, table: str) -> str | None:
     """A lab lesson's question and what to look at, with the verdicts of the lab's table (``lab_view.lab_markdown``:
     one row "| name | TV | bound | ✓ pass |" or "... | ✗ fail |" per method and the broken rule); None when
     ``title`` is not a lab lesson or the table has no verdicts."""
-    lesson = next((one for one in LESSONS if one.title == title), None)
+    lesson = find_lesson(title)
     rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in (table or "").splitlines()
             if line.startswith("| ") and line.rstrip().endswith(("✓ pass |", "✗ fail |"))]
     if lesson is None or not lesson.lab or not rows:

@@ -119,7 +119,7 @@ def test_a_dip_measured_twice_is_the_machines_and_a_dip_elsewhere_is_refused(tin
     showed at the same width is now the machine's; a dip at another width is still refused."""
     from pass_core.runtime import holder as holder_module
 
-    assert pass_cost.dips(XEON_CURVES[0]) == pass_cost.dips(XEON_CURVES[1]) == [16]
+    assert pass_cost.dips(XEON_CURVES[0]) == [(16, 15)] and pass_cost.dips(XEON_CURVES[1]) == [(16, 14)]
     assert "c(16) = 2.22" in pass_cost.curve_problem(XEON_CURVES[0])  # alone: refused, as before
     monkeypatch.setattr(holder_module, "load_model", lambda *a, **k: tiny)
     measured += [dict(c) for c in XEON_CURVES]

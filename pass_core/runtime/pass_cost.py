@@ -119,13 +119,15 @@ def _key(loaded) -> tuple:
     return id(loaded.model), str(loaded.device), str(loaded.dtype), torch.get_num_threads()
 
 
-def dips(curve: dict) -> list[int]:
-    """The widths w whose c(w) falls more than ``MONOTONE_SLACK`` below a narrower pass's c."""
-    found, top = [], curve["c"][0]
+def dips(curve: dict) -> list[tuple[int, int]]:
+    """(w, w') for each width w whose c(w) falls more than ``MONOTONE_SLACK`` below c(w'), the highest c of the
+    narrower passes."""
+    found, top_w, top = [], curve["widths"][0], curve["c"][0]
     for w, cost in zip(curve["widths"], curve["c"]):
         if cost < (1 - MONOTONE_SLACK) * top:
-            found.append(w)
-        top = max(top, cost)
+            found.append((w, top_w))
+        if cost > top:
+            top_w, top = w, cost
     return found
 
 
@@ -133,20 +135,16 @@ def curve_problem(curve: dict) -> str | None:
     """Why ``curve`` (``measure_pass_cost``'s dict) is not physical, or None: a pass over more tokens cannot cost
     less than ``MIN_WIDER_COST`` one-token passes, nor (beyond ``MONOTONE_SLACK``) less than a narrower pass, unless
     that dip was measured twice (the curve's ``confirmed_dips``, set by ``_measure``)."""
-    widths, c = curve["widths"], curve["c"]
-    for w, cost in zip(widths, c):
+    c = dict(zip(curve["widths"], curve["c"]))
+    for w, cost in c.items():
         if w > 1 and cost < MIN_WIDER_COST:
             return (f"c({w}) = {cost:.2f} is below {MIN_WIDER_COST:g}: a pass over {w} tokens cannot cost less than "
                     "a one-token pass")
-    confirmed = set(curve.get("confirmed_dips", ()))
-    top_w, top = widths[0], c[0]
-    for w, cost in zip(widths, c):
-        if cost < (1 - MONOTONE_SLACK) * top and w not in confirmed:
-            return (f"c({w}) = {cost:.2f} is {1 - cost / top:.0%} below c({top_w}) = {top:.2f}: a wider pass cannot "
-                    f"cost that much less (noise allows {MONOTONE_SLACK:.0%}) unless a second measurement shows it "
-                    "too")
-        if cost > top:
-            top_w, top = w, cost
+    for w, top_w in dips(curve):
+        if w not in curve.get("confirmed_dips", ()):
+            return (f"c({w}) = {c[w]:.2f} is {1 - c[w] / c[top_w]:.0%} below c({top_w}) = {c[top_w]:.2f}: a wider "
+                    f"pass cannot cost that much less (noise allows {MONOTONE_SLACK:.0%}) unless a second measurement "
+                    "shows it too")
     return None
 
 
@@ -159,8 +157,9 @@ def _measure(loaded, widths, repeats, progress=None) -> dict:
     cache_len = 200 if loaded.max_positions is None else max(1, min(200, loaded.max_positions // 2))
     widths = [w for w in widths if loaded.max_positions is None or cache_len + w <= loaded.max_positions]
     curve = measure_pass_cost(loaded, widths, cache_len=cache_len, repeats=repeats, progress=progress)
-    found = dips(curve)
-    if found and previous is not None and previous["widths"] == curve["widths"] and set(found) <= set(dips(previous)):
+    found = [w for w, _ in dips(curve)]
+    if found and previous is not None and previous["widths"] == curve["widths"] and \
+            set(found) <= {w for w, _ in dips(previous)}:
         curve["confirmed_dips"] = found
     if curve_problem(curve) is None:
         _GOOD[_key(loaded)] = curve
