@@ -70,7 +70,8 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
                                         label="slow motion: delay per step (s)",
                                         info="0 = full speed; the wait is wall time, never counted as compute")
             with gr.Column(scale=2):  # on a phone this column comes after the prompt and Run
-                wire_lessons = lesson_strip(offer.keys)  # "Start here": presets, each with a question before Run
+                # "Start here": presets, each with a question before Run (and, for lesson 2, slow motion)
+                wire_lessons = lesson_strip(offer.keys, slow_motion)
                 # folded: the empty panes sit right under Run, so a first Run is seen to fill them
                 with gr.Accordion("Settings: methods, sampling, length, token tree", open=False, elem_id="settings"):
                     methods = gr.CheckboxGroup([(METHODS[key].label, key) for key in offer.keys],

@@ -33,6 +33,8 @@ class Lesson:
         fused, chat_template, auto_drafts: the race's checkboxes.
         lab: the lesson is answered by the Losslessness lab, not by a race: ``after`` appears once the lab has run,
             with its verdicts.
+        slow_motion_s: the slow-motion delay per step (seconds of wall time) the lesson sets; None leaves the
+            slider as it is.
     """
 
     title: str
@@ -46,6 +48,7 @@ class Lesson:
     chat_template: bool = True
     auto_drafts: bool = False
     lab: bool = False
+    slow_motion_s: float | None = None
 
     def values(self) -> list:
         """The race's inputs in ``build_demo``'s order: prompt, the six numeric settings, show rejected drafts,
@@ -65,11 +68,12 @@ LESSONS = (
            "method did the same work in less time."),
     Lesson("2 · Why was this draft rejected?", "Tell a short story about a lighthouse keeper who finds a message "
            "in a bottle.", ("ar", "pass"),
-           "Set **slow motion** to 0.5 s, press Run, and **Pause at the first struck-through (red) token. Why did "
-           "verification refuse it?**",
+           "With **slow motion** at 0.5 s per step (set for you), press Run and **Pause at the first struck-through "
+           "(red) token. Why did verification refuse it?**",
            "Click the red token: the **token inspector** shows u ≥ min(1, p/q): the target gave it less "
            "probability than the drafter did. The yellow token after it was drawn from the residual "
-           "norm(max(0, p − q)) (green bars).", {"temperature": 1.0, "top_k": 20}, ("acceptance_rate",)),
+           "norm(max(0, p − q)) (green bars).", {"temperature": 1.0, "top_k": 20}, ("acceptance_rate",),
+           slow_motion_s=0.5),
     Lesson("3 · Sampled vs greedy", "Explain in simple words how a rainbow forms.", ("ar", "pass", "parallelspec"),
            "At temperature 0.8 the three texts will differ. **Is the speculative output still the model's own "
            "output?**",

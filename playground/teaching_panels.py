@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from playground.lessons import LESSON_HINT, LESSONS, lab_lesson_markdown, lesson_markdown, lesson_values
+from playground.lessons import LESSON_HINT, LESSONS, find_lesson, lab_lesson_markdown, lesson_markdown, lesson_values
 from playground.whatif import K_MAX, MACHINE, PRESETS, TYPED_EXAMPLE, whatif_view
 
 WHATIF_INTRO = ("Predicted tokens per step and speed-up over AR from three numbers: how often a draft is accepted "
@@ -28,11 +28,11 @@ NO_LESSONS = ("*The lessons race methods whose trained files are for the embedde
               "this one.*")
 
 
-def lesson_strip(offered=None):
+def lesson_strip(offered=None, slow_motion: gr.Slider | None = None):
     """Lay out the "Start here" strip (open) here: one radio button per lesson whose methods are all ``offered``
     (None: every lesson) and the chosen lesson's question. Returns ``wire(state, inputs, run)``: choosing a lesson
-    then fills the race's ``inputs`` (``Lesson.values``'s order) and shows its question and what to look at after
-    the run."""
+    then fills the race's ``inputs`` (``Lesson.values``'s order) and the ``slow_motion`` slider (when the lesson
+    sets it: ``Lesson.slow_motion_s``), and shows its question and what to look at after the run."""
     titles = [lesson.title for lesson in LESSONS if offered is None or set(lesson.methods) <= set(offered)]
     label = "Start here: six short lessons" if len(titles) == len(LESSONS) else "Start here: lessons"
     with gr.Accordion(label, open=True, elem_id="lessons"):
@@ -41,7 +41,11 @@ def lesson_strip(offered=None):
 
     def choose(title):
         values = lesson_values(title)
-        return (lesson_markdown(title), *(values if values is not None else [gr.skip()] * len(LESSONS[0].values())))
+        outputs = (lesson_markdown(title), *(values if values is not None else [gr.skip()] * len(LESSONS[0].values())))
+        if slow_motion is None:
+            return outputs
+        delay = getattr(find_lesson(title), "slow_motion_s", None)
+        return (*outputs, gr.skip() if delay is None else delay)
 
     def after_race(title, race_state):
         if not title or not race_state or not race_state.get("finished") or race_state.get("position") is not None:
@@ -57,7 +61,8 @@ def lesson_strip(offered=None):
         return lesson_markdown(title) if title else gr.skip()
 
     def wire(state: gr.State, inputs: list, run: gr.Button):
-        choice.input(choose, choice, [text, *inputs], queue=False, api_visibility="private", show_progress="hidden")
+        choice.input(choose, choice, [text, *inputs, *([slow_motion] if slow_motion is not None else [])],
+                     queue=False, api_visibility="private", show_progress="hidden")
         # a new race: the question again (the strip showed the race before's numbers while the next one ran or was
         # paused); wired before the race's own listener, so it answers before the race starts (see ``wire_panels``)
         run.click(question, choice, text, queue=False, api_visibility="private", show_progress="hidden")

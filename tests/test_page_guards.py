@@ -315,6 +315,24 @@ def test_run_and_replay_clear_the_token_inspector_and_run_asks_the_lesson_again(
     assert ask[0].fn(None) == gr.skip()  # no lesson chosen: the strip keeps its hint
 
 
+def test_a_lesson_that_asks_for_slow_motion_sets_it(tiny):
+    """Lesson 2 asked the class to set slow motion to 0.5 s and left the slider at 0: choosing it now sets the
+    slider (whose change listener sets the visitor's delay); a lesson without a delay leaves the slider alone."""
+    from playground.lessons import LESSONS
+
+    demo = page.build_demo(tiny)
+    radio = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lesson-choice")
+    slider = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "slow-motion")
+    choose = next(fn for fn in demo.fns.values() if (radio._id, "input") in [tuple(t) for t in fn.targets])
+    at = [block._id for block in choose.outputs].index(slider._id)
+    assert any((slider._id, "change") in [tuple(t) for t in fn.targets] for fn in demo.fns.values())
+    delays = {lesson.title: lesson.slow_motion_s for lesson in LESSONS}
+    assert delays[LESSONS[1].title] == 0.5 and "**slow motion** at 0.5 s per step (set for you)" in LESSONS[1].predict
+    for title, delay in delays.items():
+        value = choose.fn(title)[at]
+        assert (is_skip(value) if delay is None else value == delay), title
+
+
 def test_a_race_waits_for_a_pass_cost_measurement_and_a_measurement_is_refused_during_a_race():
     """A race pressed one second after *Re-measure pass cost* used to run beside the measurement: the curve came
     out non-physical and the race slower, and neither said why. Now the race waits for the measurement's end."""
