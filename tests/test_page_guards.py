@@ -113,19 +113,30 @@ XEON_CURVES = [curve([1.0, 1.28, 1.40, 1.66, 1.82, 1.72, 1.85, 1.86, 2.09, 2.51,
                curve([1.0, 1.33, 1.45, 1.55, 1.66, 1.84, 2.07, 2.00, 2.25, 2.64, 2.44, 2.61, 2.87, 2.95, 2.91, 2.13])]
 
 
+def part(full: dict, widths: list[int]) -> dict:
+    """``full`` measured at ``widths`` only (c relative to width 1, which ``widths`` holds)."""
+    return dict(full, widths=widths, ms=[full["ms"][w - 1] for w in widths], c=[full["c"][w - 1] for w in widths])
+
+
 def test_a_dip_measured_twice_is_the_machines_and_a_dip_elsewhere_is_refused(tiny, measured, monkeypatch):
     """On the Intel Xeons every start-up curve was refused (c(16) below c(15) beyond noise's 25 %), twice, so the
     cost chart, the what-if panel and cost-aware draft lengths had no curve there. A dip that the measurement before
-    showed at the same width is now the machine's; a dip at another width is still refused."""
+    showed at the same width is now the machine's; a dip at another width is still refused. Start-up checks a dip
+    by measuring its widths only (1, 15 and 16: 12 passes, not a whole curve's 64), and measures the whole curve
+    again when the check does not find the dip."""
     from pass_core.runtime import holder as holder_module
 
     assert pass_cost.dips(XEON_CURVES[0]) == [(16, 15)] and pass_cost.dips(XEON_CURVES[1]) == [(16, 14)]
     assert "c(16) = 2.22" in pass_cost.curve_problem(XEON_CURVES[0])  # alone: refused, as before
     monkeypatch.setattr(holder_module, "load_model", lambda *a, **k: tiny)
-    measured += [dict(c) for c in XEON_CURVES]
+    asked = []
+    pop = pass_cost.measure_pass_cost
+    monkeypatch.setattr(pass_cost, "measure_pass_cost", lambda loaded, widths, **k: asked.append(widths) or pop())
+    measured += [dict(XEON_CURVES[0]), part(XEON_CURVES[1], [1, 15, 16])]
     holder_module.ModelHolder("tiny", methods=("ar",)).start().wait(timeout_s=60)
     curves = pass_cost.pass_cost_curves(tiny)
-    assert curves.refused is None and curves.used["c"] == XEON_CURVES[1]["c"] and measured == []
+    assert [list(w) for w in asked] == [list(pass_cost.DEFAULT_WIDTHS), [1, 15, 16]] and measured == []
+    assert curves.refused is None and curves.used["c"] == XEON_CURVES[0]["c"]
     assert curves.used["confirmed_dips"] == [16] and registry.usable_pass_cost(tiny) is curves.used
     final = run(tiny, max_new_tokens=6)[-1]  # the cost view draws it and says why it dips
     assert final["state"]["show"]["curve"] is curves.used and "refused" not in final["cost_text"]
@@ -134,6 +145,18 @@ def test_a_dip_measured_twice_is_the_machines_and_a_dip_elsewhere_is_refused(tin
     measured.append(elsewhere)
     again = pass_cost.pass_cost_curves(tiny, remeasure=True)
     assert again.refused is elsewhere and "c(9) = 1.30" in again.problem and again.used is curves.used
+    # the whole curve measured twice (Re-measure) confirms the dip too
+    measured.append(dict(XEON_CURVES[1]))
+    assert pass_cost.pass_cost_curves(tiny, remeasure=True).used["confirmed_dips"] == [16]
+    # a dip the check does not find again (a busy moment's spike at c(15)): the whole curve once more
+    monkeypatch.setattr(pass_cost, "_CURVES", {})
+    monkeypatch.setattr(pass_cost, "_GOOD", {})
+    asked.clear()
+    measured += [dict(XEON_CURVES[0]), part(curve([1.0] + [1.1 * w ** 0.5 for w in range(2, 17)]), [1, 15, 16]),
+                 dict(XEON_CURVES[1])]
+    assert pass_cost.pass_cost_curves(tiny).refused is not None
+    assert pass_cost.confirm_or_remeasure(tiny).used["c"] == XEON_CURVES[1]["c"] and measured == []
+    assert [len(w) for w in asked] == [16, 3, 16]
 
 
 def test_remeasure_counts_its_passes(tiny, monkeypatch):

@@ -11,7 +11,7 @@ import time
 from pass_core.runtime.backend_choice import choice_line
 from pass_core.runtime.backends import prepare_backend
 from pass_core.runtime.models import DEFAULT_MODEL, LoadedModel, load_model
-from pass_core.runtime.pass_cost import busy_warning, cached_pass_cost, pass_cost_curves
+from pass_core.runtime.pass_cost import busy_warning, cached_pass_cost, confirm_or_remeasure, pass_cost_curves
 from pass_core.registry import METHODS
 from pass_core.decoding.settings import DecodeSettings
 from pass_core.decoding.text import Detokenizer
@@ -78,10 +78,11 @@ class ModelHolder:
             self._set_progress("warming up each method…")
             self.warm_up(loaded)
             self._set_progress("measuring this machine's pass cost c(w)…")
-            curves = pass_cost_curves(loaded)  # once; the cost chart and auto draft lengths read it
-            if curves.refused is not None:  # a noisy moment spoils a curve even on an idle machine: once more
-                self._set_progress("measuring the pass cost c(w) again: the first curve was not physical…")
-                pass_cost_curves(loaded, remeasure=True)  # still refused: the page says so (Re-measure pass cost)
+            if pass_cost_curves(loaded).refused is not None:  # once; the cost chart and auto draft lengths read it
+                # a noisy moment spoils a curve even on an idle machine, and some CPUs have real dips: once more (its
+                # dips only, where they were the problem); still refused: the page says so (Re-measure pass cost)
+                self._set_progress("checking the pass cost c(w) once more: the first curve was not physical…")
+                confirm_or_remeasure(loaded)
             warning = busy_warning(cached_pass_cost(loaded))  # the newest curve, refused or not
             if warning:
                 print(f"warning: pass cost c(w): {warning}", file=sys.stderr)
