@@ -103,7 +103,7 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
         with gr.Accordion("Token inspector", open=True, elem_id="inspector"):
             inspector_md = gr.Markdown(INSPECTOR_HINT, elem_id="inspector-text")
             inspector_plot = gr.Plot(label="the distribution the selected token was drawn from",
-                                     elem_id="inspector-plot")
+                                     elem_id="inspector-plot", visible=False)  # shown with a selected token
         greedy_md = gr.Markdown(elem_id="greedy-check")
         with gr.Row():
             metrics = [gr.Textbox(label=label, info=METRIC_FORMULAS[key], interactive=False, min_width=180)

@@ -40,7 +40,7 @@ from playground.race_view import HIDE_REJECTED_JS, METRIC_LABELS, PAGE_CSS  # no
 from playground.stepping import NEXT, PREVIOUS, RESUME, StepControl, step_position
 from playground.teaching import INSPECTOR_HINT, inspect_selection, token_namer
 from playground.teaching_panels import wire_panels
-from playground.tree_race import tree_choice, tree_count, tree_pane_values, wire_tree
+from playground.tree_race import inspector_outputs, tree_choice, tree_count, tree_pane_values, wire_tree
 # the handlers, re-exported: tests and API users reach them as playground.page.<name>
 from playground.race_handlers import (CHART_EVERY, DEFAULT_RACE, drafters_for, gpu_duration,  # noqa: F401
                                       pane_visibility, race_handler, race_keys, render, render_state, replay_handler,
@@ -71,7 +71,7 @@ def launch_options() -> dict:
 def clear_inspector() -> tuple:
     """The token inspector's hint and no figure: a new race or replay leaves nothing selected (the inspector used to
     keep showing a token of the race before, two races later)."""
-    return INSPECTOR_HINT, None
+    return inspector_outputs(INSPECTOR_HINT)
 
 
 def gpu(duration):
@@ -152,11 +152,11 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
     def on_select(key: str):
         def handler(state, show_rejected, evt: gr.SelectData):
             if not state or key not in state["events"] or not isinstance(evt.index, int):
-                return INSPECTOR_HINT, None
+                return inspector_outputs(INSPECTOR_HINT)
             model_decode = holder.token_text if state.get("own_model", True) and holder.loaded else None
             events = events_upto(state["events"], state.get("position"))
-            return inspect_selection(events[key], key, evt.index, show_rejected,
-                                     token_namer(state["events"], model_decode))
+            return inspector_outputs(*inspect_selection(events[key], key, evt.index, show_rejected,
+                                                        token_namer(state["events"], model_decode)))
         return handler
 
     labs: dict = {}  # session -> its running lab's stop flag

@@ -158,6 +158,12 @@ def tree_panel() -> SimpleNamespace:
     return SimpleNamespace(panes=panes, plot=plot, node=node, panel=panel, outputs=[*panes, plot, node, panel])
 
 
+def inspector_outputs(markdown: str, figure=None) -> tuple:
+    """The token inspector's two outputs: its ``markdown`` and ``figure`` (a Plotly figure, or None), the figure's
+    box hidden while there is none (an empty plot box stood 230 px tall under the hint, pushing the metrics down)."""
+    return markdown, gr.update(value=figure, visible=figure is not None)
+
+
 def wire_tree(parts: SimpleNamespace, holder, state, show_rejected, inspector: list) -> None:
     """The node chooser fills the token inspector (``tree_view.inspect_node``); a token clicked in a tree pane
     fills it as in any pane (``teaching.inspect_selection``). ``holder``: the page's ``ModelHolder`` (decodes
@@ -168,17 +174,17 @@ def wire_tree(parts: SimpleNamespace, holder, state, show_rejected, inspector: l
 
     def on_node(state, choice):
         if not state or not choice:
-            return INSPECTOR_HINT, None
+            return inspector_outputs(INSPECTOR_HINT)
         events = events_upto(state["events"], state.get("position"))
-        return inspect_node(events, choice, namer(state)) or (INSPECTOR_HINT, None)
+        return inspector_outputs(*(inspect_node(events, choice, namer(state)) or (INSPECTOR_HINT,)))
 
     def on_pane(key: str):
         def handler(state, show_rejected, evt: gr.SelectData):
             entry = entry_for(state["events"], f"{key}+tree") if state else None
             if entry is None or entry not in state["events"] or not isinstance(evt.index, int):
-                return INSPECTOR_HINT, None
+                return inspector_outputs(INSPECTOR_HINT)
             events = events_upto(state["events"], state.get("position"))
-            return inspect_selection(events[entry], entry, evt.index, show_rejected, namer(state))
+            return inspector_outputs(*inspect_selection(events[entry], entry, evt.index, show_rejected, namer(state)))
         return handler
 
     # preprocess=False: the chooser's value arrives as sent (its choices change with every step)

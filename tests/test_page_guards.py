@@ -329,7 +329,8 @@ def test_run_and_replay_clear_the_token_inspector_and_run_asks_the_lesson_again(
         main = next(fn for fn in demo.fns.values() if fn.api_name == api_name)
         clear = listeners_before(demo, main, "inspector-text")
         assert len(clear) == 1 and not clear[0].queue, api_name
-        assert clear[0].fn() == (page.INSPECTOR_HINT, None)
+        hint, plot = clear[0].fn()
+        assert hint == page.INSPECTOR_HINT and plot["value"] is None and plot["visible"] is False  # no empty box
     race = next(fn for fn in demo.fns.values() if fn.api_name == "race")
     ask = listeners_before(demo, race, "lesson-text")
     assert len(ask) == 1 and not ask[0].queue
@@ -354,6 +355,21 @@ def test_a_lesson_that_asks_for_slow_motion_sets_it(tiny):
     for title, delay in delays.items():
         value = choose.fn(title)[at]
         assert (is_skip(value) if delay is None else value == delay), title
+
+
+def test_the_inspector_plot_shows_only_with_a_selected_token(tiny):
+    """The inspector's plot box stood empty (230 px) under its hint until a token was clicked: it is hidden now,
+    shown with the clicked token's figure, hidden again for a click on no token."""
+    demo = page.build_demo(tiny)
+    plot = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "inspector-plot")
+    pane = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "pane-pass")
+    select = next(fn for fn in demo.fns.values() if (pane._id, "select") in [tuple(t) for t in fn.targets])
+    assert plot.visible is False
+    state = run(tiny, max_new_tokens=6, inspect=True)[-1]["state"]  # the page's races carry the inspector's data
+    text, shown = select.fn(state, True, gr.SelectData(None, {"index": 0, "value": None}))
+    assert text.startswith("Selected:") and shown["visible"] is True and shown["value"] is not None
+    text, hidden = select.fn(None, True, gr.SelectData(None, {"index": 0, "value": None}))
+    assert text == page.INSPECTOR_HINT and hidden["visible"] is False
 
 
 def test_a_race_waits_for_a_pass_cost_measurement_and_a_measurement_is_refused_during_a_race():
