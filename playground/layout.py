@@ -128,7 +128,8 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
                 trace_download = gr.DownloadButton("Download trace (JSON), after a race",
                                                    elem_id="trace-download")
                 trace_upload = trace_file(label=f"trace to replay (.json, at most {MAX_TRACE_BYTES // 2**20} MB)",
-                                          file_types=[".json"], type="filepath", elem_id="trace-upload")
+                                          file_types=[".json"], type="filepath", elem_id="trace-upload",
+                                          height=140)  # the row's height (gradio's default made all three 240 px)
                 replay_btn = gr.Button("Replay", elem_id="replay-button")
         with gr.Accordion("How to read this", open=False):
             gr.Markdown(help_text(help_template), elem_id="how-to-read")

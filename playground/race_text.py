@@ -70,7 +70,7 @@ def metric_texts(summaries: dict[str, RunSummary | None], events: dict[str, list
         lambda k: speedup(summaries[k], summaries[base]))
     ratios = [f"{short_name(k)} {_fmt(ratio(k), '.2f')}×" for k in summaries if k != base]
     notes = [((baseline or UNKNOWN_BASELINE) if base == BASELINE else f"vs {short_name(base)}")
-             + ("; tokens/s after the first step (the prefill, timed in the run line)" if events else "")]
+             + ("; after the first step (the prefill)" if events else "")]
     notes += [] if greedy else [SAMPLED_NOTE]
     rates = []
     for key, s in drafting_summaries(summaries).items():
