@@ -33,8 +33,9 @@ class Lesson:
         fused, chat_template, auto_drafts: the race's checkboxes.
         lab: the lesson is answered by the Losslessness lab, not by a race: ``after`` appears once the lab has run,
             with its verdicts.
-        slow_motion_s: the slow-motion delay per step (seconds of wall time) the lesson sets; None leaves the
-            slider as it is.
+        slow_motion_s: the slow-motion delay per step (seconds of wall time) the lesson sets; 0 (full speed) for
+            all but the lesson that asks to pause at a token (a delay left on from it made the next lessons' races
+            take minutes).
     """
 
     title: str
@@ -48,7 +49,7 @@ class Lesson:
     chat_template: bool = True
     auto_drafts: bool = False
     lab: bool = False
-    slow_motion_s: float | None = None
+    slow_motion_s: float = 0.0
 
     def values(self) -> list:
         """The race's inputs in ``build_demo``'s order: prompt, the six numeric settings, show rejected drafts,

@@ -31,8 +31,8 @@ NO_LESSONS = ("*The lessons race methods whose trained files are for the embedde
 def lesson_strip(offered=None, slow_motion: gr.Slider | None = None):
     """Lay out the "Start here" strip (open) here: one radio button per lesson whose methods are all ``offered``
     (None: every lesson) and the chosen lesson's question. Returns ``wire(state, inputs, run)``: choosing a lesson
-    then fills the race's ``inputs`` (``Lesson.values``'s order) and the ``slow_motion`` slider (when the lesson
-    sets it: ``Lesson.slow_motion_s``), and shows its question and what to look at after the run."""
+    then fills the race's ``inputs`` (``Lesson.values``'s order) and the ``slow_motion`` slider
+    (``Lesson.slow_motion_s``), and shows its question and what to look at after the run."""
     titles = [lesson.title for lesson in LESSONS if offered is None or set(lesson.methods) <= set(offered)]
     label = "Start here: six short lessons" if len(titles) == len(LESSONS) else "Start here: lessons"
     with gr.Accordion(label, open=True, elem_id="lessons"):
@@ -44,8 +44,8 @@ def lesson_strip(offered=None, slow_motion: gr.Slider | None = None):
         outputs = (lesson_markdown(title), *(values if values is not None else [gr.skip()] * len(LESSONS[0].values())))
         if slow_motion is None:
             return outputs
-        delay = getattr(find_lesson(title), "slow_motion_s", None)
-        return (*outputs, gr.skip() if delay is None else delay)
+        lesson = find_lesson(title)
+        return (*outputs, gr.skip() if lesson is None else lesson.slow_motion_s)
 
     def after_race(title, race_state):
         if not title or not race_state or not race_state.get("finished") or race_state.get("position") is not None:

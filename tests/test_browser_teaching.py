@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 
 import pytest
 
 from pass_core.registry import METHODS
+from pass_core.teaching.trace import load_trace
 from playground.lessons import AFTER_LAB_PENDING, LESSONS
 from servers import free_port
 from test_browser import ARTIFACTS, new_page, open_settings  # noqa: F401 (a fixture: a fresh context of the run's Chromium)
@@ -126,7 +128,10 @@ def test_each_lesson_asks_first_then_explains_with_its_race_numbers(new_page, ti
             assert page.get_by_label(method.label, exact=True).is_checked() == (key in lesson.methods), key
         # each setting's slider shows its box's value (a lesson set the boxes only: top-k 20 beside a slider at 0)
         page.wait_for_function(SLIDERS_AS_BOXES, timeout=5_000)
+        # slow motion as the lesson sets it: 0.5 s per step for lesson 2, and back to full speed after it
+        assert float(page.locator("#slow-motion input[type=number]").input_value()) == lesson.slow_motion_s
         page.locator("#input-max_new_tokens input").fill(str(LESSON_TOKENS))
+        started = time.monotonic()
         page.get_by_role("button", name="Run").click()
         if lesson.lab:  # answered by the lab: after the race the question stays; after Run lab, its verdicts
             page.get_by_text("Finished.").first.wait_for(timeout=90_000)
@@ -150,8 +155,11 @@ def test_each_lesson_asks_first_then_explains_with_its_race_numbers(new_page, ti
             assert f"{labels[key]}: " + " ".join(metric_box(page, labels[key]).split()) in text, (lesson.title, key)
         rates = per_method(metric_box(page, "tokens/s"))
         assert set(rates) == {METHODS[key].short_name for key in lesson.methods}, lesson.title
+        raced_s = time.monotonic() - started
         for name, rate in trace_rates(page, tmp_path).items():  # the boxes are this race's
             assert rates[name] == pytest.approx(rate, abs=0.051), (lesson.title, name)
+        steps = sum(map(len, load_trace(tmp_path / "trace.json").events.values()))
+        assert raced_s >= lesson.slow_motion_s * steps, (lesson.title, raced_s, steps)  # the server waited too
         finish = re.search(r"Highest tokens/s: (.+?) at ([\d.]+) tokens/s", shown(page, "#run-line"))
         assert finish, (lesson.title, shown(page, "#run-line"))
         assert rates[finish.group(1)] == max(rates.values()), (lesson.title, finish.group(0), rates)
