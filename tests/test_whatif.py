@@ -92,6 +92,12 @@ def test_this_machine_says_how_long_ar_steps_took_beside_the_curves_one_token_pa
     state = {"events": events, "fused": False, "show": {"curve": machine}}
     _, text = whatif.whatif_view(0.3, 3, whatif.MACHINE, "", 0.0, state)
     assert "AR steps took 122.0 ms each, the curve's one-token pass 85.5 ms" in text and "36.5 ms" in text
+    # the helper's race: alpha 0.29, k = 3, c(4) = 2.04: 0.59x predicted, 0.77x measured; with the overhead, 0.76x
+    helper = dict(state, show={"curve": dict(machine, c=[1.0, 1.3, 1.6, 2.04, 2.3])})
+    _, text = whatif.whatif_view(0.29, 3, whatif.MACHINE, "", 0.0, helper)
+    assert "PaSS two-pass loop**: 1 + E = 2.40 tokens per step (one exact token) for 2 c(k+1) = 4.08 AR steps: " \
+           "**0.59x**" in text
+    assert "(h = 0.43 AR passes;" in text and "chain **0.81x**, PaSS two-pass loop **0.76x**" in text
     assert "AR steps took" not in whatif.whatif_view(0.3, 3, whatif.FLAT, "", 0.0, state)[1]
     quick = dict(state, events=dict(events, ar=[StepEvent("ar", i + 1, (TokenRecord(9, "t", "target"),),
                                                           step_s=0.08) for i in range(6)]))
