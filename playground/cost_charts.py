@@ -55,7 +55,7 @@ def pass_cost_figure(curve: dict, points: dict[str, tuple[float, float, float]] 
     """
     threads = count(curve["threads"], "thread")
     traces = [go.Scatter(x=curve["widths"], y=curve["c"], mode="lines+markers", line=dict(color="black"),
-                         name=f"c(w): cost of a pass over w tokens ({curve['dtype']}, {threads})")]
+                         name=f"c(w) ({curve['dtype']}, {threads})")]  # short: a phone's legend cut longer names
     for key, (width, tokens, cost) in (points or {}).items():
         if key == "ar":
             continue
@@ -68,7 +68,7 @@ def pass_cost_figure(curve: dict, points: dict[str, tuple[float, float, float]] 
     layout = dict(height=360, margin=dict(l=55, r=15, t=35, b=10), uirevision=revision, paper_bgcolor="white",
                   plot_bgcolor="white", font=dict(size=12),
                   legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0),
-                  xaxis=dict(title=dict(text="tokens per pass w (a method: its mean k + 1)"), dtick=1, **_AXIS),
+                  xaxis=dict(title=dict(text="tokens per pass w (a method: mean k + 1)"), dtick=1, **_AXIS),
                   yaxis=dict(title=dict(text="AR steps (cost) or tokens (yield)"), rangemode="tozero", **_AXIS))
     return go.Figure(traces, layout)
 

@@ -116,10 +116,10 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
             hist_plot = gr.Plot(label="accepted drafts per verification step", min_width=420)
             position_plot = gr.Plot(label="acceptance by position", min_width=420)
         with gr.Accordion("Theory beside measurement", open=True):
-            theory_plot = gr.Plot(label="accepted drafts per verification step: measured vs theory")
+            theory_plot = gr.Plot(label="accepted drafts: measured vs theory")  # one line on a phone
             theory_md = gr.Markdown(THEORY_BEFORE_RACE, elem_id="theory-sentences")
         with gr.Accordion("Pass cost on this machine", open=True):
-            cost_plot = gr.Plot(label="cost of a pass over w tokens, and what each method yields per step")
+            cost_plot = gr.Plot(label="pass cost c(w) and steps")  # one line on a phone
             cost_md = gr.Markdown(COST_WAITING, elem_id="cost-sentences")
             wire_remeasure = remeasure_button()  # with a progress indicator; refused while a race runs
         wire_whatif = whatif_accordion()  # "What if…": alpha, k and a cost curve -> predicted speed-up
@@ -129,7 +129,7 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
                                                    elem_id="trace-download")
                 trace_upload = trace_file(label=f"trace to replay (.json, at most {MAX_TRACE_BYTES // 2**20} MB)",
                                           file_types=[".json"], type="filepath", elem_id="trace-upload",
-                                          height=140)  # the row's height (gradio's default made all three 240 px)
+                                          height=170)  # the row's height (gradio's default made all three 240 px)
                 replay_btn = gr.Button("Replay", elem_id="replay-button")
         with gr.Accordion("How to read this", open=False):
             gr.Markdown(help_text(help_template), elem_id="how-to-read")

@@ -70,17 +70,18 @@ LESSONS = (
     Lesson("2 · Why was this draft rejected?", "Tell a short story about a lighthouse keeper who finds a message "
            "in a bottle.", ("ar", "pass"),
            "With **slow motion** at 0.5 s per step (set for you), press Run and **Pause at the first struck-through "
-           "(red) token. Why did verification refuse it?**",
-           "Click the red token: the **token inspector** shows u ≥ min(1, p/q): the target gave it less "
-           "probability than the drafter did. The yellow token after it was drawn from the residual "
-           "norm(max(0, p − q)) (green bars).", {"temperature": 1.0, "top_k": 20}, ("acceptance_rate",),
+           "(rejected) token. Why did verification refuse it?**",
+           "Click the struck-through token: the **token inspector** says why: u ≥ min(1, p/q), the target gave it "
+           "less probability than the drafter did. Then click the yellow token after it: it was drawn from the "
+           "residual norm(max(0, p − q)) (the green bars).", {"temperature": 1.0, "top_k": 20}, ("acceptance_rate",),
            slow_motion_s=0.5),
     Lesson("3 · Sampled vs greedy", "Explain in simple words how a rainbow forms.", ("ar", "pass", "parallelspec"),
            "At temperature 0.8 the three texts will differ. **Is the speculative output still the model's own "
            "output?**",
-           "The greedy check says the texts differ by design, and the speed-up warns that it compares different "
-           "lengths of work: compare **tokens/s**. Whether the *distribution* is the model's is what the "
-           "**Losslessness lab** tab tests (lesson 4).", {"temperature": 0.8, "top_k": 10}, ("tokens_per_s",)),
+           "Yes, in law: a draft is kept with probability min(1, p/q), else a token is drawn from the residual, so "
+           "every token follows the model's own distribution; the texts differ because the random draws do (the "
+           "line above the metric boxes says so). The speed-up compares different lengths of work here: compare "
+           "**tokens/s**. The **Losslessness lab** tab tests the law itself (lesson 4).", {"temperature": 0.8, "top_k": 10}, ("tokens_per_s",)),
     Lesson("4 · Which rule breaks the law?", "Once upon a time", ("ar", "pass"),
            "Open the **Losslessness lab** tab and press Run lab. **Which of the methods, if any, lands outside "
            "the bound?**",

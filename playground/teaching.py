@@ -54,10 +54,30 @@ RULE_GREEDY = ("Greedy (temperature 0): p and q are one-hot, so a draft is accep
 NOT_VERIFIED_NOTE = "*Not verified*: after the first rejected draft; the rule never reached it, so p, min(1, p/q), u: –."
 
 
+def rejection_line(event: StepEvent, greedy: bool) -> str:
+    """One sentence on why the step's first rejected draft was rejected, from its numbers, and where the token in
+    its place came from; "" when the step rejected no draft. A tree node is tried against the residual p_res."""
+    d = next((d for d in event.drafts if d.decision == "rejected"), None)
+    if d is None:
+        return ""
+    after = next((t for t in event.tokens if t.label == "resampled"), None)
+    if greedy:
+        instead = f": the target's argmax {_code(after.text)} takes its place" if after else ""
+        return (f"**Why {_code(d.text)} (d_{d.position}) was rejected:** it is not the target's most likely "
+                f"token{instead}.")
+    p_name, p = ("p_res", d.p_res) if d.p_res is not None else ("p", d.p)
+    ratio = min(1.0, p / d.q) if d.q > 0 else 1.0
+    u = "" if d.u is None else f"u = {d.u:.3f} ≥ min(1, {p_name}/q) = {ratio:.3f}: "
+    instead = (f" The {_code(after.text)} after it was drawn from norm(max(0, p − q)) instead." if after else "")
+    return (f"**Why {_code(d.text)} (d_{d.position}) was rejected:** {u}the target gives it {p_name} = {p:.3g} "
+            f"against the drafter's q = {d.q:.3g}, so it is kept only with probability {p_name}/q.{instead}")
+
+
 def inspector_markdown(event: StepEvent, method_label: str, lookahead: bool, greedy: bool | None = None) -> str:
     """The inspector's table for one step: each draft d_i with q_i(d_i), p_i(d_i), min(1, p/q), the
     uniform draw u (sampling only) and the decision (PaSS: which look-ahead token LA_i drafted it), then the
-    step's tokens and its drafting / verification times.
+    step's tokens and its drafting / verification times; the first rejected draft's reason above the table
+    (``rejection_line``).
 
     Args:
         event: the step.
@@ -69,6 +89,8 @@ def inspector_markdown(event: StepEvent, method_label: str, lookahead: bool, gre
     lines = [f"**{method_label}, step {event.step}**: drafting {event.drafting_s * 1000:.1f} ms, verification "
              f"{event.verification_s * 1000:.1f} ms, {event.forward_passes} target pass(es)"
              + (f", {event.drafter_passes} drafter pass(es)" if event.drafter_passes else "") + "."]
+    why = rejection_line(event, greedy)
+    lines += ["", why] if why else []
     if event.drafts:
         u_head, u_rule = ("", "") if greedy else (" u |", "---|")
         lines += ["", f"| draft | token | q(d) | p(d) | min(1, p/q) |{u_head} decision |",
@@ -89,6 +111,14 @@ def inspector_markdown(event: StepEvent, method_label: str, lookahead: bool, gre
     choice = ["", f"Draft length: {event.draft_choice}."] if event.draft_choice else []
     note = ["", f"Drafts: {event.draft_note}."] if event.draft_note else []  # e.g. where prompt lookup matched
     return "\n".join(lines + ["", f"Tokens: {tokens}"] + choice + note)
+
+
+def _with_prob(top: TopN, token_id: int, prob: float) -> TopN:
+    """``top`` with ``token_id``'s probability set to ``prob`` (added when it is not among the top-n)."""
+    if token_id in top.ids:
+        at = top.ids.index(token_id)
+        return TopN(top.ids, top.probs[:at] + (prob,) + top.probs[at + 1:])
+    return TopN(top.ids + (token_id,), top.probs + (prob,))
 
 
 def inspector_figure(event: StepEvent, token_index: int, decode=str) -> go.Figure | None:
@@ -127,15 +157,16 @@ def inspector_figure(event: StepEvent, token_index: int, decode=str) -> go.Figur
     if not series:
         return None
     ids = list(dict.fromkeys(i for _, top, _ in series for i in top.ids))
-    if label in ("accepted", "rejected") and token_id not in ids:  # an unlikely draft: add its own bar, p and q
-        draft = next((d for d in event.drafts if d.position == position), None)  # from its DraftRecord
+    if label in ("accepted", "rejected"):  # the draft's own p(d) and q(d), from its DraftRecord: a draft in q's
+        draft = next((d for d in event.drafts if d.position == position), None)  # top-n but not p's had no p bar
         if draft is not None:
-            ids.append(token_id)
-            series = [(name, TopN(top.ids + (token_id,), top.probs + (value,)), colour)
+            ids += [] if token_id in ids else [token_id]
+            series = [(name, _with_prob(top, token_id, value), colour)
                       for (name, top, colour), value in zip(series, (draft.p, draft.q))]
     names = []
     for i in ids:  # two ids may decode to the same text (e.g. partial UTF-8 bytes): keep their bars apart
-        name = repr(decode(i))[1:-1] or f"#{i}"
+        text = decode(i)
+        name = ("␣" * len(text) if text and not text.strip(" ") else repr(text)[1:-1]) or f"#{i}"  # a space: ␣
         names.append(name if name not in names else f"{name} #{i}")
     fig = go.Figure([go.Bar(x=names, y=[_prob(top, i) for i in ids], name=name, marker=dict(color=colour))
                      for name, top, colour in series])

@@ -45,7 +45,7 @@ def test_bench_html_shows_the_pass_cost_curve(tiny_folder, tmp_path):
     assert bench_html.main([str(json_out), str(html_out)]) == 0
     page = html_out.read_text()
     assert "Pass cost c(w) on cpu" in page and "cache of 200 tokens" in page
-    assert "c(w): cost of a pass over w tokens" in page
+    assert "c(w) (float32, 1 thread)" in page
 
 
 def test_bench_method_variants(tiny_folder, tmp_path, fixed_pass_cost):
@@ -80,7 +80,7 @@ def test_step_points_and_cost_chart():
     curve = {"widths": [1, 2, 4, 8], "c": [1.0, 1.1, 1.2, 1.5], "ms": [30.0, 33.0, 36.0, 45.0], "device": "cpu",
              "dtype": "bfloat16", "threads": 1}
     fig = pass_cost_figure(curve, points)
-    assert [t.name for t in fig.data] == ["c(w): cost of a pass over w tokens (bfloat16, 1 thread)",
+    assert [t.name for t in fig.data] == ["c(w) (bfloat16, 1 thread)",
                                          "ParallelSpec: tokens per step (2.00)",
                                          "ParallelSpec: cost per step (1.50 AR steps)"]
     text = pass_cost_markdown(curve, points)
