@@ -25,7 +25,8 @@ from playground.race_charts import pane_colours
 from playground.race_inputs import EXAMPLES, LAB_MIN_RUNS, NUMERIC_INPUTS, MethodOffer, hide_paths
 from playground.race_view import INTRO, METRIC_LABELS, TITLE, help_text
 from playground.stepping import MAX_STEP_DELAY_S
-from playground.teaching import INSPECTOR_HINT, LAB_DEFAULT_RUNS, LAB_INTRO, LAB_PROMPT, THEORY_BEFORE_RACE
+from playground.teaching import INSPECTOR_HINT, LAB_DEFAULT_RUNS, LAB_INTRO, LAB_PROMPT
+from playground.theory_view import THEORY_BEFORE_RACE
 from playground.teaching_panels import lesson_strip, whatif_accordion
 from playground.tree_race import tree_panel, tree_setting
 

@@ -28,7 +28,8 @@ from playground.race_inputs import DEFAULT_RACE, MethodOffer, RaceRequest, check
 from playground.race_text import baseline_label
 from playground.race_view import METRIC_LABELS, race_view
 from playground.stepping import StepControl, paused_updates, step_line
-from playground.teaching import replay_note, theory_view
+from playground.teaching import replay_note
+from playground.theory_view import theory_view
 from playground.tree_race import tree_count, tree_outputs, tree_problem, with_trees
 
 UPDATE_INTERVAL_S = 0.5  # at most 2 page updates per second of wall time at the start of a race (UI cost <= 5 %)
@@ -73,7 +74,7 @@ def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finishe
     """Every output of the race (``race_view`` of the events so far), in ``build_demo``'s output order: one pane
     per registered method (empty when not racing; the page hides it), 5 metrics, greedy check, 4 figures (or
     ``gr.skip()`` unless ``charts_now``: Plotly redraws are the browser's heaviest work), the theory figure and
-    its sentences (``teaching.theory_view``; skipped like the figures), the trace download (``trace_path``;
+    its sentences (``theory_view.theory_view``; skipped like the figures), the trace download (``trace_path``;
     skipped when None), run line, drafter line, ``gr.State`` dict. ``revision``: the figures' ``uirevision``,
     one per race (keeps the user's zoom). ``position``: step-through, show the state after the race's first
     ``position`` steps (``race.events_upto``; None = all of ``events``), ``live``: the race still runs (paused).

@@ -1,5 +1,6 @@
-"""Teaching views from events alone: the token inspector and theory beside measurement (the losslessness lab's
-views live in ``lab_view``). Pure: events in, markdown and Plotly figures out; no Gradio.
+"""Teaching views from events alone: the token inspector and the replay's note (theory beside measurement lives in
+``theory_view``, the losslessness lab's views in ``lab_view``). Pure: events in, markdown and Plotly figures out;
+no Gradio.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import plotly.graph_objects as go
 from pass_core.decoding.events import StepEvent
 from pass_core.decoding.inspection import TopN
 from pass_core.registry import METHODS
-from pass_core.teaching.theory import TheoryCheck, check_theory
 from pass_core.teaching.trace import Trace
 
 from playground.race_charts import pane_entries
@@ -238,79 +238,6 @@ def inspector_y_top(tallest: float) -> float:
 
 def _prob(top: TopN, token_id: int) -> float:
     return dict(zip(top.ids, top.probs)).get(token_id, 0.0)
-
-
-def theory_figure(checks: dict[str, TheoryCheck], names: dict[str, str], colours: dict[str, str],
-                  revision: str = "race") -> go.Figure:
-    """Accepted drafts per verification step: measured bars (solid) beside the truncated-geometric
-    prediction from the measured alpha (outlined), one pair per drafting method. ``revision``: the Plotly
-    ``uirevision`` (keeps the user's zoom across redraws)."""
-    traces = []
-    for key, check in checks.items():
-        x = list(range(check.k + 1))
-        traces.append(go.Bar(x=x, y=check.measured_histogram, name=f"{names[key]}: measured",
-                             marker=dict(color=colours[key])))
-        traces.append(go.Bar(x=x, y=check.predicted_histogram, name=f"{names[key]}: theory (α = {check.alpha:.2f})",
-                             marker=dict(color="white", line=dict(color=colours[key], width=2))))
-    # the layout goes to the constructor in one piece (as race_charts does): update_layout validates it
-    # property by property, several times slower, and this figure redraws during the race
-    layout = dict(barmode="group", height=360, xaxis=dict(title=dict(text="accepted drafts in the step"), dtick=1),
-                  yaxis=dict(title=dict(text="share of verification steps"), range=[0, 1.05], tickformat=".0%",
-                             gridcolor="#e5e7eb"),
-                  margin=dict(l=55, r=10, t=35, b=10), legend=_BOTTOM_LEGEND, uirevision=revision,
-                  paper_bgcolor="white", plot_bgcolor="white")
-    return go.Figure(traces, layout)
-
-
-def theory_markdown(checks: dict[str, TheoryCheck], names: dict[str, str] | None = None) -> str:
-    """One line per method: expected vs measured tokens per verification step, predicted vs measured speed-up and
-    the verdict sentence; then alpha by position, and what accepted / drafted (the estimator a student computes
-    first) would predict, with why it is not alpha. ``names``: method key -> name (default: the key)."""
-    names = names or {}
-    lines = [check.sentence for check in checks.values()]
-    by_position = [f"{names.get(key, key)} " + " / ".join(_fmt(a, ".2f") for a in c.alpha_by_position)
-                   + f" (predicts {c.predicted_tokens_by_position:.2f})" for key, c in checks.items()]
-    lines.append("alpha by draft position d_1..d_k, accepted / judged there: " + "  ·  ".join(by_position))
-    naive = [f"{names.get(key, key)} {c.accepted} / {c.drafted} = {c.drafted_alpha:.2f} would predict "
-             f"{c.drafted_predicted_tokens:.2f}" for key, c in checks.items() if c.drafted > c.judged]
-    if naive:
-        lines.append("Why not accepted / drafted? " + "; ".join(naive) + ": the drafts after a step's first rejection "
-                     "are never judged, and counting them as failures makes alpha too small.")
-    return "  \n".join(lines)
-
-
-#: Shown in place of the theory chart when it cannot be drawn.
-THEORY_NEEDS_AR = "*Theory beside measurement needs AR in the race: its steps are the unit of cost.*"
-THEORY_WAITING = "*Theory beside measurement appears once a drafting method has verified drafts.*"
-#: Shown before the first race.
-THEORY_BEFORE_RACE = "*Theory beside measurement appears after a race with AR and a drafting method.*"
-
-
-def theory_view(events: dict[str, list[StepEvent]], revision: str = "race") -> tuple[go.Figure | None, str]:
-    """Theory beside measurement for a race: ``check_theory`` of each drafting method against AR.
-
-    Args:
-        events: method key -> its events so far (the race's).
-        revision: the figure's ``uirevision`` (keeps the user's zoom across redraws).
-
-    Returns:
-        (the ``theory_figure``, or None when there is nothing to draw; ``theory_markdown``, or a short
-        note: AR is not racing, or no method has verified drafts yet).
-    """
-    if "ar" not in events:
-        return None, THEORY_NEEDS_AR
-    checks = {}
-    for key, evs in events.items():
-        method = METHODS.get(key)
-        if key != "ar" and method is not None:
-            check = check_theory(evs, events["ar"], method.short_name)
-            if check is not None:
-                checks[key] = check
-    if not checks:
-        return None, THEORY_WAITING
-    fig = theory_figure(checks, {k: METHODS[k].short_name for k in checks}, {k: METHODS[k].colour for k in checks},
-                        revision)
-    return fig, theory_markdown(checks, {k: METHODS[k].short_name for k in checks})
 
 
 #: The most characters of a trace's prompt the run line shows (a trace may hold 100,000).

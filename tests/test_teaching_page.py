@@ -21,7 +21,7 @@ from playground import race_handlers  # noqa: E402
 from playground import race_text  # noqa: E402
 from pass_core.registry import METHODS  # noqa: E402
 from pass_core.teaching.trace import load_trace  # noqa: E402
-from playground.teaching import THEORY_NEEDS_AR  # noqa: E402
+from playground.theory_view import THEORY_NEEDS_AR  # noqa: E402
 from servers import running_server  # noqa: E402
 from test_app import API_OUTPUT_NAMES, DRAFTING, OUTPUT_NAMES, pane_text, run  # noqa: E402
 

@@ -8,8 +8,8 @@ from pass_core.teaching.lab import BROKEN, run_lab
 from pass_core.registry import METHODS
 from pass_core.decoding.settings import DecodeSettings
 from pass_core.teaching.theory import check_theory
-from playground.teaching import (NOT_VERIFIED_NOTE, _code, inspector_figure, inspector_markdown, lab_figure,
-                                 theory_figure, theory_markdown)
+from playground.teaching import NOT_VERIFIED_NOTE, _code, inspector_figure, inspector_markdown, lab_figure
+from playground.theory_view import theory_figure, theory_markdown
 
 
 def _events(tiny):

@@ -131,7 +131,7 @@ def test_predicted_mean_equals_the_measured_mean_of_a_geometric_simulation():
 def test_theory_view_shows_both_estimators_and_why():
     """The page's sentences give alpha on the judged drafts, alpha by position, and what accepted / drafted would
     predict (the trace's 2.11 and 1.44) with the reason it is not alpha."""
-    from playground.teaching import theory_markdown
+    from playground.theory_view import theory_markdown
 
     checks = {"pass": check_theory(_run([21, 9, 0, 0], True), AR, "PaSS"),
               "parallelspec": check_theory(_run([11, 15, 3, 3], False, True), AR, "ParallelSpec")}

@@ -374,10 +374,10 @@ def test_theory_view_notes_and_lab_table():
     """theory_view says why it draws nothing (no AR; no verified drafts yet); lab_markdown marks each row
     against the bound; the lab and theory legends sit in the bottom margin (as the race's charts)."""
     from pass_core.teaching.lab import BROKEN, LabResult
-    from playground import teaching
+    from playground import teaching, theory_view
 
-    assert teaching.theory_view({"pass": [], "parallelspec": []}) == (None, teaching.THEORY_NEEDS_AR)
-    assert teaching.theory_view({"ar": [], "pass": []}) == (None, teaching.THEORY_WAITING)
+    assert theory_view.theory_view({"pass": [], "parallelspec": []}) == (None, theory_view.THEORY_NEEDS_AR)
+    assert theory_view.theory_view({"ar": [], "pass": []}) == (None, theory_view.THEORY_WAITING)
     result = LabResult(exact={(1,): 0.5, (2,): 0.5}, empirical={"ar": {(1,): 0.5, (2,): 0.5}, BROKEN: {(1,): 1.0}},
                        tv={"ar": 0.0, BROKEN: 0.5}, bound=0.1, runs=100, depth=1)
     table = teaching.lab_markdown(result, {"ar": "AR"})
