@@ -33,8 +33,8 @@ from pass_core.teaching.race import events_upto
 from pass_core.teaching.trace import MAX_TRACE_BYTES
 from playground.lab_handlers import lab_handler, validate_lab
 from playground.layout import lay_out
-from playground.page_guards import CLEAR_STEP_ECHO_JS, MEASURING_NOTE, STEP_WAIT_S, STOPPED_NOTE, RaceSlots, stop_handler, \
-    wire_step_button  # noqa: F401
+from playground.page_guards import CLEAR_STEP_ECHO_JS, MEASURING_NOTE, SCROLL_TO_PANES_JS, STEP_WAIT_S, \
+    STOPPED_NOTE, RaceSlots, stop_handler, wire_step_button  # noqa: F401
 from playground.race_inputs import RaceRequest, cap_for_zerogpu, hide_paths, method_offer, methods_problem, whole
 from playground.race_view import HIDE_REJECTED_JS, METRIC_LABELS, PAGE_CSS  # noqa: F401  (re-exported)
 from playground.stepping import NEXT, PREVIOUS, RESUME, StepControl, step_position
@@ -227,6 +227,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                   ui.show_rejected, ui.fused, ui.methods, ui.chat_template, ui.auto_drafts]
         ui.run_btn.click(slots.on_run, None, ui.run_md, api_visibility="private", queue=False, show_progress="hidden")
         ui.run_btn.click(None, None, None, js=CLEAR_STEP_ECHO_JS, api_visibility="private", queue=False)  # a new race
+        ui.run_btn.click(None, None, None, js=SCROLL_TO_PANES_JS, api_visibility="private", queue=False)  # in view
         for button in (ui.run_btn, ui.replay_btn):  # a new race or replay: the inspector let go of the old token
             button.click(clear_inspector, None, [ui.inspector_md, ui.inspector_plot], api_visibility="private",
                          queue=False, show_progress="hidden")

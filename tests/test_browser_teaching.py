@@ -60,6 +60,11 @@ def open_page(new_page, url: str, width: int):  # noqa: F811
     return page
 
 
+#: Client-side: the first shown race pane starts in the upper 60 % of the window.
+PANES_IN_VIEW = ("() => { const p = [...document.querySelectorAll('.token-pane')].find(e => e.offsetParent !== null);"
+                 " const top = p.getBoundingClientRect().top; return top >= 0 && top <= 0.6 * window.innerHeight; }")
+
+
 def plain(markdown: str) -> str:
     """Markdown as the browser shows it: no ** or * marks, whitespace runs as one space."""
     return " ".join(markdown.replace("**", "").replace("*", "").split())
@@ -133,6 +138,8 @@ def test_each_lesson_asks_first_then_explains_with_its_race_numbers(new_page, ti
         page.locator("#input-max_new_tokens input").fill(str(LESSON_TOKENS))
         started = time.monotonic()
         page.get_by_role("button", name="Run").click()
+        if lesson is LESSONS[0]:  # Run brings the race's panes into view (at 1400 x 900 they start under the fold)
+            page.wait_for_function(PANES_IN_VIEW, timeout=5_000)
         if lesson.lab:  # answered by the lab: after the race the question stays; after Run lab, its verdicts
             page.get_by_text("Finished.").first.wait_for(timeout=90_000)
             assert plain(AFTER_LAB_PENDING) in shown(page, "#lesson-text") and "This run:" not in shown(
