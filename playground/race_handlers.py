@@ -92,10 +92,9 @@ def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finishe
     view = race_view(shown, show_rejected, greedy, fused, finished and position is None, with_figures=charts_now,
                      chat_template=chat_template, note=note, dtype=dtype, revision=revision, headline=headline,
                      baseline=baseline)
-    theory = shown_plot(*theory_view(shown, revision)) if theory_now and charts_now else (gr.skip(), gr.skip())
+    theory = theory_view(shown, revision) if theory_now and charts_now else (gr.skip(), gr.skip())
     refused = (guards or {}).get("refused")
-    cost = shown_plot(*cost_view(shown, curve, revision, refused)) if theory_now and charts_now else \
-        (gr.skip(), gr.skip())
+    cost = cost_view(shown, curve, revision, refused) if theory_now and charts_now else (gr.skip(), gr.skip())
     return (
         *(view.panes.get(key, []) for key in METHODS),
         *(view.metrics[key] for key in METRIC_LABELS),
@@ -139,12 +138,6 @@ def drafters_for(loaded: LoadedModel, keys, settings: DecodeSettings) -> tuple[d
         if note:
             lines.append(f"**{METHODS[key].label}:** {note}")
     return found, hide_paths("  \n".join(lines)) or "No racing method drafts: no files needed."
-
-
-def shown_plot(figure, text: str) -> tuple:
-    """A chart's two outputs, its figure hidden when there is none (a replay's pass-cost chart, and the theory chart
-    of a race without AR, stood as empty boxes over the note that says why)."""
-    return gr.update(value=figure, visible=figure is not None), text
 
 
 def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s: float = UPDATE_INTERVAL_S,
