@@ -45,8 +45,8 @@ METRIC_LABELS = {
 #: two in a row collapse into one); a dotted line between steps (``race_charts.STEP_MARK_CSS``); the range sliders
 #: beside the number boxes without their own number box (it clamps typed values silently); the four settings
 #: checkboxes two a line (four in a row cut their labels, on a desktop too); on a narrow screen a smaller title
-#: and the checkboxes still two a line; the step
-#: buttons' answer under them takes no room while empty.
+#: and the checkboxes still two a line, the four step buttons two a line (three and one cut "◀ Previous step"
+#: onto two lines); the step buttons' answer under them takes no room while empty.
 PAGE_CSS = f"""
 .range-aid .head {{display: none}}
 .token-pane {{min-height: 220px}}
@@ -64,6 +64,7 @@ body.hide-rejected {charts.rejected_css_selector().removesuffix(" .text")} {{dis
 @media (max-width: 640px) {{
   #page-title h1 {{font-size: 1.4em; margin: 0}}
   #settings-checks .form > .block {{min-width: 140px !important}}
+  #step-through > button {{flex: 1 1 40% !important; white-space: nowrap}}
 }}
 """
 

@@ -271,12 +271,14 @@ def test_phone_and_desktop_layout(new_page, race_page_url, width):
     side and their legends covered the axes; on a desktop the unfolded settings pushed the panes some 1,300 px
     below Run, so a first Run changed nothing in view. Now the prompt is on the first screen, Settings is folded
     when the page loads, a desktop shows the empty panes right under the step buttons, a race runs from the
-    folded settings, the charts stack in one column on a phone (two on a desktop), and no legend covers its
-    chart's plot area."""
+    folded settings, the charts stack in one column on a phone (two on a desktop), no legend covers its
+    chart's plot area, and each step button's label stays on one line."""
     with in_process_page(new_page, race_page_url, width, settings_open=False) as page:
         prompt = page.get_by_label("prompt", exact=True).bounding_box()
         assert prompt["y"] + prompt["height"] < 800, f"the prompt is below the first screen at {width} px"
         assert page.locator("#input-seed").count() == 0 or not page.locator("#input-seed").is_visible()
+        lines = page.evaluate(STEP_BUTTON_LINES)  # at 400 px "◀ Previous step" took two lines (three in a row)
+        assert lines and all(n == 1 for n in lines.values()), f"a step button's label wraps at {width} px: {lines}"
         if width >= 1000:
             slider, pane = page.locator("#slow-motion").bounding_box(), page.locator("#pane-ar").bounding_box()
             assert 0 <= pane["y"] - (slider["y"] + slider["height"]) < 60, (slider, pane)  # nothing in between
@@ -303,6 +305,12 @@ def test_phone_and_desktop_layout(new_page, race_page_url, width):
             assert not overlaps(legend, plots.nth(i).locator(".g-xtitle").bounding_box()), f"chart {i}, {width} px"
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / f"browser-layout-{width}.png"), full_page=True)
+
+
+#: {label: lines of text} of each step button (the client rectangles of its text, counted by their top edge)
+STEP_BUTTON_LINES = """() => Object.fromEntries([...document.querySelectorAll('#step-through button')].map(b => {
+  const text = document.createRange(); text.selectNodeContents(b);
+  return [b.innerText, new Set([...text.getClientRects()].map(r => Math.round(r.top))).size]; }))"""
 
 
 @pytest.mark.parametrize("width", [400, 1400])
