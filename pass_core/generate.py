@@ -67,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--auto-drafts", action="store_true",
                    help="cost-aware draft lengths (extension): each step verifies 0..L drafts, chosen from this "
                         "machine's pass-cost curve and the acceptance so far")
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice; 1 avoids the worst "
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: with --backend auto the count it measured "
+                                               "fastest, 1 or all cores, else torch's choice; 1 avoids the worst "
                                                "slow-downs when other jobs share the CPU)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--trace", metavar="FILE", help="also write the run as a JSON trace (events with the token "

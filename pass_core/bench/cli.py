@@ -53,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "@backend are computed (AR too): "
                    + "; ".join(f"{b.name}: {b.description}" for b in (AUTO, *BACKENDS.values()))
                    + " (sets --dtype; default: auto on a CPU, else fp32, unless --dtype is given)")
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: with --backend auto the count it "
+                                               "measured fastest, 1 or all cores, else torch's choice)")
     p.add_argument("--seed", type=int, default=0, help="seed of repeat 0; repeat r uses seed + r (default: 0)")
     p.add_argument("--fused", action="store_true", help="PaSS methods use the fused step (an extension)")
     p.add_argument("--limit", type=int, help="only the first N prompts (smoke runs)")
