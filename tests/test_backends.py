@@ -43,7 +43,7 @@ def test_refused_backend_is_a_clear_cli_error(monkeypatch, capsys, tiny_folder):
     assert "native bfloat16 matmuls" in capsys.readouterr().err
 
 
-def greedy_comparisons(loaded, max_new_tokens: int = 24):
+def greedy_comparisons(loaded, max_new_tokens: int = 16):
     """Yield ("method settings on prompt", ``OutputComparison`` against AR) for every drafting method with its
     shipped files, plain and with its fused / auto variants, on one of the first three embedded-model test prompts
     per method (rotating: method i runs prompt i mod 3, so AR runs three prompts)."""
@@ -83,7 +83,8 @@ def test_bf16_greedy_outputs_equal_ar_up_to_near_ties(smollm, fixed_pass_cost):
 
 
 def packed_copy(tiny):
-    """A deep copy of the tiny model prepared for the onednn backend (the session's ``tiny`` stays plain)."""
+    """A deep copy of a loaded model (the tiny one, or the embedded one) prepared for the onednn backend (the
+    session's model stays plain)."""
     other = copy.copy(tiny)
     other.model = copy.deepcopy(tiny.model)
     return apply_backend(other, "onednn")
@@ -152,9 +153,7 @@ def test_onednn_greedy_equals_ar_on_tiny(tiny, fixed_pass_cost):
 def test_onednn_greedy_outputs_equal_ar_on_the_embedded_model(smollm, fixed_pass_cost):
     """The onednn backend keeps float32: every method's greedy output (with its shipped files, fused and auto
     variants included) is identical to AR's on the same backend, token for token."""
-    from pass_core.runtime.models import load_model
-
-    loaded = apply_backend(load_model(dtype="float32"), "onednn")  # its own copy: the session's model stays plain
+    loaded = packed_copy(smollm)  # its own copy: the session's model stays plain
     for what, cmp in greedy_comparisons(loaded):
         assert cmp.identical, f"{what}: {cmp}"
 

@@ -172,26 +172,30 @@ def test_embedded_greedy_every_method_equals_ar(smollm, fixed_pass_cost):
     """Every registered method, with its shipped files, reproduces AR's greedy output on the
     embedded model (the fused step too, for the methods it applies to, and cost-aware draft lengths).
 
-    Method i runs prompts i and i + 3 plainly, i + 1 fused (where the fused step applies) and i + 2 with cost-aware
-    draft lengths (mod 9): a prompt meets one to four methods, and AR runs each prompt once (a run of the embedded model
-    costs seconds here; every variant runs on every method and prompt of the tiny models in tests/test_lossless.py)."""
+    Each method runs plainly, fused (where the fused step applies) and with cost-aware draft lengths; run j of all
+    these takes prompt j mod 9, so every prompt meets one or two methods and AR runs each prompt once (a run of the
+    embedded model costs seconds here; every variant runs on every method and prompt of the tiny models in
+    tests/test_lossless.py)."""
     from pass_core.decoding.events import compare_outputs
     from pass_core.registry import METHODS
     from pass_core.decoding.settings import DecodeSettings
 
-    settings = DecodeSettings(max_new_tokens=24, num_lookahead=3)
-    n = len(EMBEDDED_PROMPTS)
-    ar = {p: list(METHODS["ar"].decode(smollm, p, settings)) for p in EMBEDDED_PROMPTS}
-    for i, (key, method) in enumerate((k, m) for k, m in METHODS.items() if m.drafter is not None):
-        state, _ = method.find_files(smollm, 3)
-        runs = [(settings, EMBEDDED_PROMPTS[i % n]), (settings, EMBEDDED_PROMPTS[(i + 3) % n])]
-        if method.fusable:
-            runs.append((settings.with_(fused=True), EMBEDDED_PROMPTS[(i + 1) % n]))
+    settings = DecodeSettings(max_new_tokens=16, num_lookahead=3)
+    runs = []
+    for key, method in ((k, m) for k, m in METHODS.items() if m.drafter is not None):
+        variants = [settings] + [settings.with_(fused=True)] * method.fusable
         # cost-aware draft lengths (extension), on a fixed physical curve (``fixed_pass_cost``)
-        runs.append((settings.with_(auto_drafts=True, fused=method.fusable), EMBEDDED_PROMPTS[(i + 2) % n]))
-        for s, prompt in runs:
-            cmp = compare_outputs(ar[prompt], list(method.decode(smollm, prompt, s, state)))
-            assert cmp.identical, f"{key} (fused={s.fused}, auto={s.auto_drafts}) differs from AR on {prompt!r}: {cmp}"
+        variants.append(settings.with_(auto_drafts=True, fused=method.fusable))
+        runs += [(key, method, s) for s in variants]
+    prompts = [EMBEDDED_PROMPTS[j % len(EMBEDDED_PROMPTS)] for j in range(len(runs))]
+    assert set(prompts) == set(EMBEDDED_PROMPTS), "fewer runs than prompts: a prompt would go untested"
+    ar = {p: list(METHODS["ar"].decode(smollm, p, settings)) for p in EMBEDDED_PROMPTS}
+    states = {}
+    for (key, method, s), prompt in zip(runs, prompts):
+        if key not in states:
+            states[key], _ = method.find_files(smollm, 3)
+        cmp = compare_outputs(ar[prompt], list(method.decode(smollm, prompt, s, states[key])))
+        assert cmp.identical, f"{key} (fused={s.fused}, auto={s.auto_drafts}) differs from AR on {prompt!r}: {cmp}"
 
 
 def test_embedded_model_has_trained_lookahead_for_every_offered_l(smollm):

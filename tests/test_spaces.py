@@ -95,8 +95,14 @@ from pass_core.registry import METHODS
 box = next(c for c in demo.blocks.values() if isinstance(c, gr.CheckboxGroup))
 assert [key for _, key in box.choices] == list(METHODS), box.choices
 print("BUILT", flush=True)
+import pass_core.runtime.pass_cost as pass_cost  # a fixed curve: the 64 passes of measuring c(w) at start-up (13 s
+c = [1.0, 1.16, 1.32, 1.48, 1.57, 1.66, 1.75, 1.84, 1.93, 1.99, 2.06, 2.12, 2.18, 2.25, 2.31, 2.37]  # alone) are
+pass_cost._measure = lambda loaded, widths, repeats, progress=None: dict(  # tests/test_pass_cost.py's
+    c=c, ms=[100 * x for x in c], widths=list(range(1, 17)), cache_len=200, repeats=3, device="cpu",
+    dtype="float32", threads=1, load_average_1min=None, cores=2)
 holder.start()
 print("MODEL", holder.wait(timeout_s=120).describe())
+print("WARM-UP PROBLEMS", holder.warmup_problems, "ERROR", holder.error)
 """
 
 
@@ -111,9 +117,11 @@ def run_space_app(space: Path, *args: str) -> subprocess.CompletedProcess:
 def test_assembled_app_builds_its_demo_and_loads_the_embedded_model_offline(space, embedded_gguf):
     """A fresh interpreter in the Space folder: importing app launches nothing, build_demo works from that folder's
     own app, pass_core and assets before any model loads, and then the embedded model loads offline from the
-    folder's pass_core."""
+    folder's pass_core, and every method warms up with the folder's own drafter files (the measurement of c(w) that
+    start-up makes next is replaced by a fixed curve: tests/test_pass_cost.py tests it)."""
     proc = run_space_app(space)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "WARM-UP PROBLEMS [] ERROR None" in proc.stdout, proc.stdout
     assert "MODEL smollm2-135m-instruct" in proc.stdout and "GGUF SmolLM2-135M-Instruct" in proc.stdout, proc.stdout
     assert proc.stdout.index("BUILT") < proc.stdout.index("MODEL"), proc.stdout
 
