@@ -40,6 +40,14 @@ def total_variation(law: dict, counts: dict, runs: int) -> float:
     return 0.5 * sum(abs(counts.get(x, 0) / runs - law.get(x, 0.0)) for x in set(law) | set(counts))
 
 
+def tv_floor(law: dict, counts: dict, runs: float) -> float:
+    """The least TV that ``runs`` runs can end at, from the outcome counts of those made so far, whatever the rest
+    draw: TV = sum over outcomes of max(0, count / runs - P) (the positive parts, as both laws sum to 1), and a
+    count only grows as runs are added. Once all ``runs`` are made it is their TV. So a negative control stops as
+    soon as this exceeds the bound: the TV of all its n runs is then certain to exceed it (``stop_above``)."""
+    return sum(max(0.0, c / runs - law.get(x, 0.0)) for x, c in counts.items())
+
+
 def null_quantile(probs: np.ndarray, runs: int, alpha: float, seed: int = 0) -> float:
     """The (1 - alpha) quantile of TV between the empirical law of ``runs`` draws from ``probs`` and ``probs``
     ((K,) float64 summing to 1), by simulation (seeded: the same bound every time)."""

@@ -23,7 +23,7 @@ from pass_core.registry import METHODS
 from pass_core.decoding.sampling import logits_to_probs
 from pass_core.decoding.settings import DecodeSettings
 from pass_core.decoding.verification import verify_drafts
-from sampling_design import ALPHA, BETA, DELTA, design, total_variation
+from sampling_design import ALPHA, BETA, DELTA, design, total_variation, tv_floor
 
 PROMPTS = ["hello world", "def f(x):\n    return", "Grüße 😀 ok"]
 L = 3
@@ -146,12 +146,15 @@ def test_caches_after_partial_acceptance_equal_fresh_forward(tiny, key, fused):
 WINDOW = 4
 
 
-def sample_outcomes(tiny, key, settings, runs, **kw):
+def sample_outcomes(tiny, key, settings, runs, stop_above=None, **kw):
     """Outcome counts of the first WINDOW tokens of ``runs`` seeded runs with noisy drafts around the case's own
-    drafter (built once), the decisions seen, and the steps the confidence gate closed."""
+    drafter (built once), the decisions seen, and the steps the confidence gate closed. ``stop_above`` = (exact
+    law, b), for a negative control: stop once the TV of all ``runs`` is sure to exceed b (``tv_floor``)."""
     inner = case_drafter(tiny, key, settings, gate=TINY_GATE)
     counts, decisions, gated = {}, set(), 0
     for seed in range(runs):
+        if stop_above is not None and tv_floor(stop_above[0], counts, runs) > stop_above[1]:
+            break
         events = run(tiny, key, "ab", settings.with_(seed=seed), NoisyTarget(inner, tiny), **kw)
         out = tuple(output_token_ids(events)[:WINDOW])
         counts[out] = counts.get(out, 0) + 1
@@ -253,15 +256,15 @@ def test_sampling_matches_exact_law(tiny, key, fused):
 def test_broken_rules_exceed_the_bound(tiny):
     """The sampled-law test's power, shown on ``CONTROL_CASE`` with the same n and b: both broken rules (always
     accept; resample from p instead of the residual) must exceed b. (Measured, n = 625, b = 0.1018: always-accept
-    TV 0.555, resample-from-p 0.174.)"""
+    TV 0.555, resample-from-p 0.174.) Each stops once the TV of its n runs is sure to exceed b (``tv_floor``)."""
     key, fused = CONTROL_CASE
     settings = sampling_settings(fused)
     law = exact_law(tiny, "ab", settings, WINDOW)
     plan = design(law, ALPHA, BETA, DELTA)
     for broken in (always_accept, resample_from_p):
-        tv_broken = total_variation(law, sample_outcomes(tiny, key, settings, plan.runs, verify_fn=broken)[0],
-                                    plan.runs)
-        print(f"{key} fused={fused} {broken.__name__}: TV {tv_broken:.4f}")
+        counts = sample_outcomes(tiny, key, settings, plan.runs, stop_above=(law, plan.bound), verify_fn=broken)[0]
+        tv_broken, made = tv_floor(law, counts, plan.runs), sum(counts.values())
+        print(f"{key} fused={fused} {broken.__name__}: TV of {plan.runs} runs >= {tv_broken:.4f} after {made}")
         assert tv_broken > plan.bound, (f"{broken.__name__}: TV {tv_broken:.4f} under the bound, the test has no "
                                         f"power; {plan.describe()}")
 

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from sampling_design import any_law_slack, design
+from sampling_design import any_law_slack, design, total_variation, tv_floor
 
 
 def test_any_law_slack_holds_at_every_q_and_is_tight():
@@ -37,3 +37,22 @@ def test_design_keeps_its_false_alarm_rate_and_power():
     counts = np.random.default_rng(5).multinomial(plan.runs, probs, size=20_000)
     tv = 0.5 * np.abs(counts / plan.runs - probs).sum(axis=1)
     assert (tv >= plan.bound).mean() <= 3e-2
+
+
+def test_tv_floor_is_the_tv_once_all_runs_are_made_and_never_above_it_before():
+    """A negative control may stop once ``tv_floor`` exceeds b: that is sound only if the floor of the runs made so
+    far is at most the TV of all runs, whatever the rest draw, and equals it once all are made (simulated)."""
+    rng = np.random.default_rng(1)
+    law = dict(enumerate(rng.dirichlet(np.ones(6))))
+    runs = 200
+    for _ in range(300):
+        outcomes = rng.choice(7, size=runs, p=[*(0.9 * p for p in law.values()), 0.1])  # 6: outside the law
+        made = int(rng.integers(0, runs))
+        partial, full = {}, {}
+        for i, x in enumerate(outcomes):
+            full[x] = full.get(x, 0) + 1
+            if i < made:
+                partial[x] = partial.get(x, 0) + 1
+        tv = total_variation(law, full, runs)
+        assert abs(tv_floor(law, full, runs) - tv) < 1e-12
+        assert tv_floor(law, partial, runs) <= tv + 1e-12, (made, partial, full)
