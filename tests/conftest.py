@@ -95,15 +95,18 @@ def pytest_collection_modifyitems_long_tests_first(config, items):  # the name m
     were only about equal in count, a chunk's boundary fell among the other half's first, longest tests, and the
     77-second embedded-model test ran last, 51 s after the other worker had finished.) A module's tests of one cost
     class stay together, in file order, in one chunk (its module fixtures are set up once there), except the quick
-    tests moved from the end of a chunk that came out too long to the end of one too short."""
+    tests moved from the end of a chunk that came out too long to the end of one too short. The tests of the
+    ``app_server`` fixture, from five modules, are one group: one worker starts the app for all of them (an app
+    start took 15-20 s in a full run)."""
     if not hasattr(config, "workerinput"):  # not an xdist worker (the workers' order is the run's order)
         return
     sizes = worksteal_chunk_sizes(len(items), int(config.workerinput.get("workercount", 2)))
     groups: dict[tuple, list] = {}
     for item in items:
-        groups.setdefault((cost_class(item), str(item.path)), []).append(item)
+        shared = "app_server" in getattr(item, "fixturenames", ())
+        groups.setdefault(("app_server",) if shared else (cost_class(item), str(item.path)), []).append(item)
     chunks: list[list] = [[] for _ in sizes]
-    for key in sorted(groups, key=lambda key: -key[0]):  # stable: file order within a class
+    for key in sorted(groups, key=lambda key: -max(map(cost_class, groups[key]))):  # stable: file order
         min(chunks, key=len).extend(groups[key])
     spill = []  # the quickest tests of the chunks that came out too long ...
     for chunk, size in zip(chunks, sizes):
@@ -112,6 +115,7 @@ def pytest_collection_modifyitems_long_tests_first(config, items):  # the name m
     for chunk, size in zip(chunks, sizes):  # ... end the chunks that came out too short
         while len(chunk) < size:
             chunk.append(spill.pop())
+        chunk.sort(key=lambda item: -cost_class(item))  # stable; the app server's group holds several classes
     items[:] = [item for chunk in chunks for item in chunk]
 
 

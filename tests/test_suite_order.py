@@ -52,6 +52,7 @@ class FakeItem:
 
     path: Path
     marks: tuple = ()
+    fixturenames: tuple = ()
 
     def iter_markers(self):
         return (SimpleNamespace(name=mark) for mark in self.marks)
@@ -73,3 +74,22 @@ def test_each_worker_chunk_starts_with_its_long_tests_and_ends_with_quick_ones()
             assert costs == sorted(costs, reverse=True), (workers, costs)  # long first, quick last
             assert costs[0] > 0 and costs[-1] == 0, (workers, costs)
             start += size
+
+
+def test_the_app_servers_tests_of_every_module_run_on_one_worker():
+    """The tests that use ``app_server`` come from several modules and cost classes; they land in one chunk (one
+    worker starts the app for all of them), and each chunk still runs its long tests first."""
+    server = ("app_server",)
+    items = ([FakeItem(Path("a.py"), ("slow",))] * 6 + [FakeItem(Path("b.py"), ("browser", "process"), server)] * 2
+             + [FakeItem(Path("g.py"), ("browser",))] * 5 + [FakeItem(Path("c.py"), ("process",), server)] * 3 + [FakeItem(Path("d.py"), ("process",))] * 4
+             + [FakeItem(Path("e.py"))] * 30 + [FakeItem(Path("f.py"), (), server)] * 2)
+    order = list(items)
+    conftest.pytest_collection_modifyitems_long_tests_first(SimpleNamespace(workerinput={"workercount": 2}), order)
+    assert sorted(map(id, order)) == sorted(map(id, items))
+    first = conftest.worksteal_chunk_sizes(len(order), 2)[0]
+    chunks = order[:first], order[first:]
+    holding = [i for i, chunk in enumerate(chunks) if any(item.fixturenames for item in chunk)]
+    assert len(holding) == 1, [[item.path.name for item in chunk if item.fixturenames] for chunk in chunks]
+    for chunk in chunks:
+        costs = [conftest.cost_class(item) for item in chunk]
+        assert costs == sorted(costs, reverse=True), costs
