@@ -230,10 +230,18 @@ def trace_path() -> Path:  # a new folder; a name with the local time, so that s
 
 
 def _trace_folder() -> Path:
-    """A new folder for one race's trace under one per-server folder; the oldest beyond ``TRACES_KEPT`` go."""
+    """A new folder for one race's trace under the machine's one traces folder, which every app process on it
+    shares; the oldest beyond ``TRACES_KEPT`` go. A folder another process removes meanwhile is passed over (its
+    pruning raced this one's: a test run saw FileNotFoundError end a race)."""
     root = Path(tempfile.gettempdir()) / "pass-playground-traces"
     root.mkdir(exist_ok=True)
-    for old in sorted(root.iterdir(), key=lambda p: p.stat().st_mtime)[:-TRACES_KEPT]:
+    dated = []
+    for entry in root.iterdir():
+        try:
+            dated.append((entry.stat().st_mtime, entry))
+        except FileNotFoundError:  # removed by another process since iterdir listed it
+            continue
+    for _, old in sorted(dated)[:-TRACES_KEPT]:
         shutil.rmtree(old, ignore_errors=True)
     return Path(tempfile.mkdtemp(dir=root))
 

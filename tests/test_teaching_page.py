@@ -151,6 +151,23 @@ def test_trace_files_are_pruned_on_a_long_running_server(tmp_path, monkeypatch):
     assert len(left) == 3 and made[-1] in left and made[0] not in left  # 2 kept + the new one
 
 
+def test_trace_pruning_passes_over_a_folder_another_process_removed(tmp_path, monkeypatch):
+    """Every app process on a machine prunes the one traces folder: a folder listed and then removed by another
+    process before its age is read is passed over, and the race's trace folder is still made (a full test run saw
+    FileNotFoundError end a race there)."""
+    import tempfile
+    from pathlib import Path
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    root = tmp_path / "pass-playground-traces"
+    root.mkdir()
+    (root / "kept").mkdir()
+    listed = Path.iterdir
+    monkeypatch.setattr(Path, "iterdir", lambda self: [*listed(self), self / "removed-meanwhile"])
+    folder = race_handlers._trace_folder()
+    assert folder.is_dir() and folder.parent == root and (root / "kept").is_dir()
+
+
 def test_cost_view_after_a_race_and_auto_draft_lengths(tiny, fixed_pass_cost):
     """The race's last update draws the pass-cost curve (a fixed physical one: a busy CPU's measurement may be
     refused, tests/test_pass_cost.py checks the measurement) beside each drafting method's tokens and cost per step; with cost-aware draft lengths every step of a drafting method says which k it chose, and the
