@@ -95,9 +95,10 @@ from pass_core.registry import METHODS
 box = next(c for c in demo.blocks.values() if isinstance(c, gr.CheckboxGroup))
 assert [key for _, key in box.choices] == list(METHODS), box.choices
 print("BUILT", flush=True)
-import pass_core.runtime.pass_cost as pass_cost  # a fixed curve: the 64 passes of measuring c(w) at start-up (13 s
-c = [1.0, 1.16, 1.32, 1.48, 1.57, 1.66, 1.75, 1.84, 1.93, 1.99, 2.06, 2.12, 2.18, 2.25, 2.31, 2.37]  # alone) are
-pass_cost._measure = lambda loaded, widths, repeats, progress=None: dict(  # tests/test_pass_cost.py's
+# a fixed pass-cost curve: measuring c(w) at start-up takes 64 passes (13 s alone); tests/test_pass_cost.py tests it
+import pass_core.runtime.pass_cost as pass_cost
+c = [1.0, 1.16, 1.32, 1.48, 1.57, 1.66, 1.75, 1.84, 1.93, 1.99, 2.06, 2.12, 2.18, 2.25, 2.31, 2.37]
+pass_cost._measure = lambda loaded, widths, repeats, progress=None: dict(
     c=c, ms=[100 * x for x in c], widths=list(range(1, 17)), cache_len=200, repeats=3, device="cpu",
     dtype="float32", threads=1, load_average_1min=None, cores=2)
 holder.start()
