@@ -6,6 +6,7 @@ wires these functions to it (and re-exports them). No tensors here: decoding, me
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 import time
@@ -230,17 +231,14 @@ def trace_path() -> Path:  # a new folder; a name with the local time, so that s
 
 
 def _trace_folder() -> Path:
-    """A new folder for one race's trace under the machine's one traces folder, which every app process on it
-    shares; the oldest beyond ``TRACES_KEPT`` go. A folder another process removes meanwhile is passed over (its
-    pruning raced this one's: a test run saw FileNotFoundError end a race)."""
+    """A new folder for one race's trace under the traces folder that every app process on the machine shares;
+    the oldest beyond ``TRACES_KEPT`` go (a folder another process removed meanwhile is passed over)."""
     root = Path(tempfile.gettempdir()) / "pass-playground-traces"
     root.mkdir(exist_ok=True)
     dated = []
     for entry in root.iterdir():
-        try:
+        with contextlib.suppress(FileNotFoundError):  # removed by another process since iterdir listed it
             dated.append((entry.stat().st_mtime, entry))
-        except FileNotFoundError:  # removed by another process since iterdir listed it
-            continue
     for _, old in sorted(dated)[:-TRACES_KEPT]:
         shutil.rmtree(old, ignore_errors=True)
     return Path(tempfile.mkdtemp(dir=root))

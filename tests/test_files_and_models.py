@@ -183,7 +183,7 @@ def test_embedded_greedy_every_method_equals_ar(smollm, fixed_pass_cost):
     settings = DecodeSettings(max_new_tokens=16, num_lookahead=3)
     runs = []
     for key, method in ((k, m) for k, m in METHODS.items() if m.drafter is not None):
-        variants = [settings] + [settings.with_(fused=True)] * method.fusable
+        variants = [settings, settings.with_(fused=True)] if method.fusable else [settings]
         # cost-aware draft lengths (extension), on a fixed physical curve (``fixed_pass_cost``)
         variants.append(settings.with_(auto_drafts=True, fused=method.fusable))
         runs += [(key, method, s) for s in variants]

@@ -146,14 +146,14 @@ def test_caches_after_partial_acceptance_equal_fresh_forward(tiny, key, fused):
 WINDOW = 4
 
 
-def sample_outcomes(tiny, key, settings, runs, stop_above=None, **kw):
+def sample_outcomes(tiny, key, settings, runs, law=None, stop_above=None, **kw):
     """Outcome counts of the first WINDOW tokens of ``runs`` seeded runs with noisy drafts around the case's own
-    drafter (built once), the decisions seen, and the steps the confidence gate closed. ``stop_above`` = (exact
-    law, b), for a negative control: stop once the TV of all ``runs`` is sure to exceed b (``tv_floor``)."""
+    drafter (built once), the decisions seen, and the steps the confidence gate closed. ``stop_above``: a
+    negative control's bound b; its runs stop once their TV to the exact ``law`` is sure to exceed b (``tv_floor``)."""
     inner = case_drafter(tiny, key, settings, gate=TINY_GATE)
     counts, decisions, gated = {}, set(), 0
     for seed in range(runs):
-        if stop_above is not None and tv_floor(stop_above[0], counts, runs) > stop_above[1]:
+        if stop_above is not None and tv_floor(law, counts, runs) > stop_above:
             break
         events = run(tiny, key, "ab", settings.with_(seed=seed), NoisyTarget(inner, tiny), **kw)
         out = tuple(output_token_ids(events)[:WINDOW])
@@ -262,7 +262,7 @@ def test_broken_rules_exceed_the_bound(tiny):
     law = exact_law(tiny, "ab", settings, WINDOW)
     plan = design(law, ALPHA, BETA, DELTA)
     for broken in (always_accept, resample_from_p):
-        counts = sample_outcomes(tiny, key, settings, plan.runs, stop_above=(law, plan.bound), verify_fn=broken)[0]
+        counts = sample_outcomes(tiny, key, settings, plan.runs, law=law, stop_above=plan.bound, verify_fn=broken)[0]
         tv_broken, made = tv_floor(law, counts, plan.runs), sum(counts.values())
         print(f"{key} fused={fused} {broken.__name__}: TV of {plan.runs} runs >= {tv_broken:.4f} after {made}")
         assert tv_broken > plan.bound, (f"{broken.__name__}: TV {tv_broken:.4f} under the bound, the test has no "

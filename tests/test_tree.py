@@ -434,14 +434,14 @@ def resample_from_p_tree(tree, draft_ids, draft_probs, target_probs, generator):
     return result
 
 
-def tree_outcomes(tiny, key, settings, stop_above=None, **kw):
-    """({first WINDOW tokens: share of the RUNS seeded runs}, labels and decisions seen). ``stop_above`` = (exact law,
-    bound), for a negative control: stop once the TV of all RUNS runs is sure to exceed the bound (``tv_floor``)."""
+def tree_outcomes(tiny, key, settings, law=None, stop_above=None, **kw):
+    """({first WINDOW tokens: share of the RUNS seeded runs}, labels and decisions seen). ``stop_above``: a negative
+    control's bound; its runs stop once their TV to the exact ``law`` is sure to exceed it (``tv_floor``)."""
     inner = tree_drafter(tiny, key, settings, SAMPLING_SHAPE)
     noisy = NoisyTree(inner, tiny)
     counts, seen = {}, set()
     for seed in range(RUNS):
-        if stop_above is not None and tv_floor(stop_above[0], counts, 1) > stop_above[1]:  # counts are shares
+        if stop_above is not None and tv_floor(law, counts, 1) > stop_above:  # counts are shares
             break
         events = run(tiny, key, "ab", settings.with_(seed=seed), noisy, **kw)
         out = tuple(output_token_ids(events)[:WINDOW])
@@ -506,7 +506,7 @@ def test_broken_tree_rules_exceed_the_bound(tiny):
     law = exact_law(tiny, "ab", settings, WINDOW)
     bound = tv_bound(law, RUNS)
     for broken in (always_accept_tree, resample_from_p_tree):
-        shares = tree_outcomes(tiny, CONTROL_TREE_CASE, settings, stop_above=(law, bound), verify_tree_fn=broken)[0]
+        shares = tree_outcomes(tiny, CONTROL_TREE_CASE, settings, law=law, stop_above=bound, verify_tree_fn=broken)[0]
         tv_broken = tv_floor(law, shares, 1)  # the TV of all RUNS runs, or less: sure to exceed the bound
         print(f"{CONTROL_TREE_CASE} tree {broken.__name__}: TV at least {tv_broken:.4f}")
         assert tv_broken > bound, f"{broken.__name__}: TV {tv_broken:.4f} under the bound {bound:.4f}"
