@@ -52,7 +52,7 @@ def stop_outputs(loaded, state) -> tuple:
     guards = (state.get("show") or {}).get("guards") or {}
     if loaded is None or not guards.get("source"):
         return STOPPED_NOTE, gr.skip()
-    from playground.race_handlers import trace_path  # the race's own folder and name for traces
+    from playground.trace_files import trace_path  # the race's own folder and name for traces
     finish(guards)
     prompt, settings = guards["source"]
     path = save_trace(make_trace(loaded, prompt, settings, state["events"]), trace_path())

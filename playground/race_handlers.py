@@ -6,9 +6,6 @@ wires these functions to it (and re-exports them). No tensors here: decoding, me
 
 from __future__ import annotations
 
-import contextlib
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -24,6 +21,7 @@ from pass_core.teaching.trace import MAX_TRACE_BYTES, load_trace, make_trace, re
 from playground.cost_charts import cost_view
 from playground.race_charts import highlighted_tokens
 from playground.race_guards import finish, guard_lines, new_guards, prefill_warning
+from playground.trace_files import trace_path
 from playground.race_inputs import DEFAULT_RACE, MethodOffer, RaceRequest, checkbox_problem, chosen_methods, \
     hide_paths, input_problems, methods_problem, prompt_problem, whole, zerogpu_duration
 from playground.race_text import baseline_label
@@ -221,27 +219,6 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
             control.shown()  # no step button waits for a race that has ended
     path = save_trace(make_trace(loaded, prompt, settings, events), trace_path())
     yield render(events, show_rejected, settings.greedy, settings.fused, True, note, trace_path=str(path), **show)
-
-
-TRACES_KEPT = 64  # a long-running server keeps the newest race traces only
-
-
-def trace_path() -> Path:  # a new folder; a name with the local time, so that several downloads differ
-    return _trace_folder() / time.strftime("pass-playground-trace-%Y%m%d-%H%M%S.json")
-
-
-def _trace_folder() -> Path:
-    """A new folder for one race's trace under the traces folder that every app process on the machine shares;
-    the oldest beyond ``TRACES_KEPT`` go (a folder another process removed meanwhile is passed over)."""
-    root = Path(tempfile.gettempdir()) / "pass-playground-traces"
-    root.mkdir(exist_ok=True)
-    dated = []
-    for entry in root.iterdir():
-        with contextlib.suppress(FileNotFoundError):  # removed by another process since iterdir listed it
-            dated.append((entry.stat().st_mtime, entry))
-    for _, old in sorted(dated)[:-TRACES_KEPT]:
-        shutil.rmtree(old, ignore_errors=True)
-    return Path(tempfile.mkdtemp(dir=root))
 
 
 def replay_handler(trace_file, show_rejected=True, model: LoadedModel | None = None) -> tuple:

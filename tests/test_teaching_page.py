@@ -19,6 +19,7 @@ sys.path.insert(0, str(REPO))
 from playground import page  # noqa: E402
 from playground import race_handlers  # noqa: E402
 from playground import race_text  # noqa: E402
+from playground import trace_files  # noqa: E402
 from pass_core.registry import METHODS  # noqa: E402
 from pass_core.teaching.trace import load_trace  # noqa: E402
 from playground.theory_view import THEORY_NEEDS_AR  # noqa: E402
@@ -141,10 +142,10 @@ def test_trace_files_are_pruned_on_a_long_running_server(tmp_path, monkeypatch):
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr(race_handlers, "TRACES_KEPT", 2)
+    monkeypatch.setattr(trace_files, "TRACES_KEPT", 2)
     made = []
     for _ in range(4):
-        folder = race_handlers._trace_folder()
+        folder = trace_files._trace_folder()
         (folder / "pass-playground-trace.json").write_text("{}")
         made.append(folder)
     left = sorted((tmp_path / "pass-playground-traces").iterdir())
@@ -164,7 +165,7 @@ def test_trace_pruning_passes_over_a_folder_another_process_removed(tmp_path, mo
     (root / "kept").mkdir()
     listed = Path.iterdir
     monkeypatch.setattr(Path, "iterdir", lambda self: [*listed(self), self / "removed-meanwhile"])
-    folder = race_handlers._trace_folder()
+    folder = trace_files._trace_folder()
     assert folder.is_dir() and folder.parent == root and (root / "kept").is_dir()
 
 
