@@ -1,7 +1,8 @@
 """The teaching panels in a real headless browser: the "Start here" lessons, the "What if…" panel and theory beside
 measurement, each checked against numbers the test computes itself (the downloaded trace, docs/algorithms.md
 section 4's formulas), never against the page's own functions. Screenshots at 1400 px and 400 px go to
-tests/artifacts/ (browser-lessons-WIDTH.png, browser-finish-WIDTH.png, browser-whatif-WIDTH.png).
+tests/artifacts/ (browser-lessons-WIDTH.png, browser-finish-WIDTH.png, browser-whatif-WIDTH.png); the theory check's
+race is also the README's screenshot, docs/screenshot.png.
 
 The lessons and the what-if panel run on the page built in this process on a tiny random model (the trained methods
 fall back to untrained drafters there, which is all a lesson's wiring needs); the theory check races the embedded
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -286,44 +288,65 @@ def test_screenshots_of_the_lesson_strip_finish_view_and_whatif(new_page, tiny_p
         element.screenshot(path=str(ARTIFACTS / f"browser-{name}-{width}.png"))
 
 
-@pytest.fixture(scope="module")
-def smollm_page_url(smollm):
-    """The page on the embedded model (its shipped look-ahead embeddings and drafter)."""
-    with served(smollm) as url:
-        yield url
+#: The README's picture (``README.md`` shows it): taken by ``test_theory_...palindrome_example`` on every run, so that it
+#: shows the page as it is today.
+SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "screenshot.png"
 
 
-def test_theory_predicts_the_measured_mean_on_the_palindrome_example(new_page, smollm_page_url,  # noqa: F811
-                                                                    fixed_pass_cost):
+def test_theory_predicts_the_measured_mean_on_the_palindrome_example(new_page, smollm, fixed_pass_cost):  # noqa: F811
     """The palindrome example (the page's first), AR, PaSS and ParallelSpec (the default race), greedy, on the
     embedded model, cut to ``THEORY_TOKENS`` new tokens: for each drafting method the theory view's predicted tokens
     per verification step, from alpha on the judged drafts, lies within 0.05 of the mean accepted tokens per
     verification step in its metric box. The cost view reads ``fixed_pass_cost``'s curve: measuring c(w) on the
-    embedded model at the first race costs about 8 s of CPU, and nothing here is about it."""
+    embedded model at the first race costs about 8 s of CPU, and nothing here is about it.
+
+    The same finished race is the README's screenshot: each pane holds coloured tokens, the greedy check says
+    identical and the charts are drawn; then, with the settings folded, the page from its title to the panes' last
+    lines (prompt, lessons and the panes) is written to ``SCREENSHOT`` (one race of the embedded model for both: a race of
+    its own cost about 15 s of CPU)."""
     from playground.race_inputs import EXAMPLES
 
-    page = open_page(new_page, smollm_page_url, 1400)
-    page.get_by_text(EXAMPLES[0][:40]).first.click()  # the example under the prompt box fills it in
-    prompt = page.get_by_label("prompt", exact=True)
-    for _ in range(120):  # the server fills it in: up to a minute on a busy machine
-        if prompt.input_value() == EXAMPLES[0]:
-            break
-        page.wait_for_timeout(500)
-    assert prompt.input_value() == EXAMPLES[0]
-    for key in ("ar", "pass", "parallelspec"):  # the default race, and only it
-        assert page.get_by_label(METHODS[key].label, exact=True).is_checked(), key
-    assert page.locator("#methods input[type=checkbox]:checked").count() == 3
-    assert page.locator("#input-temperature input").input_value() == "0"
-    page.locator("#input-max_new_tokens input").fill(str(THEORY_TOKENS))
-    page.get_by_role("button", name="Run").click()
-    wait_text(page, "#run-line", "Finished.", timeout_ms=300_000)
-    page.wait_for_function("() => document.querySelector('#theory-sentences').innerText.includes('ParallelSpec:')",
-                           timeout=30_000)
-    theory = shown(page, "#theory-sentences")
-    measured = per_method(metric_box(page, "mean accepted tokens per verification step"))
-    for name in ("PaSS", "ParallelSpec"):
-        found = re.search(rf"{name}: alpha = ([\d.]+) .*? predicts ([\d.]+) tokens per verification step", theory)
-        assert found, (name, theory)
-        predicted = float(found.group(2))
-        assert abs(predicted - measured[name]) <= 0.05, (name, f"alpha {found.group(1)}", predicted, measured[name],
-                                                         theory)
+    with served(smollm) as url:
+        page = open_page(new_page, url, 1400)
+        page.get_by_text(EXAMPLES[0][:40]).first.click()  # the example under the prompt box fills it in
+        prompt = page.get_by_label("prompt", exact=True)
+        for _ in range(120):  # the server fills it in: up to a minute on a busy machine
+            if prompt.input_value() == EXAMPLES[0]:
+                break
+            page.wait_for_timeout(500)
+        assert prompt.input_value() == EXAMPLES[0]
+        for key in ("ar", "pass", "parallelspec"):  # the default race, and only it
+            assert page.get_by_label(METHODS[key].label, exact=True).is_checked(), key
+        assert page.locator("#methods input[type=checkbox]:checked").count() == 3
+        assert page.locator("#input-temperature input").input_value() == "0"
+        page.locator("#input-max_new_tokens input").fill(str(THEORY_TOKENS))
+        page.get_by_role("button", name="Run").click()
+        wait_text(page, "#run-line", "Finished.", timeout_ms=300_000)
+        page.wait_for_function("() => document.querySelector('#theory-sentences').innerText.includes('ParallelSpec:')",
+                               timeout=30_000)
+        theory = shown(page, "#theory-sentences")
+        measured = per_method(metric_box(page, "mean accepted tokens per verification step"))
+        for name in ("PaSS", "ParallelSpec"):
+            found = re.search(rf"{name}: alpha = ([\d.]+) .*? predicts ([\d.]+) tokens per verification step", theory)
+            assert found, (name, theory)
+            predicted = float(found.group(2))
+            assert abs(predicted - measured[name]) <= 0.05, (name, f"alpha {found.group(1)}", predicted,
+                                                             measured[name], theory)
+        # the README's screenshot of this race
+        for key in ("ar", "pass", "parallelspec"):
+            assert page.locator(f"#pane-{key} .token.highlighted").count() > 0, f"pane {key} has no tokens"
+        assert "identical" in page.locator("#greedy-check").inner_text().lower(), \
+            page.locator("#greedy-check").inner_text()
+        page.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=30_000)
+        page.locator("#settings button.label-wrap").first.click()  # folded again, as the page loads
+        page.locator("#input-seed").wait_for(state="hidden", timeout=10_000)
+        page.wait_for_timeout(1000)  # the accordion's fold animation
+        page.evaluate("window.scrollTo(0, 0)")
+        bottom = max(page.locator(f"#pane-{key}").bounding_box()["y"] + page.locator(f"#pane-{key}").bounding_box()
+                     ["height"] for key in ("ar", "pass", "parallelspec"))
+        page.set_viewport_size({"width": 1400, "height": round(bottom) + 16})  # title to the panes' last lines
+        page.evaluate("window.scrollTo(0, 0)")
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(SCREENSHOT))
+        page.screenshot(path=str(ARTIFACTS / "browser-readme.png"), full_page=True)
+    assert SCREENSHOT.stat().st_size > 20_000  # a picture of a page, not an empty frame
