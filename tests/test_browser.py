@@ -265,14 +265,27 @@ def overlaps(a: dict, b: dict) -> bool:
             and a["y"] < b["y"] + b["height"] and b["y"] < a["y"] + a["height"])
 
 
+#: {label: lines of text} of each step button (the client rectangles of its text, counted by their top edge)
+STEP_BUTTON_LINES = """() => Object.fromEntries([...document.querySelectorAll('#step-through button')].map(b => {
+  const text = document.createRange(); text.selectNodeContents(b);
+  return [b.innerText, new Set([...text.getClientRects()].map(r => Math.round(r.top))).size]; }))"""
+
+
 @pytest.mark.parametrize("width", [400, 1400])
-def test_phone_and_desktop_layout(new_page, race_page_url, width):
-    """At 400 px the header used to fill the first screen and push the prompt below it, the charts sat side by
+def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, tmp_path, width):
+    """The layout at a phone's and a desktop's width, then the race's trace, its replay and the lab, on one page.
+
+    Layout: at 400 px the header used to fill the first screen and push the prompt below it, the charts sat side by
     side and their legends covered the axes; on a desktop the unfolded settings pushed the panes some 1,300 px
     below Run, so a first Run changed nothing in view. Now the prompt is on the first screen, Settings is folded
     when the page loads, a desktop shows the empty panes right under the step buttons, a race runs from the
     folded settings, the charts stack in one column on a phone (two on a desktop), no legend covers its
-    chart's plot area, and each step button's label stays on one line."""
+    chart's plot area, and each step button's label stays on one line.
+
+    Then download that race's trace, reload the page, upload the trace and press Replay: the replayed panes equal
+    the original panes and the theory sentences are back. Then the lab tab's Run lab fills its table, with a pass
+    for every method and a fail for the broken rule. Saves browser-layout-WIDTH.png, browser-replay-WIDTH.png and
+    browser-lab-WIDTH.png."""
     with in_process_page(new_page, race_page_url, width, settings_open=False) as page:
         prompt = page.get_by_label("prompt", exact=True).bounding_box()
         assert prompt["y"] + prompt["height"] < 800, f"the prompt is below the first screen at {width} px"
@@ -305,22 +318,7 @@ def test_phone_and_desktop_layout(new_page, race_page_url, width):
             assert not overlaps(legend, plots.nth(i).locator(".g-xtitle").bounding_box()), f"chart {i}, {width} px"
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / f"browser-layout-{width}.png"), full_page=True)
-
-
-#: {label: lines of text} of each step button (the client rectangles of its text, counted by their top edge)
-STEP_BUTTON_LINES = """() => Object.fromEntries([...document.querySelectorAll('#step-through button')].map(b => {
-  const text = document.createRange(); text.selectNodeContents(b);
-  return [b.innerText, new Set([...text.getClientRects()].map(r => Math.round(r.top))).size]; }))"""
-
-
-@pytest.mark.parametrize("width", [400, 1400])
-def test_trace_download_replay_and_lab_tab(new_page, race_page_url, tmp_path, width):
-    """Race, download the trace, reload the page, upload the trace and press Replay: the replayed panes equal the
-    original panes and the theory sentences are back. Then the lab tab's Run lab fills its table, with a pass for
-    every method and a fail for the broken rule. Saves browser-replay-WIDTH.png and browser-lab-WIDTH.png."""
-    with in_process_page(new_page, race_page_url, width) as page:
-        race_on(page, max_new_tokens=16)
-        page.get_by_text("Finished.").first.wait_for(timeout=60_000)
+        # the trace of this race, replayed on the reloaded page
         original = {key: page.locator(f"#pane-{key} .textfield").inner_text() for key in ("ar", "pass")}
         assert "PaSS: alpha = " in page.locator("#theory-sentences").inner_text()
         with page.expect_download() as download:
@@ -337,7 +335,6 @@ def test_trace_download_replay_and_lab_tab(new_page, race_page_url, tmp_path, wi
             assert page.locator(f"#pane-{key} .textfield").inner_text() == text, key
         assert "PaSS: alpha = " in page.locator("#theory-sentences").inner_text()
         page.locator(".js-plotly-plot").nth(4).wait_for(timeout=30_000)  # 4 race charts and the theory chart
-        ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / f"browser-replay-{width}.png"), full_page=True)
         page.get_by_role("tab", name="Losslessness lab").click()
         from playground.race_inputs import lab_runs_problem

@@ -121,7 +121,8 @@ def test_each_lesson_asks_first_then_explains_with_its_race_numbers(new_page, ti
     race's numbers, equal to the metric boxes', whose tokens/s equal the downloaded trace's (committed tokens /
     summed step time); and the finish view, in the run line and the strip, names the method with the highest
     tokens/s in the metric box. The lab's lesson answers after Run lab instead, with the lab's verdicts. Run again:
-    the question comes back while the race runs, then the new numbers."""
+    the question comes back while the race runs, then the new numbers. At this desktop width the strip, the finish
+    view (after lesson 1) and the what-if panel (at the end) fit the page (``fits_the_width``)."""
     page = open_page(new_page, tiny_page_url, 1400)
     labels = {"tokens_per_s": "tokens/s", "speedup": "speed-up vs AR", "tokens_per_forward_pass":
               "tokens per forward pass", "mean_accepted_tokens": "mean accepted tokens per verification step",
@@ -176,6 +177,8 @@ def test_each_lesson_asks_first_then_explains_with_its_race_numbers(new_page, ti
         assert rates[finish.group(1)] == max(rates.values()), (lesson.title, finish.group(0), rates)
         assert float(finish.group(2)) == rates[finish.group(1)]
         assert finish.group(0) in text, lesson.title  # the strip ends with the same finish view
+        if lesson is LESSONS[0]:  # the strip and the finish view fit a desktop's width
+            fits_the_width(page, 1400, (("#lessons", "lessons"), ("#run-line", "finish")))
     # the same lesson raced again: its question comes back while the race runs (the strip kept the numbers of the
     # race before until the next race had finished), then this race's numbers
     page.get_by_role("button", name="Run").click()
@@ -183,6 +186,10 @@ def test_each_lesson_asks_first_then_explains_with_its_race_numbers(new_page, ti
                            timeout=30_000)
     page.wait_for_function("() => document.querySelector('#lesson-text').innerText.includes('This run:')",
                            timeout=90_000)
+    page.locator("#whatif").get_by_text("What if…").first.click()  # the what-if panel fits a desktop's width too
+    page.locator("#whatif-preset").get_by_label("flat (GPU-like)", exact=True).check()
+    page.locator("#whatif-plot .js-plotly-plot").wait_for(timeout=30_000)
+    fits_the_width(page, 1400, (("#whatif", "whatif"),))
 
 
 def wait_text(page, selector: str, part: str, timeout_ms: int = 30_000) -> None:
@@ -205,27 +212,27 @@ def whatif_set(page, alpha: float, k: int, drafter_cost: float) -> None:
         wait_text(page, "#whatif-text", mark)
 
 
-@pytest.mark.parametrize("alpha, k, drafter_cost", [(0.7, 4, 0.1), (0.35, 2, 0.25)])
-def test_whatif_predicts_the_speedup_of_the_formula(new_page, tiny_page_url, alpha, k, drafter_cost):  # noqa: F811
+def test_whatif_predicts_the_speedup_of_the_formula(new_page, tiny_page_url):  # noqa: F811
     """On the flat cost curve (c(w) = 1) the panel's chain and PaSS speed-ups equal docs/algorithms.md section 4,
     computed here: E = (1 - α^(k+1)) / (1 - α); chain E / (c(k+1) + c_d) = E / (1 + c_d); PaSS's two-pass loop
-    (1 + E) / (2 c(k+1)) = (1 + E) / 2."""
+    (1 + E) / (2 c(k+1)) = (1 + E) / 2. Two settings in turn on one page."""
     page = open_page(new_page, tiny_page_url, 1400)
     page.locator("#whatif").get_by_text("What if…").first.click()
     page.locator("#whatif-preset").get_by_label("flat (GPU-like)", exact=True).check()
     wait_text(page, "#whatif-text", "cost curve flat c(w) = 1")
-    whatif_set(page, alpha, k, drafter_cost)
-    text = shown(page, "#whatif-text")
-    assert f"At α = {alpha:.2f}, k = {k}, cost curve flat c(w) = 1" in text and \
-        f"(drafter c_d = {drafter_cost:.2f})" in text, text
-    expected = (1 - alpha ** (k + 1)) / (1 - alpha)
-    chain = re.search(r"Chain: E = .*? = ([\d.]+) tokens per step .*?: ([\d.]+)x", text)
-    two_pass = re.search(r"PaSS two-pass loop: 1 \+ E = ([\d.]+) tokens per step .*?: ([\d.]+)x", text)
-    assert chain and two_pass, text
-    assert float(chain.group(1)) == pytest.approx(expected, abs=0.006)
-    assert float(chain.group(2)) == pytest.approx(expected / (1 + drafter_cost), abs=0.006)
-    assert float(two_pass.group(1)) == pytest.approx(1 + expected, abs=0.006)
-    assert float(two_pass.group(2)) == pytest.approx((1 + expected) / 2, abs=0.006)
+    for alpha, k, drafter_cost in ((0.7, 4, 0.1), (0.35, 2, 0.25)):
+        whatif_set(page, alpha, k, drafter_cost)
+        text = shown(page, "#whatif-text")
+        assert f"At α = {alpha:.2f}, k = {k}, cost curve flat c(w) = 1" in text and \
+            f"(drafter c_d = {drafter_cost:.2f})" in text, text
+        expected = (1 - alpha ** (k + 1)) / (1 - alpha)
+        chain = re.search(r"Chain: E = .*? = ([\d.]+) tokens per step .*?: ([\d.]+)x", text)
+        two_pass = re.search(r"PaSS two-pass loop: 1 \+ E = ([\d.]+) tokens per step .*?: ([\d.]+)x", text)
+        assert chain and two_pass, text
+        assert float(chain.group(1)) == pytest.approx(expected, abs=0.006)
+        assert float(chain.group(2)) == pytest.approx(expected / (1 + drafter_cost), abs=0.006)
+        assert float(two_pass.group(1)) == pytest.approx(1 + expected, abs=0.006)
+        assert float(two_pass.group(2)) == pytest.approx((1 + expected) / 2, abs=0.006)
     page.locator("#whatif-plot .js-plotly-plot").wait_for(timeout=30_000)
 
 
@@ -256,11 +263,29 @@ def test_whatif_ends_on_the_curve_chosen_last_when_an_earlier_answer_is_slow(new
         assert "cost curve flat c(w) = 1" in shown(page, "#whatif-text"), shown(page, "#whatif-text")
 
 
-@pytest.mark.parametrize("width", [1400, 400])
-def test_screenshots_of_the_lesson_strip_finish_view_and_whatif(new_page, tiny_page_url, width):  # noqa: F811
-    """Lesson 1 raced (cut to ``LESSON_TOKENS`` tokens) and the what-if panel on the flat curve, at a desktop's and a
-    phone's width: the strip, the run line with the finish view and the panel each fit the page's width (nothing
-    runs off the right edge). Saves browser-lessons-WIDTH.png, browser-finish-WIDTH.png, browser-whatif-WIDTH.png."""
+def fits_the_width(page, width: int, parts: tuple[tuple[str, str], ...]) -> None:
+    """Each (selector, name) of ``parts`` fits the page's width (nothing runs off the right edge); saves its
+    picture as browser-NAME-WIDTH.png."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    viewport = page.evaluate("() => document.documentElement.clientWidth")
+    for selector, name in parts:
+        element = page.locator(selector)
+        element.scroll_into_view_if_needed()
+        box = element.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= viewport + 1, (selector, box, viewport)
+        overflow = element.evaluate("e => [...e.querySelectorAll('*')].filter(c => c.getBoundingClientRect().right"
+                                    " > document.documentElement.clientWidth + 1 && c.getClientRects().length)"
+                                    ".map(c => c.tagName + '.' + c.className).slice(0, 5)")
+        assert not overflow, (selector, width, overflow)
+        element.screenshot(path=str(ARTIFACTS / f"browser-{name}-{width}.png"))
+
+
+def test_screenshots_of_the_lesson_strip_finish_view_and_whatif_on_a_phone(new_page, tiny_page_url):  # noqa: F811
+    """Lesson 1 raced (cut to ``LESSON_TOKENS`` tokens) and the what-if panel on the flat curve, at a phone's width:
+    the strip, the run line with the finish view and the panel each fit the page's width (nothing runs off the
+    right edge). Saves browser-lessons-400.png, browser-finish-400.png, browser-whatif-400.png (the lessons test
+    checks and saves the same at 1400 px)."""
+    width = 400
     page = open_page(new_page, tiny_page_url, width)
     page.locator("#lesson-choice").get_by_label(LESSONS[0].title, exact=True).check()
     # the lesson has filled the form (its question shows) before the length is cut: had the lesson's update come
@@ -274,18 +299,7 @@ def test_screenshots_of_the_lesson_strip_finish_view_and_whatif(new_page, tiny_p
     page.locator("#whatif").get_by_text("What if…").first.click()
     page.locator("#whatif-preset").get_by_label("flat (GPU-like)", exact=True).check()
     page.locator("#whatif-plot .js-plotly-plot").wait_for(timeout=30_000)
-    ARTIFACTS.mkdir(exist_ok=True)
-    viewport = page.evaluate("() => document.documentElement.clientWidth")
-    for selector, name in (("#lessons", "lessons"), ("#run-line", "finish"), ("#whatif", "whatif")):
-        element = page.locator(selector)
-        element.scroll_into_view_if_needed()
-        box = element.bounding_box()
-        assert box["x"] >= 0 and box["x"] + box["width"] <= viewport + 1, (selector, box, viewport)
-        overflow = element.evaluate("e => [...e.querySelectorAll('*')].filter(c => c.getBoundingClientRect().right"
-                                    " > document.documentElement.clientWidth + 1 && c.getClientRects().length)"
-                                    ".map(c => c.tagName + '.' + c.className).slice(0, 5)")
-        assert not overflow, (selector, width, overflow)
-        element.screenshot(path=str(ARTIFACTS / f"browser-{name}-{width}.png"))
+    fits_the_width(page, width, (("#lessons", "lessons"), ("#run-line", "finish"), ("#whatif", "whatif")))
 
 
 #: The README's picture (``README.md`` shows it): taken by ``test_theory_...palindrome_example`` on every run, so that it
