@@ -1,13 +1,14 @@
 """The teaching views on the page (issue 12, items 3-5): theory beside measurement under the race's
 charts, the losslessness lab tab, and traces (download, replay, ``--replay-only``), driven as handler
-functions on the tiny model and once through gradio_client against ``python app.py``."""
+functions on the tiny model, through gradio_client against ``python app.py`` and against ``app.main`` with
+``--replay-only`` in this process."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
-import time
 from pathlib import Path
 
 import gradio as gr
@@ -23,7 +24,6 @@ from playground import trace_files  # noqa: E402
 from pass_core.registry import METHODS  # noqa: E402
 from pass_core.teaching.trace import load_trace  # noqa: E402
 from playground.theory_view import THEORY_NEEDS_AR  # noqa: E402
-from servers import running_server  # noqa: E402
 from test_app import API_OUTPUT_NAMES, DRAFTING, OUTPUT_NAMES, pane_text, run  # noqa: E402
 
 
@@ -115,18 +115,40 @@ def test_race_then_replay_through_gradio_client(app_server, tmp_path):
         client.predict(handle_file(str(bad)), True, api_name="/replay")
 
 
-@pytest.mark.process
-def test_replay_only_serves_a_trace_without_a_model(tiny, tmp_path):
-    """``--replay-only`` with a model name that does not exist: nothing loads, the page serves in seconds,
+@contextlib.contextmanager
+def app_main_served(monkeypatch, *argv: str):
+    """``app.main(argv)`` (what ``python app.py ARGV`` runs) in this process on a free port: its launch does not
+    block; yields the page's URL and closes the server after. (``python app.py`` itself starts in a fresh
+    interpreter once per run: ``app_server`` in conftest.py.)"""
+    import app
+    from servers import free_port
+
+    port, launched = free_port(), []
+    launch = gr.Blocks.launch
+
+    def launch_in_background(demo, **kwargs):
+        launched.append(demo)
+        return launch(demo, **kwargs, prevent_thread_lock=True, quiet=True)
+
+    monkeypatch.setenv("GRADIO_SERVER_PORT", str(port))
+    monkeypatch.setattr(gr.Blocks, "launch", launch_in_background)
+    app.main(list(argv))
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        for demo in launched:
+            demo.close()
+
+
+def test_replay_only_serves_a_trace_without_a_model(tiny, tmp_path, monkeypatch):
+    """``app.py --replay-only`` with a model name that does not exist: nothing loads, the page serves at once,
     Run and the lab say a model is needed, and a trace recorded on the tiny model replays."""
     from gradio_client import Client, handle_file
 
     final = run(tiny, max_new_tokens=8, update_interval_s=0.0, inspect=True)[-1]
-    start = time.monotonic()
-    # nothing to load: seconds on a quiet machine; 90 s leaves room for the suite's own load on 2 cores
-    with running_server("no-such-model", tmp_path / "app.log", "--replay-only", timeout_s=90) as server:
-        assert time.monotonic() - start < 90
-        client = Client(server.url, verbose=False, download_files=str(tmp_path))
+    with app_main_served(monkeypatch, "--model", "no-such-model", "--backend", "fp32", "--threads", "1",
+                         "--replay-only") as url:
+        client = Client(url, verbose=False, download_files=str(tmp_path))
         replayed = dict(zip(API_OUTPUT_NAMES, client.predict(handle_file(final["trace"]), True,
                                                              api_name="/replay"), strict=True))
         for key in page.DEFAULT_RACE:
