@@ -140,6 +140,7 @@ def app_main_served(monkeypatch, *argv: str):
             demo.close()
 
 
+@pytest.mark.process  # an app server (in this process)
 def test_replay_only_serves_a_trace_without_a_model(tiny, tmp_path, monkeypatch):
     """``app.py --replay-only`` with a model name that does not exist: nothing loads, the page serves at once,
     Run and the lab say a model is needed, and a trace recorded on the tiny model replays."""
