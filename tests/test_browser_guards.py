@@ -7,7 +7,7 @@ from __future__ import annotations
 
 
 from pass_core.teaching.trace import load_trace
-from test_browser import PAUSED_AT, in_process_page, paused_position, new_page, pane_chars, race_on, race_page_url  # noqa: F401
+from test_browser import ARTIFACTS, PAUSED_AT, in_process_page, paused_position, new_page, pane_chars, race_on, race_page_url  # noqa: F401
 
 #: Records every aria-busy value the Next button takes, from the page's own DOM (a MutationObserver).
 WATCH_BUSY = """() => { window.busySeen = []; const b = document.getElementById('next-button');
@@ -51,8 +51,14 @@ def test_stop_offers_the_trace_of_what_the_panes_show(new_page, race_page_url, t
         race_on(page, max_new_tokens=200)
         page.locator("#pane-ar .token.highlighted").nth(3).wait_for(timeout=30_000)
         page.get_by_role("button", name="Stop").dispatch_event("click")  # a redrawing page: "stable" may never come
-        page.locator("#run-line").get_by_text("Download trace gives exactly those steps").first.wait_for(
-            timeout=60_000)
+        try:
+            page.locator("#run-line").get_by_text("Download trace gives exactly those steps").first.wait_for(
+                timeout=60_000)
+        except Exception as err:  # timed out once in ten full runs (2026-12-04): keep what the page showed instead
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "browser-stop-timeout.png"), full_page=True)
+            raise AssertionError("Stop's line never came; the run line says "
+                                 f"{page.locator('#run-line').inner_text()!r}") from err
         page.wait_for_timeout(3000)  # no update after Stop: the panes stay as they are
         shown = pane_chars(page, "ar")
         with page.expect_download() as download:
