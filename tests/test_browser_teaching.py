@@ -302,8 +302,8 @@ def test_screenshots_of_the_lesson_strip_finish_view_and_whatif_on_a_phone(new_p
     fits_the_width(page, width, (("#lessons", "lessons"), ("#run-line", "finish"), ("#whatif", "whatif")))
 
 
-#: The README's picture (``README.md`` shows it): taken by ``test_theory_...palindrome_example`` on every run, so that it
-#: shows the page as it is today.
+#: The README's picture: taken by ``test_theory_...palindrome_example`` on every run, so that it shows the page as
+#: it is today.
 SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "screenshot.png"
 
 
@@ -316,8 +316,8 @@ def test_theory_predicts_the_measured_mean_on_the_palindrome_example(new_page, s
 
     The same finished race is the README's screenshot: each pane holds coloured tokens, the greedy check says
     identical and the charts are drawn; then, with the settings folded, the page from its title to the panes' last
-    lines (prompt, lessons and the panes) is written to ``SCREENSHOT`` (one race of the embedded model for both: a race of
-    its own cost about 15 s of CPU)."""
+    lines (prompt, lessons and the panes) is written to ``SCREENSHOT`` (one race of the embedded model for both: a
+    race of its own cost about 15 s of CPU)."""
     from playground.race_inputs import EXAMPLES
 
     with served(smollm) as url:
@@ -356,10 +356,9 @@ def test_theory_predicts_the_measured_mean_on_the_palindrome_example(new_page, s
         page.locator("#input-seed").wait_for(state="hidden", timeout=10_000)
         page.wait_for_timeout(1000)  # the accordion's fold animation
         page.evaluate("window.scrollTo(0, 0)")
-        bottom = max(page.locator(f"#pane-{key}").bounding_box()["y"] + page.locator(f"#pane-{key}").bounding_box()
-                     ["height"] for key in ("ar", "pass", "parallelspec"))
+        panes = [page.locator(f"#pane-{key}").bounding_box() for key in ("ar", "pass", "parallelspec")]
+        bottom = max(box["y"] + box["height"] for box in panes)
         page.set_viewport_size({"width": 1400, "height": round(bottom) + 16})  # title to the panes' last lines
-        page.evaluate("window.scrollTo(0, 0)")
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(SCREENSHOT))
         page.screenshot(path=str(ARTIFACTS / "browser-readme.png"), full_page=True)
