@@ -216,6 +216,8 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                     return  # Stop: the panes keep the last frame, the one Stop's trace was made of
                 yield frame
         finally:
+            if control is not None:
+                control.end()  # Stop, waiting for the race's next frame, replies now
             slots.end()
             show_now.pop(session, None)
             if controls.get(session) is control:

@@ -17,6 +17,8 @@ from playground.race_charts import short_name
 
 #: Slow motion: the page's range for the delay per step, in seconds.
 MAX_STEP_DELAY_S = 2.0
+#: Stop waits at most this long for the race to reach its next frame (``StepControl.stop``), seconds.
+STOP_WAIT_S = 3.0
 NEXT, PREVIOUS, RESUME = "next", "previous", "resume"
 
 
@@ -39,6 +41,7 @@ class StepControl:
         self._shown.set()
         self.paused = False
         self.stopped = False  # Stop was pressed: the race yields no frame after that
+        self._ended = threading.Event()  # set: the race yields nothing more (it has ended, or met Stop)
         self.last_state: dict | None = None  # the ``render`` state of the last frame the race yielded
         self.delay_s = 0.0
         self.set_delay(delay_s)
@@ -49,17 +52,28 @@ class StepControl:
         without yielding it, so that the panes keep the frame ``stop`` returned."""
         with self._lock:
             if self.stopped:
+                self._ended.set()
                 return False
             if isinstance(state, dict):
                 self.last_state = state
             return True
 
-    def stop(self) -> dict | None:
+    def stop(self, wait_s: float = STOP_WAIT_S) -> dict | None:
         """Stop: the race yields nothing more. Returns the state of the last frame it yielded (None before any), the
-        steps the panes end with, for Stop's trace."""
+        steps the panes end with, for Stop's trace.
+
+        Returns only once the race has reached its next frame (or ended), at most ``wait_s`` seconds later: a frame
+        yielded just before Stop is then already on its way to the page, and Stop's own line, sent after it, is the
+        one the page keeps (Stop's reply once overtook such a frame, which then replaced Stop's line)."""
         with self._lock:
             self.stopped = True
+        self._ended.wait(wait_s)
+        with self._lock:
             return self.last_state
+
+    def end(self) -> None:
+        """The race has ended (finished, stopped, refused or closed): nothing more comes from it."""
+        self._ended.set()
 
     def set_delay(self, delay_s) -> None:
         """Slow motion. Raises ValueError unless 0 <= delay_s <= ``MAX_STEP_DELAY_S`` (seconds)."""
@@ -110,9 +124,9 @@ class StepControl:
             return None
 
     def sleep(self, seconds: float) -> None:
-        """Wait ``seconds`` of wall time (slow motion), cut short by a Pause or a move."""
+        """Wait ``seconds`` of wall time (slow motion), cut short by a Pause, a move or Stop."""
         end = time.monotonic() + seconds
-        while not self.paused and self._moves.empty():
+        while not self.paused and self._moves.empty() and not self.stopped:
             left = end - time.monotonic()
             if left <= 0:
                 return
@@ -162,7 +176,8 @@ def paused_updates(control: StepControl, events: dict, frame, no_op):
     or on Next at the newest step (the race then stops again after it, still paused). The page runs one race at a
     time: every ``HEARTBEAT_S`` seconds without a press it yields a heartbeat (``no_op()``, gradio's ``gr.skip``,
     for every output: nothing changes on the page) so that gradio, which only looks for a closed tab when a handler
-    yields, ends the race of a closed tab within seconds and frees the slot; after ``PAUSE_IDLE_S`` seconds without a
+    yields, ends the race of a closed tab within seconds and frees the slot (and after Stop one at once: the race then
+    ends without yielding it, ``StepControl.yielding``); after ``PAUSE_IDLE_S`` seconds without a
     press the race resumes by itself (a tab left open)."""
     total = position = sum(map(len, events.values()))
     first = frame(position)
@@ -176,7 +191,7 @@ def paused_updates(control: StepControl, events: dict, frame, no_op):
         if move is None:
             if now - idle_since > PAUSE_IDLE_S:
                 control.move(RESUME)  # nobody pressed anything for a while: free the race's slot
-            elif now - beat >= HEARTBEAT_S:
+            elif control.stopped or now - beat >= HEARTBEAT_S:
                 beat = now
                 yield heartbeat
             continue

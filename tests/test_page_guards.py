@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import gradio as gr
@@ -253,21 +254,54 @@ def test_stop_offers_the_trace_of_what_was_produced(tiny, tmp_path):
 
 def test_stop_ends_a_live_race_at_the_frame_its_trace_holds(tiny):
     """Stop pressed while a race runs: the race yields nothing more, and Stop's trace holds the steps of the last
-    frame it did yield (a frame yielded after Stop's trace was made once put 13 more AR tokens on the page)."""
+    frame it did yield (a frame yielded after Stop's trace was made once put 13 more AR tokens on the page). Stop
+    replies only once the race has reached its next frame, so that a frame yielded just before Stop is sent before
+    Stop's line and cannot replace it on the page (seen once: the run line kept the race's line after Stop)."""
     control, frames = StepControl(), []
     on_stop = page_guards.stop_handler(type("Holder", (), {"loaded": tiny})(), {"visitor": control})
-    for out in page.race_handler(tiny, RaceRequest("Hello there", 2, 0.0, 0, 1.0, 40, 0), update_interval_s=0.0,
-                                 control=control):
-        if not control.yielding(out[-1]):
-            break
-        frames.append(out)
-        if len(frames) == 4:
-            _, path = on_stop(None, type("Request", (), {"session_hash": "visitor"})())
+    with ThreadPoolExecutor(1) as pool:
+        for out in page.race_handler(tiny, RaceRequest("Hello there", 2, 0.0, 0, 1.0, 40, 0),
+                                     update_interval_s=0.0, control=control):
+            if not control.yielding(out[-1]):
+                break
+            frames.append(out)
+            if len(frames) == 4:  # gradio sends this frame while Stop is pressed (Stop's own thread)
+                stopping = pool.submit(on_stop, None, type("Request", (), {"session_hash": "visitor"})())
+                time.sleep(0.3)
+                assert not stopping.done()  # Stop waits: the race has not reached its next frame yet
+        _, path = stopping.result(timeout=5)
     assert len(frames) == 4 and control.stopped and not control.yielding(frames[-1][-1])
     shown = frames[-1][-1]["events"]
     assert {k: [e.new_token_ids for e in v] for k, v in load_trace(path).events.items()} == \
         {k: [e.new_token_ids for e in v] for k, v in shown.items()}
     assert control.yielding(gr.skip()) is False  # a heartbeat after Stop is not yielded either
+
+
+def test_stop_waits_for_a_race_at_most_a_few_seconds_and_ends_a_paused_or_slow_one_at_once(tiny):
+    """Stop's wait is bounded (a race whose generator gradio has closed never reaches another frame) and is over
+    at once for a race that has ended; a paused race and a slow-motion wait end at Stop, not at their next
+    heartbeat or after their delay."""
+    start = time.monotonic()
+    assert StepControl().stop(wait_s=0.2) is None and 0.2 <= time.monotonic() - start < 2
+    ended = StepControl()
+    ended.end()
+    start = time.monotonic()
+    ended.stop(wait_s=5)
+    assert time.monotonic() - start < 0.5
+    for control in (StepControl(), StepControl(delay_s=2.0)):
+        if not control.delay_s:
+            control.pause()
+        outs = page.race_handler(tiny, RaceRequest("Hello there", 2, 0.0, 0, 1.0, 40, 0), update_interval_s=0.0,
+                                 control=control)
+        assert control.yielding(next(outs)[-1])
+        with ThreadPoolExecutor(1) as pool:
+            ahead = pool.submit(next, outs)  # paused: waits for a press; slow motion: waits 2 s after the step
+            time.sleep(0.2)
+            start = time.monotonic()
+            control.stop(wait_s=0.0)
+            assert not control.yielding(ahead.result(timeout=5)[-1])  # the race's next frame is not shown...
+            assert time.monotonic() - start < 0.6, control.delay_s  # ...and it came at once
+        outs.close()
 
 
 def test_a_long_prompt_is_warned_about_before_its_prefill(tiny, monkeypatch, measured):
