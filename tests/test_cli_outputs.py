@@ -6,6 +6,8 @@ FileNotFoundError traceback, ``train_drafter --num-draft -1`` started minutes of
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pass_core.runtime.outputs import check_output_path
@@ -86,3 +88,58 @@ def test_trainers_refuse_an_out_they_cannot_write_first(no_model, a_file, tmp_pa
         parallelspec.main(["--out", str(tmp_path)])
     assert lookahead.main(["--out", str(a_file / "la.safetensors"), "--steps", "1"]) == 2
     assert "is a file, so no folder can be made there" in capsys.readouterr().err
+
+
+def test_an_output_folder_that_cannot_be_made_is_refused_even_for_root(no_model, capsys):
+    """Found by trying to break the CLIs as root: permissions said /proc was writable, so ``generate --trace`` and
+    ``bench --json`` into /proc/... ran and then ended in a FileNotFoundError traceback. Now the folder is made and
+    written to first."""
+    from pass_core.bench.run import main as bench
+    from pass_core.generate import main as generate
+
+    with pytest.raises(ValueError, match=r"--json /proc/pass-playground-no/out.json: cannot write in "
+                                         r"/proc/pass-playground-no \(No such file or directory\)"):
+        check_output_path("/proc/pass-playground-no/out.json", "--json")
+    for main, args in ((generate, ["--prompt", "hi", "--trace"]), (bench, ["--suite", "quick", "--json"])):
+        with pytest.raises(SystemExit) as exit_:
+            main([*args, "/proc/pass-playground-no/t.json"])
+        assert exit_.value.code == 2 and "cannot write in /proc/pass-playground-no" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--lr", "-1"], r"--lr -1.0: a learning rate must be a positive number"),
+    (["--lr", "nan", "--adapter-lr", "inf"], r"--lr nan, --adapter-lr inf: a learning rate must be a positive"),
+    (["--answers", "sharegpt:abc"], r"--answers 'sharegpt:abc': use CORPUS:COUNT"),
+    (["--answers", "chitchat:5,reddit:3"], r"--answers 'reddit:3'"),
+    (["--resume"], r"--resume: there is no checkpoint .*la.ckpt.safetensors to continue from; run the same command "
+                   r"without --resume"),
+])
+def test_lookahead_trainer_refuses_bad_arguments_first(no_model, tmp_path, args, message, capsys):
+    """Each of these started the look-ahead trainer's data generation (about 11 minutes) before it was refused, or
+    never was: found by trying to break the CLIs."""
+    from pass_core.training import lookahead
+
+    assert lookahead.main(["--out", str(tmp_path / "la.safetensors"), *args]) == 2
+    assert re.search(message, capsys.readouterr().err)
+
+
+def test_trainers_refuse_a_seed_file_or_feature_layers_the_model_cannot_use_before_the_data(tiny_folder, tmp_path,
+                                                                                           monkeypatch, capsys):
+    """Checked once the model has loaded, before any data is made: an ``--init-from`` file that is not a look-ahead
+    file, ``--feature-layers`` beyond the model's hidden states (both started minutes of data generation)."""
+    from pass_core.training import lookahead, parallelspec
+
+    def no_data(*args, **kwargs):
+        raise AssertionError("training data was made before the bad argument was refused")
+
+    monkeypatch.setattr(lookahead, "load_sequences", no_data)
+    monkeypatch.setattr(parallelspec, "_split", no_data)
+    garbage = tmp_path / "garbage.safetensors"
+    garbage.write_text("garbage")
+    assert lookahead.main(["--model", str(tiny_folder), "--out", str(tmp_path / "la.safetensors"),
+                           "--init-from", str(garbage)]) == 2
+    assert "garbage.safetensors" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"--feature-layers -1 99: this model has 3 hidden states, so each index must "
+                                         r"be between -3 and 2 \(-1 = the last\)"):
+        parallelspec.main(["--model", str(tiny_folder), "--out", str(tmp_path / "d.safetensors"),
+                           "--feature-layers", "-1", "99", "--threads", "1"])

@@ -5,12 +5,15 @@ before any work, so that a run of minutes or hours is not lost to a path it cann
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 
 def check_output_path(path: str | os.PathLike, option: str, example: str = "out.json") -> Path:
     """``path`` as a ``Path``, once it is sure that the file can be written there: the writers create missing
-    folders, so the nearest existing folder above it must be a writable folder.
+    folders, so the nearest existing folder above it must be a writable folder. The file's folder is made now and a
+    file is written there and removed (permissions alone do not tell: root may write anywhere by them, yet not in
+    /proc or on a read-only disk).
 
     Args:
         path: the output file given on the command line.
@@ -19,7 +22,7 @@ def check_output_path(path: str | os.PathLike, option: str, example: str = "out.
 
     Raises:
         ValueError: ``path`` is a folder, a file stands where a folder of it would go, or the nearest existing
-            folder is not writable.
+            folder is not writable, or the folder cannot be made or written (the system's reason).
     """
     out = Path(path)
     if out.is_dir():
@@ -31,4 +34,11 @@ def check_output_path(path: str | os.PathLike, option: str, example: str = "out.
         raise ValueError(f"{option} {path}: {above} is a file, so no folder can be made there; choose another path.")
     if not os.access(above, os.W_OK | os.X_OK):
         raise ValueError(f"{option} {path}: the folder {above} is not writable; choose another path.")
+    try:
+        out.absolute().parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out.absolute().parent):
+            pass
+    except OSError as err:
+        raise ValueError(f"{option} {path}: cannot write in {out.absolute().parent} ({err.strerror or err}); choose "
+                         "another path.") from None
     return out

@@ -25,7 +25,8 @@ from tqdm.auto import tqdm
 
 from pass_core.runtime.outputs import check_output_path
 from pass_core.decoding.cache import new_cache
-from pass_core.training.data import corpus_answers, default_prompt_file, generate_self_data, prompt_lengths, read_prompts
+from pass_core.training.data import (corpus_answers, default_prompt_file, generate_self_data, parse_answers,
+                                     prompt_lengths, read_prompts)
 from pass_core.drafters.lookahead.embeddings import LookaheadEmbeddings
 from pass_core.drafters.lookahead.adapters import GatedLoRA
 from pass_core.training.lookahead_batch import lookahead_logits
@@ -140,18 +141,34 @@ def train(args) -> dict:
     """Run training as described by the parsed ``args``; returns the report dict.
 
     Raises:
-        ValueError: bad arguments (L < 1, steps < 1, ...) or data problems.
+        ValueError: bad arguments (L < 1, steps < 1, a learning rate that is not a positive number, a bad
+            ``--answers``, an ``--out`` that cannot be written, ``--resume`` with no checkpoint), all before the
+            model loads; an ``--init-from`` file that cannot seed this run, before the data is made; data problems.
     """
     if args.num_lookahead < 1 or args.steps < 1 or args.batch_positions < 1 or args.tokens_per_draft < 1:
         raise ValueError("--num-lookahead, --steps, --batch-positions and --tokens-per-draft must be >= 1")
     if args.adapter_rank < 0 or args.curve_every < 0 or args.curve_sequences < 1:
         raise ValueError("--adapter-rank and --curve-every must be >= 0 and --curve-sequences >= 1")
+    bad_rates = [f"{name} {rate}" for name, rate in (("--lr", args.lr), ("--adapter-lr", args.adapter_lr))
+                 if not (math.isfinite(rate) and rate > 0)]
+    if bad_rates:
+        raise ValueError(f"{', '.join(bad_rates)}: a learning rate must be a positive number.")
+    for part in args.answers.split(",") if args.answers else ():  # CORPUS:COUNT, before any data
+        parse_answers(part.strip())
     check_output_path(args.out, "--out", "lookahead.safetensors")  # before hours of data and training
+    if args.resume and not _checkpoint_path(Path(args.out)).is_file():
+        raise ValueError(f"--resume: there is no checkpoint {_checkpoint_path(Path(args.out))} to continue from; run "
+                         "the same command without --resume to start afresh.")
     if args.threads:
         torch.set_num_threads(args.threads)
     started = time.perf_counter()
     loaded = load_model(args.model, progress=lambda m: print(m, file=sys.stderr))
     model, dev = loaded.model, loaded.device
+    gen = torch.Generator().manual_seed(args.seed)
+    init = LookaheadEmbeddings.initialise(loaded, args.num_lookahead, args.init, args.tokens_per_draft,
+                                          generator=gen)
+    if args.init_from:  # read before the data is made: a bad file is refused in seconds, not after minutes
+        init = _seed_from_file(init, args.init_from, loaded)
     seqs, plens = load_sequences(loaded, args.data, args.gen_tokens)
     if args.answers:
         more, more_lens = corpus_answers(loaded, args.answers, max_new_tokens=args.gen_tokens)
@@ -159,11 +176,6 @@ def train(args) -> dict:
     seqs = [(s, max(p - 1, 0)) for s, p in zip(seqs, plens) if len(s) - max(p - 1, 0) > 2]
     if not seqs:
         raise ValueError("No usable training sequences (each needs at least 3 tokens after its prompt).")
-    gen = torch.Generator().manual_seed(args.seed)
-    init = LookaheadEmbeddings.initialise(loaded, args.num_lookahead, args.init, args.tokens_per_draft,
-                                          generator=gen)
-    if args.init_from:
-        init = _seed_from_file(init, args.init_from, loaded)
     rows = 1 if args.shared else init.block_len
     param = torch.nn.Parameter(init.weight[:rows].clone().to(dev))  # (1 or L*R, D), float32
     params, groups, adapters = {"param": param}, [{"params": [param], "lr": args.lr, "base_lr": args.lr}], None
@@ -176,8 +188,7 @@ def train(args) -> dict:
         groups.append({"params": list(lora.values()), "lr": args.adapter_lr, "base_lr": args.adapter_lr})
     opt = torch.optim.Adam(groups)
     out = Path(args.out)
-    step0, progress = (load_checkpoint(_checkpoint_path(out), params, opt)
-                       if args.resume and _checkpoint_path(out).is_file() else (0, {}))
+    step0, progress = load_checkpoint(_checkpoint_path(out), params, opt) if args.resume else (0, {})
     curve = progress.get("curve", [])  # held-out agreement against training positions seen
     curve_data = held_out_sequences(loaded, args.curve_sequences) if args.curve_every else None
     if curve_data and not curve:  # the starting point: the initialisation (or --init-from file) before training

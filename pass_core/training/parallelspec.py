@@ -150,14 +150,19 @@ def main(argv=None) -> dict:
     """Run the CLI; returns the report dict (also written next to the drafter file).
 
     Raises:
-        ValueError: an argument out of range or an output path that cannot be written, before any work; a damaged
-            checkpoint or training that diverged, later.
+        ValueError: an argument out of range or an output path that cannot be written, before any work; a
+            ``--feature-layers`` index the model does not have, once it has loaded; a damaged checkpoint or training
+            that diverged, later.
     """
     args = parse_args(argv)
     check_arguments(args)
     torch.set_num_threads(args.threads)
     started = time.perf_counter()
     loaded = load_model(args.model, device=args.device, progress=print)
+    states = loaded.model.config.num_hidden_layers + 1  # output_hidden_states: the embeddings, then each layer's
+    if any(not -states <= layer < states for layer in args.feature_layers):
+        raise ValueError(f"--feature-layers {' '.join(map(str, args.feature_layers))}: this model has {states} hidden "
+                         f"states, so each index must be between {-states} and {states - 1} (-1 = the last).")
     out = Path(args.out) if args.out else shipped_drafter_path(loaded.name, args.num_draft)
     splits = [_split(loaded, args.train_prompts, args, "train")]
     splits += [_split(loaded, args.train_prompts, args, "train", args.sampled_temperature, seed)
