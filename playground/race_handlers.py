@@ -17,7 +17,8 @@ from pass_core.teaching.race import events_upto, race, race_order
 from pass_core.registry import METHODS
 from pass_core.decoding.settings import DecodeSettings
 from pass_core.decoding.text import encode_prompt
-from pass_core.teaching.trace import MAX_TRACE_BYTES, load_trace, make_trace, recorded_on, save_trace
+from pass_core.teaching.trace import (MAX_TRACE_BYTES, check_token_ids, load_trace, make_trace, recorded_on,
+                                     save_trace)
 from playground.cost_charts import cost_view
 from playground.race_charts import highlighted_tokens
 from playground.race_guards import finish, guard_lines, new_guards, prefill_warning
@@ -228,7 +229,8 @@ def replay_handler(trace_file, show_rejected=True, model: LoadedModel | None = N
     ``model``: the page's model (None: none loaded). The inspector decodes the trace's token ids with it only when
     the trace's embedding signature matches it (``trace.recorded_on``; a name proves nothing), else the trace's
     own token texts name them. Raises gr.Error naming the file and what is wrong (no file, too large, not JSON,
-    another schema, a missing or malformed field).
+    another schema, a missing or malformed field, a token id beyond the vocabulary of the page's model when the
+    trace was recorded on it).
     """
     if not trace_file:
         raise user_error(f"Choose a trace file (.json, at most {MAX_TRACE_BYTES // 2**20} MB) to replay first: a "
@@ -236,12 +238,18 @@ def replay_handler(trace_file, show_rejected=True, model: LoadedModel | None = N
     path = trace_file if isinstance(trace_file, (str, Path)) else getattr(trace_file, "name", trace_file)
     try:
         trace = load_trace(path)
+        own_model = recorded_on(trace, model)
+        if own_model:  # its ids are decoded with this model's tokenizer
+            try:
+                check_token_ids(trace, model.vocab_size)
+            except ValueError as err:
+                raise ValueError(f"{str(path)!r}: {err}.") from None
     except ValueError as err:
         raise user_error(str(err)) from err
     s = trace.settings
     return render(trace.events, show_rejected, s.greedy, s.fused, True, "Replayed from a trace: no files needed.",
                   chat_template=s.chat_template, run_note=replay_note(trace), revision=f"replay-{time.time_ns()}",
-                  own_model=recorded_on(trace, model))
+                  own_model=own_model)
 
 
 def validate_inputs(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected=True,

@@ -96,6 +96,22 @@ def test_a_bad_trace_gets_a_named_error(tmp_path):
         page.replay_handler(None)
 
 
+def test_a_token_id_beyond_the_vocabulary_is_refused_where_the_model_would_decode_it(tiny, tmp_path):
+    """A trace recorded on the page's model is decoded with its tokenizer: an id at or beyond V is refused by name
+    (a replay once showed "token id 1000000000" and a false greedy-check error). Replayed on no model, its own
+    texts name the tokens and the id is never decoded."""
+    final = run(tiny, max_new_tokens=6, update_interval_s=0.0)[-1]
+    data = json.loads(Path(final["trace"]).read_text(encoding="utf-8"))
+    data["methods"]["pass"]["events"][1]["tokens"][0]["token_id"] = tiny.vocab_size
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(gr.Error, match=rf"edited.json': the field 'methods.pass.events\[1\].tokens\[0\].token_id' is "
+                                       rf"{tiny.vocab_size}: the trace's model has {tiny.vocab_size:,} tokens"):
+        page.replay_handler(str(edited), True, tiny)
+    assert "Replay of a trace" in dict(zip(OUTPUT_NAMES, page.replay_handler(str(edited), True, None)))["run_info"]
+    page.replay_handler(final["trace"], True, tiny)  # the trace as recorded replays on its model
+
+
 def test_race_then_replay_through_gradio_client(app_server, tmp_path):
     from gradio_client import Client, handle_file
 

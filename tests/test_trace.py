@@ -72,6 +72,22 @@ def test_bad_traces_are_refused_by_name(tiny, tmp_path):
         bad = json.loads(json.dumps(good))
         bad["methods"]["pass"]["events"][1][field] = value
         cases[f"event-{field}-{value}"] = (json.dumps(bad), at + message)
+    # drafts and the inspector's top-n lists: a replay showed q = 5.000 and p = -2.000 in the inspector
+    at = r"malformed field \(the field 'methods\.pass\.events\[1\]\."
+    for field, value, message in (("q", 5.0, r"drafts\[0\]\.q' is 5\.0: a probability, a number from 0 to 1\)"),
+                                  ("p", -2, r"drafts\[0\]\.p' is -2"), ("u", 7, r"drafts\[0\]\.u' is 7: .* or null"),
+                                  ("token_id", -1, r"drafts\[0\]\.token_id' is -1: a token id, a whole number from 0"),
+                                  ("position", 0, r"drafts\[0\]\.position' is 0: a draft position"),
+                                  ("decision", "maybe", r"drafts\[0\]\.decision' is 'maybe': one of accepted")):
+        bad = json.loads(json.dumps(good))
+        bad["methods"]["pass"]["events"][1]["drafts"][0][field] = value
+        cases[f"draft-{field}-{value}"] = (json.dumps(bad), at + message)
+    for field, value, message in (("probs", [3.0], r"inspection\[0\]\.p\.probs\[0\]' is 3\.0: a probability"),
+                                  ("ids", [1, 2, 3], r"inspection\[0\]\.p' has 3 ids and \d+ probabilities")):
+        bad = json.loads(json.dumps(good))
+        top = bad["methods"]["pass"]["events"][1]["inspection"][0]["p"]
+        top[field] = value if field == "ids" else value * len(top["ids"])
+        cases[f"inspection-{field}"] = (json.dumps(bad), at + message)
     for name, (text, message) in cases.items():
         path = tmp_path / f"{name}.json"
         path.write_text(text, encoding="utf-8")
@@ -80,6 +96,9 @@ def test_bad_traces_are_refused_by_name(tiny, tmp_path):
         assert str(path) in str(err.value), name
     with pytest.raises(ValueError, match="does not exist"):
         load_trace(tmp_path / "nope.json")
+    bom = tmp_path / "notepad.json"  # saved by Windows' Notepad: a UTF-8 byte-order mark first
+    bom.write_bytes(b"\xef\xbb\xbf" + json.dumps(good).encode())
+    assert load_trace(bom).prompt == "hi"
 
 
 def test_cli_writes_a_trace(tiny_folder, tmp_path, capsys):

@@ -63,6 +63,18 @@ def recorded_on(trace: Trace, loaded) -> bool:
     return signatures_match(list(trace.signature), embedding_signature(loaded.model.get_input_embeddings().weight))
 
 
+def check_token_ids(trace: Trace, vocab_size: int) -> None:
+    """Raise ValueError naming the first token or draft id at or beyond ``vocab_size`` (V of the model the trace
+    was recorded on, ``recorded_on``: its ids are decoded with that model's tokenizer)."""
+    for key, events in trace.events.items():
+        for i, event in enumerate(events):
+            ids = [(f"tokens[{j}]", t.token_id) for j, t in enumerate(event.tokens)]
+            for where, token_id in ids + [(f"drafts[{j}]", d.token_id) for j, d in enumerate(event.drafts)]:
+                if token_id >= vocab_size:
+                    raise ValueError(f"the field 'methods.{key}.events[{i}].{where}.token_id' is {token_id}: the "
+                                     f"trace's model has {vocab_size:,} tokens, ids 0 to {vocab_size - 1:,}")
+
+
 def trace_to_dict(trace: Trace) -> dict:
     """The JSON-ready dict: schema, model, prompt, settings, events and summaries per method."""
     return {"schema": SCHEMA, "model": {"name": trace.model_name, "signature": trace.signature},
@@ -100,7 +112,7 @@ def load_trace(source: str | Path | dict) -> Trace:
             raise ValueError(f"{where} is {size / 2**20:,.1f} MB: a trace may be at most {MAX_TRACE_BYTES // 2**20} MB "
                              "(the largest this app writes are about a quarter of that).")
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(path.read_text(encoding="utf-8-sig"))  # -sig: also as Windows' Notepad saves it
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise ValueError(f"{where} is not a JSON trace ({err}).") from err
         except RecursionError as err:
@@ -184,7 +196,8 @@ def _event(d: dict, name: str = "event", step: int | None = None) -> StepEvent:
 
     Raises:
         TypeError: unknown or missing fields.
-        ValueError: naming the field: a bad token (``_token``), a step number other than ``step`` (the step-through
+        ValueError: naming the field: a bad token (``_token``), draft (``_draft``) or inspected position
+            (``_position``), a step number other than ``step`` (the step-through
             and the charts number steps by position: a trace with steps -3, 7, 7 showed steps that never ran), a
             count or a time below 0, or token-tree parents that do not form a tree over the step's drafts.
     """
@@ -194,8 +207,8 @@ def _event(d: dict, name: str = "event", step: int | None = None) -> StepEvent:
         raise TypeError(f"unknown event field(s) {sorted(extra)}")
     d = dict(d)
     d["tokens"] = tuple(_token(t, f"{name}.tokens[{j}]") for j, t in enumerate(d["tokens"]))
-    d["drafts"] = tuple(DraftRecord(**x) for x in d.get("drafts", ()))
-    d["inspection"] = tuple(_position(p) for p in d.get("inspection", ()))
+    d["drafts"] = tuple(_draft(x, f"{name}.drafts[{j}]") for j, x in enumerate(d.get("drafts", ())))
+    d["inspection"] = tuple(_position(p, f"{name}.inspection[{j}]") for j, p in enumerate(d.get("inspection", ())))
     d["tree_parents"] = tuple(int(i) for i in d.get("tree_parents", ()))  # absent from traces before token trees
     event = StepEvent(**d)
     if step is not None and (type(event.step) is not int or event.step != step):
@@ -233,9 +246,59 @@ def _token(t: dict, name: str) -> TokenRecord:
     return token
 
 
-def _position(d: dict) -> PositionInspection:
-    top = {k: (TopN(tuple(v["ids"]), tuple(v["probs"])) if v is not None else None)
-           for k, v in d.items() if k in ("p", "q", "residual")}
+def _probability(value, name: str, optional: bool = False) -> None:
+    """Raise ValueError naming the field unless ``value`` is a probability (a number in [0, 1]; None if
+    ``optional``). A replay once showed q = 5.000 and p = -2.000 in the inspector."""
+    if value is None and optional:
+        return
+    if type(value) not in (int, float) or not 0.0 <= value <= 1.0 + 1e-6:
+        raise ValueError(f"the field {name!r} is {value!r}: a probability, a number from 0 to 1"
+                         + (", or null" if optional else ""))
+
+
+def _whole(value, name: str, low: int, what: str) -> None:
+    if type(value) is not int or not low <= value < 2**31:
+        raise ValueError(f"the field {name!r} is {value!r}: {what}, a whole number from {low}")
+
+
+def _draft(x: dict, name: str) -> DraftRecord:
+    """A ``DraftRecord`` from its dict, each field checked.
+
+    Raises:
+        ValueError: naming the field: a position below 1, a token id that is not a whole number from 0, q or p
+            outside [0, 1], u or p_res neither null nor in [0, 1], a decision that is not one of ``DECISIONS``.
+    """
+    draft = DraftRecord(**x)
+    _whole(draft.position, f"{name}.position", 1, "a draft position")
+    _whole(draft.token_id, f"{name}.token_id", 0, "a token id")
+    for field, optional in (("q", False), ("p", False), ("u", True), ("p_res", True)):
+        _probability(getattr(draft, field), f"{name}.{field}", optional)
+    if draft.decision not in DECISIONS:
+        raise ValueError(f"the field '{name}.decision' is {draft.decision!r}: one of {', '.join(DECISIONS)}")
+    return draft
+
+
+#: What verification did with a draft (``DraftRecord.decision``).
+DECISIONS = ("accepted", "rejected", "not_verified")
+
+
+def _position(d: dict, name: str = "inspection") -> PositionInspection:
+    """A ``PositionInspection`` from its dict: each top-n list holds as many token ids (whole numbers from 0) as
+    probabilities (each in [0, 1]); ValueError naming the field otherwise."""
+    top = {}
+    for k, v in d.items():
+        if k not in ("p", "q", "residual"):
+            continue
+        if v is not None:
+            ids, probs = list(v["ids"]), list(v["probs"])
+            if len(ids) != len(probs):
+                raise ValueError(f"the field '{name}.{k}' has {len(ids)} ids and {len(probs)} probabilities: one "
+                                 "probability per id")
+            for j, (i, prob) in enumerate(zip(ids, probs)):
+                _whole(i, f"{name}.{k}.ids[{j}]", 0, "a token id")
+                _probability(prob, f"{name}.{k}.probs[{j}]")
+            v = TopN(tuple(ids), tuple(probs))
+        top[k] = v
     return PositionInspection(position=int(d["position"]), **top)
 
 
