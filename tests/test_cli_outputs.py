@@ -104,6 +104,9 @@ def test_an_output_folder_that_cannot_be_made_is_refused_even_for_root(no_model,
         with pytest.raises(SystemExit) as exit_:
             main([*args, "/proc/pass-playground-no/t.json"])
         assert exit_.value.code == 2 and "cannot write in /proc/pass-playground-no" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:  # --limit 0 ran no prompt and exited 0
+        bench(["--suite", "quick", "--limit", "0"])
+    assert exit_.value.code == 2 and "--limit 0: --repeats, --limit and --threads must be" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("args, message", [

@@ -163,8 +163,10 @@ def main(argv: list[str] | None = None) -> int:
         methods += check_peers([b.strip() for b in args.baselines.split(",") if b.strip()])
         lookaheads = csv_values(args.num_lookahead, int, "--num-lookahead")
         temperatures = csv_values(args.temperature, float, "--temperature")
-        if min(args.repeats, args.limit or 1, args.threads or 1) < 1:
-            raise ValueError("--repeats, --limit and --threads must be at least 1.")
+        given = {"--repeats": args.repeats, "--limit": args.limit, "--threads": args.threads}  # None: not given
+        low = [f"{name} {value}" for name, value in given.items() if value is not None and value < 1]
+        if low:  # --limit 0 once ran nothing and exited 0
+            raise ValueError(f"{', '.join(low)}: --repeats, --limit and --threads must be at least 1.")
         base = DecodeSettings(max_new_tokens=args.max_new_tokens, top_k=args.top_k, top_p=args.top_p,
                               seed=args.seed, fused=args.fused)
         for n in lookaheads:
