@@ -70,7 +70,7 @@ def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finishe
            charts_now: bool = True, *, chat_template: bool = True, run_note: str = "", dtype: str = "float32",
            revision: str = "race", trace_path: str | None = None, position: int | None = None, live: bool = False,
            own_model: bool = True, theory_now: bool = True, curve: dict | None = None, baseline: str = "",
-           guards: dict | None = None) -> tuple:
+           guards: dict | None = None, headline: str | None = None) -> tuple:
     """Every output of the race (``race_view`` of the events so far), in ``build_demo``'s output order: one pane
     per registered method (empty when not racing; the page hides it), 5 metrics, greedy check, 4 figures (or
     ``gr.skip()`` unless ``charts_now``: Plotly redraws are the browser's heaviest work), the theory figure and
@@ -83,14 +83,15 @@ def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finishe
     ``THEORY_EVERY``-th chart redraw). ``curve``: this machine's pass-cost curve (``pass_cost``): the cost chart
     and its lines are drawn with the theory (None: the chart says why it is missing). ``baseline``: what AR ran
     on (``race_text.baseline_label``), shown with the speed-up. ``guards``: the race's ``race_guards`` (a busy
-    machine, a refused pass-cost curve, a long prefill: in the run line and the cost view)."""
-    shown, headline = events, None
+    machine, a refused pass-cost curve, a long prefill: in the run line and the cost view). ``headline``: the run
+    line's first line when the whole race is shown (default "Finished." or "Racing…"; a stopped race's replay)."""
+    shown, title = events, headline
     if position is not None:
         order = race_order(events)
-        shown, headline = events_upto(events, position, order), step_line(events, order, position, live)
+        shown, title = events_upto(events, position, order), step_line(events, order, position, live)
     note = "  \n".join(filter(None, (run_note, guard_lines(guards, finished))))
     view = race_view(shown, show_rejected, greedy, fused, finished and position is None, with_figures=charts_now,
-                     chat_template=chat_template, note=note, dtype=dtype, revision=revision, headline=headline,
+                     chat_template=chat_template, note=note, dtype=dtype, revision=revision, headline=title,
                      baseline=baseline)
     theory = theory_view(shown, revision) if theory_now and charts_now else (gr.skip(), gr.skip())
     refused = (guards or {}).get("refused")
@@ -112,7 +113,7 @@ def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finishe
          "finished": finished, "note": drafter_note,
          "position": position, "own_model": own_model,
          "show": dict(chat_template=chat_template, run_note=run_note, dtype=dtype, revision=revision, curve=curve,
-                      baseline=baseline, guards=guards)},
+                      baseline=baseline, guards=guards, headline=headline)},
     )
 
 
@@ -222,6 +223,11 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
     yield render(events, show_rejected, settings.greedy, settings.fused, True, note, trace_path=str(path), **show)
 
 
+#: The run line's first line for the replay of a race stopped before its end (Stop's trace).
+STOPPED_REPLAY = ("**Stopped race.** Stop was pressed before every method had finished: the outputs are compared on "
+                  "the tokens each had produced, and no method is ranked.")
+
+
 def replay_handler(trace_file, show_rejected=True, model: LoadedModel | None = None) -> tuple:
     """Render a recorded race (a JSON trace from the download button or ``generate --trace``) into the race's
     panes, metrics and charts, with no model: the outputs of ``render`` for the trace's events.
@@ -247,9 +253,10 @@ def replay_handler(trace_file, show_rejected=True, model: LoadedModel | None = N
     except ValueError as err:
         raise user_error(str(err)) from err
     s = trace.settings
-    return render(trace.events, show_rejected, s.greedy, s.fused, True, "Replayed from a trace: no files needed.",
-                  chat_template=s.chat_template, run_note=replay_note(trace), revision=f"replay-{time.time_ns()}",
-                  own_model=own_model)
+    stopped = not all(evs[-1].finished for evs in trace.events.values())  # Stop's trace: compared so far
+    return render(trace.events, show_rejected, s.greedy, s.fused, not stopped, "Replayed from a trace: no files "
+                  "needed.", chat_template=s.chat_template, run_note=replay_note(trace),
+                  revision=f"replay-{time.time_ns()}", own_model=own_model, headline=STOPPED_REPLAY if stopped else None)
 
 
 def validate_inputs(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected=True,

@@ -112,6 +112,25 @@ def test_a_token_id_beyond_the_vocabulary_is_refused_where_the_model_would_decod
     page.replay_handler(final["trace"], True, tiny)  # the trace as recorded replays on its model
 
 
+def test_the_replay_of_a_stopped_race_compares_so_far_and_ranks_nobody(tiny, tmp_path):
+    """Stop's trace holds each method's steps up to Stop, of different lengths: its replay said "Finished.", named
+    a winner and put "✗ PaSS: same first 14 tokens as AR, but different lengths" under a greedy race (found by a
+    new-user helper). The finished race's replay keeps both."""
+    final = run(tiny, max_new_tokens=16, update_interval_s=0.0)[-1]
+    data = json.loads(Path(final["trace"]).read_text(encoding="utf-8"))
+    for key, cut in (("ar", 5), ("pass", 2)):  # as Stop leaves them: AR 5 tokens, PaSS fewer, no last event
+        data["methods"][key]["events"] = data["methods"][key]["events"][:cut]
+    stopped = tmp_path / "stopped.json"
+    stopped.write_text(json.dumps(data), encoding="utf-8")
+    replay = dict(zip(OUTPUT_NAMES, page.replay_handler(str(stopped), True, tiny), strict=True))
+    assert replay["run_info"].startswith(race_handlers.STOPPED_REPLAY) and "Highest" not in replay["run_info"]
+    assert "✗" not in replay["greedy_check"] and "so far" in replay["greedy_check"], replay["greedy_check"]
+    back = dict(zip(OUTPUT_NAMES, page.render_state(replay["state"], True, None), strict=True))  # Resume, Next...
+    assert back["run_info"].startswith(race_handlers.STOPPED_REPLAY)
+    whole = dict(zip(OUTPUT_NAMES, page.replay_handler(final["trace"], True, tiny), strict=True))
+    assert whole["run_info"].startswith("**Finished.**") and "Highest" in whole["run_info"]
+
+
 def test_race_then_replay_through_gradio_client(app_server, tmp_path):
     from gradio_client import Client, handle_file
 
