@@ -86,8 +86,9 @@ def inspector_markdown(event: StepEvent, method_label: str, lookahead: bool, gre
         greedy: a greedy run (no u column; the rule's greedy form); None: ``greedy_step(event)``.
     """
     greedy = greedy_step(event) if greedy is None else greedy
-    lines = [f"**{method_label}, step {event.step}**: drafting {event.drafting_s * 1000:.1f} ms, verification "
-             f"{event.verification_s * 1000:.1f} ms, {event.forward_passes} target pass(es)"
+    times = (f"drafting {event.drafting_s * 1000:.1f} ms, verification {event.verification_s * 1000:.1f} ms"
+             if event.drafts or event.drafting_s else f"{event.step_s * 1000:.1f} ms")  # AR: nothing is verified
+    lines = [f"**{method_label}, step {event.step}**: {times}, {event.forward_passes} target pass(es)"
              + (f", {event.drafter_passes} drafter pass(es)" if event.drafter_passes else "") + "."]
     why = rejection_line(event, greedy)
     lines += ["", why] if why else []

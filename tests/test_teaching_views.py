@@ -36,6 +36,8 @@ def test_inspector_shows_the_events_numbers(tiny):
     assert fig.layout.annotations[0].text == "drawn"
     plain = inspector_markdown(events["ar"][3], "AR", lookahead=False)
     assert "verified no draft" in plain
+    ar = events["ar"][3]  # an AR step verifies nothing: its time is the step's (it read "verification 111.4 ms")
+    assert f"**AR, step 4**: {ar.step_s * 1000:.1f} ms, 1 target pass(es)." in plain and "verification" not in plain
     assert inspector_figure(events["ar"][3], 0).data[0].name == "p"
     drafted = next(i for i, t in enumerate(step.tokens) if t.label == "rejected")
     position = next(d.position for d in step.drafts if d.decision == "rejected")
