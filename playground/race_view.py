@@ -37,6 +37,8 @@ METRIC_LABELS = {
     "acceptance_rate": "draft acceptance rate",
 }
 
+#: On a phone, over the token inspector: its table is wider than the screen and scrolls sideways (nothing showed it).
+INSPECTOR_SWIPE = "The table is wider than the screen: swipe it sideways for every column, the decision last."
 #: Page CSS: tight token boxes; rejected drafts hidden at once in the browser while "show rejected drafts" is off
 #: (``HIDE_REJECTED_JS`` sets the class; the server re-renders the panes without them too, but an update already
 #: on its way when the box was unticked would otherwise show them again for a moment); the token inspector's table scrolls sideways on a phone instead of wrapping each
@@ -46,7 +48,8 @@ METRIC_LABELS = {
 #: beside the number boxes without their own number box (it clamps typed values silently); the four settings
 #: checkboxes two a line (four in a row cut their labels, on a desktop too); on a narrow screen a smaller title
 #: and the checkboxes still two a line, the four step buttons two a line (three and one cut "◀ Previous step"
-#: onto two lines); the step buttons' answer under them takes no room while empty.
+#: onto two lines) and a line over the inspector saying that its table scrolls sideways (``INSPECTOR_SWIPE``); the
+#: step buttons' answer under them takes no room while empty.
 PAGE_CSS = f"""
 .range-aid .head {{display: none}}
 .token-pane {{min-height: 220px}}
@@ -65,6 +68,8 @@ body.hide-rejected {charts.rejected_css_selector().removesuffix(" .text")} {{dis
   #page-title h1 {{font-size: 1.4em; margin: 0}}
   #settings-checks .form > .block {{min-width: 140px !important}}
   #step-through > button {{flex: 1 1 40% !important; white-space: nowrap}}
+  #inspector-text:has(table)::before {{content: "{INSPECTOR_SWIPE}"; display: block; font-size: 0.85em;
+    font-style: italic; color: var(--body-text-color-subdued)}}
 }}
 """
 

@@ -23,6 +23,7 @@ import pytest
 from pass_core.registry import METHODS
 from playground import race_charts as charts
 from playground.race_inputs import NUMERIC_INPUTS
+from playground.race_view import INSPECTOR_SWIPE
 from servers import free_port, require_browser
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -453,6 +454,11 @@ def test_step_through_and_token_inspector(new_page, race_page_url, tmp_path, wid
         assert [float(cell[c]) for c in ("q(d)", "p(d)", "min(1, p/q)")] == pytest.approx(
             [draft.q, draft.p, min(1, draft.p / draft.q)], abs=5e-4), row
         assert cell["decision"] == "rejected" and "u" not in cell, row  # a greedy race: no uniform draw is used
+        # on a phone the table is wider than the screen, and a line over it says that it scrolls sideways
+        swipe = page.locator("#inspector-text").evaluate("e => getComputedStyle(e, '::before').content")
+        assert (INSPECTOR_SWIPE in swipe) == (width < 640), swipe
+        if width < 640:
+            assert page.locator("#inspector-text table").evaluate("t => t.scrollWidth > t.clientWidth")
         page.locator("#inspector-plot .js-plotly-plot").wait_for(timeout=30_000)
         page.locator("#inspector").screenshot(path=str(ARTIFACTS / f"browser-inspector-{width}.png"))
         page.screenshot(path=str(ARTIFACTS / f"browser-inspector-page-{width}.png"), full_page=True)
