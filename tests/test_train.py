@@ -99,6 +99,13 @@ def test_resume_continues_from_checkpoint(tiny_folder, tmp_path):
     torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
+def test_resume_without_a_checkpoint_says_that_it_starts_at_step_0(tiny_folder, tmp_path, capsys):
+    """It started silently (a mistyped --out would begin again unnoticed); said before the model loads."""
+    run_train(tiny_folder, tmp_path, "--steps", "1", "--resume")
+    assert f"note: --resume: no checkpoint {tmp_path / 'la.ckpt.safetensors'} yet, so training starts at step 0." \
+        in capsys.readouterr().err
+
+
 def test_init_from_seeds_the_first_rows(tiny_folder, tmp_path):
     (tmp_path / "small").mkdir()
     (tmp_path / "big").mkdir()

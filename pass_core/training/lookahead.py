@@ -142,8 +142,9 @@ def train(args) -> dict:
 
     Raises:
         ValueError: bad arguments (L < 1, steps < 1, a learning rate that is not a positive number, a bad
-            ``--answers``, an ``--out`` that cannot be written, ``--resume`` with no checkpoint), all before the
-            model loads; an ``--init-from`` file that cannot seed this run, before the data is made; data problems.
+            ``--answers``, an ``--out`` that cannot be written), all before the model loads (``--resume`` with no
+            checkpoint yet says so and starts at step 0); an ``--init-from`` file that cannot seed this run, before
+            the data is made; data problems.
     """
     if args.num_lookahead < 1 or args.steps < 1 or args.batch_positions < 1 or args.tokens_per_draft < 1:
         raise ValueError("--num-lookahead, --steps, --batch-positions and --tokens-per-draft must be >= 1")
@@ -156,9 +157,9 @@ def train(args) -> dict:
     for part in args.answers.split(",") if args.answers else ():  # CORPUS:COUNT, before any data
         parse_answers(part.strip())
     check_output_path(args.out, "--out", "lookahead.safetensors")  # before hours of data and training
-    if args.resume and not _checkpoint_path(Path(args.out)).is_file():
-        raise ValueError(f"--resume: there is no checkpoint {_checkpoint_path(Path(args.out))} to continue from; run "
-                         "the same command without --resume to start afresh.")
+    if args.resume and not _checkpoint_path(Path(args.out)).is_file():  # said at once: a mistyped --out shows
+        print(f"note: --resume: no checkpoint {_checkpoint_path(Path(args.out))} yet, so training starts at step 0.",
+              file=sys.stderr)
     if args.threads:
         torch.set_num_threads(args.threads)
     started = time.perf_counter()
@@ -188,7 +189,8 @@ def train(args) -> dict:
         groups.append({"params": list(lora.values()), "lr": args.adapter_lr, "base_lr": args.adapter_lr})
     opt = torch.optim.Adam(groups)
     out = Path(args.out)
-    step0, progress = load_checkpoint(_checkpoint_path(out), params, opt) if args.resume else (0, {})
+    step0, progress = (load_checkpoint(_checkpoint_path(out), params, opt)
+                       if args.resume and _checkpoint_path(out).is_file() else (0, {}))
     curve = progress.get("curve", [])  # held-out agreement against training positions seen
     curve_data = held_out_sequences(loaded, args.curve_sequences) if args.curve_every else None
     if curve_data and not curve:  # the starting point: the initialisation (or --init-from file) before training
