@@ -33,8 +33,8 @@ from pass_core.teaching.race import events_upto
 from pass_core.teaching.trace import MAX_TRACE_BYTES
 from playground.lab_handlers import lab_handler, validate_lab
 from playground.layout import lay_out
-from playground.page_guards import CLEAR_STEP_ECHO_JS, MEASURING_NOTE, SCROLL_TO_PANES_JS, STEP_WAIT_S, \
-    STOPPED_NOTE, RaceSlots, stop_handler, wire_step_button  # noqa: F401
+from playground.page_guards import CLEAR_STEP_ECHO_JS, MEASURING_NOTE, SCROLL_TO_INSPECTOR_JS, SCROLL_TO_PANES_JS, \
+    STEP_WAIT_S, STOPPED_NOTE, RaceSlots, stop_handler, wire_step_button  # noqa: F401
 from playground.race_inputs import RaceRequest, cap_for_zerogpu, hide_paths, method_offer, methods_problem, whole
 from playground.race_view import HIDE_REJECTED_JS, METRIC_LABELS, PAGE_CSS  # noqa: F401  (re-exported)
 from playground.stepping import NEXT, PREVIOUS, RESUME, StepControl, step_position
@@ -256,6 +256,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         ui.slow_motion.change(on_slow_motion, ui.slow_motion, None, **private)
         for key, pane in zip(METHODS, ui.panes):
             pane.select(on_select(key), [ui.state, ui.show_rejected], [ui.inspector_md, ui.inspector_plot], **private)
+            pane.select(None, None, None, js=SCROLL_TO_INSPECTOR_JS, **private)  # the answer in view
         wire_tree(ui.tree, holder, ui.state, ui.show_rejected, [ui.inspector_md, ui.inspector_plot])
         demo.unload(on_unload)
         # preprocess=False: N reaches validate_lab as sent, for it to refuse by name (the slider's own range check

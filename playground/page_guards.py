@@ -191,6 +191,12 @@ SCROLL_TO_PANES_JS = ("() => { const pane = [...document.querySelectorAll('.toke
                       "!== null); if (!pane) return; const top = pane.getBoundingClientRect().top; if (top > "
                       "0.6 * window.innerHeight) window.scrollBy({top: top - 0.4 * window.innerHeight, behavior: "
                       "'smooth'}); }")
+#: Client-side, on a token clicked in a pane: when the token inspector (under the panes) starts below the window's
+#: upper two thirds, scroll it up to a fifth of the window's height, so that the click visibly answers (on a phone,
+#: and often on a desktop, the inspector was out of sight below the panes).
+SCROLL_TO_INSPECTOR_JS = ("() => { const box = document.getElementById('inspector'); if (!box) return; const top = "
+                          "box.getBoundingClientRect().top; if (top > 0.67 * window.innerHeight) window.scrollBy({top: "
+                          "top - 0.2 * window.innerHeight, behavior: 'smooth'}); }")
 
 
 def _busy_js(elem_id: str, busy: bool, echo: bool = True) -> str:

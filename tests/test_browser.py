@@ -442,8 +442,11 @@ def test_step_through_and_token_inspector(new_page, race_page_url, tmp_path, wid
                 assert after[key] == before[key] + grown, (n, key)
         # the inspector: click a rejected draft in the PaSS pane
         rejected = page.locator(charts.rejected_css_selector().replace(".token-pane", "#pane-pass")).first
+        page.evaluate("window.scrollTo(0, 0)")  # the top of the page, as after reading the run line's start
         rejected.click()
         page.get_by_text("Selected:").first.wait_for(timeout=30_000)
+        page.wait_for_function("() => { const r = document.getElementById('inspector').getBoundingClientRect(); "
+                               "return r.top >= 0 && r.top < 0.67 * window.innerHeight; }", timeout=10_000)
         text = page.locator("#inspector-text").inner_text()
         step = int(re.search(r"PaSS, step (\d+)", text).group(1))
         event = next(e for e in trace.events["pass"] if e.step == step)
