@@ -277,10 +277,12 @@ def test_stop_ends_a_live_race_at_the_frame_its_trace_holds(tiny):
     assert control.yielding(gr.skip()) is False  # a heartbeat after Stop is not yielded either
 
 
-def test_stop_waits_for_a_race_at_most_a_few_seconds_and_ends_a_paused_or_slow_one_at_once(tiny):
+def test_stop_waits_for_a_race_at_most_a_few_seconds_and_ends_a_paused_or_slow_one_at_once(tiny, monkeypatch):
     """Stop's wait is bounded (a race whose generator gradio has closed never reaches another frame) and is over
     at once for a race that has ended; a paused race and a slow-motion wait end at Stop, not at their next
-    heartbeat or after their delay."""
+    heartbeat or after their delay (both a minute here, so that the old behaviour cannot pass on a busy machine)."""
+    from playground import stepping
+
     start = time.monotonic()
     assert StepControl().stop(wait_s=0.2) is None and 0.2 <= time.monotonic() - start < 2
     ended = StepControl()
@@ -288,19 +290,21 @@ def test_stop_waits_for_a_race_at_most_a_few_seconds_and_ends_a_paused_or_slow_o
     start = time.monotonic()
     ended.stop(wait_s=5)
     assert time.monotonic() - start < 0.5
-    for control in (StepControl(), StepControl(delay_s=2.0)):
+    monkeypatch.setattr(stepping, "HEARTBEAT_S", 60.0)
+    monkeypatch.setattr(stepping, "MAX_STEP_DELAY_S", 60.0)
+    for control in (StepControl(), StepControl(delay_s=60.0)):
         if not control.delay_s:
             control.pause()
         outs = page.race_handler(tiny, RaceRequest("Hello there", 2, 0.0, 0, 1.0, 40, 0), update_interval_s=0.0,
                                  control=control)
         assert control.yielding(next(outs)[-1])
         with ThreadPoolExecutor(1) as pool:
-            ahead = pool.submit(next, outs)  # paused: waits for a press; slow motion: waits 2 s after the step
+            ahead = pool.submit(next, outs)  # paused: waits for a press; slow motion: waits 60 s after the step
             time.sleep(0.2)
             start = time.monotonic()
             control.stop(wait_s=0.0)
-            assert not control.yielding(ahead.result(timeout=5)[-1])  # the race's next frame is not shown...
-            assert time.monotonic() - start < 0.6, control.delay_s  # ...and it came at once
+            assert not control.yielding(ahead.result(timeout=10)[-1])  # the race's next frame is not shown...
+            assert time.monotonic() - start < 5, control.delay_s  # ...and it came at once, not after a minute
         outs.close()
 
 
