@@ -43,8 +43,9 @@ from playground.teaching_panels import wire_panels
 from playground.tree_race import inspector_outputs, tree_choice, tree_count, tree_pane_values, wire_tree
 # the handlers, re-exported: tests and API users reach them as playground.page.<name>
 from playground.race_handlers import (CHART_EVERY, DEFAULT_RACE, drafters_for, gpu_duration,  # noqa: F401
-                                      pane_visibility, race_handler, race_keys, render, render_state, replay_handler,
+                                      pane_visibility, race_handler, race_keys, render, render_state,
                                       rerender_panes, user_error, validate_inputs, with_panes_for)
+from playground.replay import replay_handler  # noqa: F401  (re-exported too)
 
 QUEUE_MAX_SIZE = 16
 NOTHING_TO_STEP = "*Run a race or replay a trace first: the step-through moves through its steps.*"

@@ -7,7 +7,6 @@ wires these functions to it (and re-exports them). No tensors here: decoding, me
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import gradio as gr
 
@@ -17,8 +16,7 @@ from pass_core.teaching.race import events_upto, race, race_order
 from pass_core.registry import METHODS
 from pass_core.decoding.settings import DecodeSettings
 from pass_core.decoding.text import encode_prompt
-from pass_core.teaching.trace import (MAX_TRACE_BYTES, check_token_ids, load_trace, make_trace, recorded_on,
-                                     save_trace)
+from pass_core.teaching.trace import make_trace, save_trace
 from playground.cost_charts import cost_view
 from playground.race_charts import highlighted_tokens
 from playground.race_guards import finish, guard_lines, new_guards, prefill_warning
@@ -28,7 +26,6 @@ from playground.race_inputs import DEFAULT_RACE, MethodOffer, RaceRequest, check
 from playground.race_text import baseline_label
 from playground.race_view import METRIC_LABELS, race_view
 from playground.stepping import StepControl, paused_updates, step_line
-from playground.teaching import replay_note
 from playground.theory_view import theory_view
 from playground.tree_race import tree_count, tree_outputs, tree_problem, with_trees
 
@@ -221,42 +218,6 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
             control.shown()  # no step button waits for a race that has ended
     path = save_trace(make_trace(loaded, prompt, settings, events), trace_path())
     yield render(events, show_rejected, settings.greedy, settings.fused, True, note, trace_path=str(path), **show)
-
-
-#: The run line's first line for the replay of a race stopped before its end (Stop's trace).
-STOPPED_REPLAY = ("**Stopped race.** Stop was pressed before every method had finished: the outputs are compared on "
-                  "the tokens each had produced, and no method is ranked.")
-
-
-def replay_handler(trace_file, show_rejected=True, model: LoadedModel | None = None) -> tuple:
-    """Render a recorded race (a JSON trace from the download button or ``generate --trace``) into the race's
-    panes, metrics and charts, with no model: the outputs of ``render`` for the trace's events.
-
-    ``model``: the page's model (None: none loaded). The inspector decodes the trace's token ids with it only when
-    the trace's embedding signature matches it (``trace.recorded_on``; a name proves nothing), else the trace's
-    own token texts name them. Raises gr.Error naming the file and what is wrong (no file, too large, not JSON,
-    another schema, a missing or malformed field, a token id beyond the vocabulary of the page's model when the
-    trace was recorded on it).
-    """
-    if not trace_file:
-        raise user_error(f"Choose a trace file (.json, at most {MAX_TRACE_BYTES // 2**20} MB) to replay first: a "
-                         "larger file is refused as it uploads and leaves nothing to replay.")
-    path = trace_file if isinstance(trace_file, (str, Path)) else getattr(trace_file, "name", trace_file)
-    try:
-        trace = load_trace(path)
-        own_model = recorded_on(trace, model)
-        if own_model:  # its ids are decoded with this model's tokenizer
-            try:
-                check_token_ids(trace, model.vocab_size)
-            except ValueError as err:
-                raise ValueError(f"{str(path)!r}: {err}.") from None
-    except ValueError as err:
-        raise user_error(str(err)) from err
-    s = trace.settings
-    stopped = not all(evs[-1].finished for evs in trace.events.values())  # Stop's trace: compared so far
-    return render(trace.events, show_rejected, s.greedy, s.fused, not stopped, "Replayed from a trace: no files "
-                  "needed.", chat_template=s.chat_template, run_note=replay_note(trace),
-                  revision=f"replay-{time.time_ns()}", own_model=own_model, headline=STOPPED_REPLAY if stopped else None)
 
 
 def validate_inputs(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected=True,

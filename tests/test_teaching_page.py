@@ -19,6 +19,7 @@ sys.path.insert(0, str(REPO))
 
 from playground import page  # noqa: E402
 from playground import race_handlers  # noqa: E402
+from playground.replay import STOPPED_REPLAY  # noqa: E402
 from playground import race_text  # noqa: E402
 from playground import trace_files  # noqa: E402
 from pass_core.registry import METHODS  # noqa: E402
@@ -123,10 +124,10 @@ def test_the_replay_of_a_stopped_race_compares_so_far_and_ranks_nobody(tiny, tmp
     stopped = tmp_path / "stopped.json"
     stopped.write_text(json.dumps(data), encoding="utf-8")
     replay = dict(zip(OUTPUT_NAMES, page.replay_handler(str(stopped), True, tiny), strict=True))
-    assert replay["run_info"].startswith(race_handlers.STOPPED_REPLAY) and "Highest" not in replay["run_info"]
+    assert replay["run_info"].startswith(STOPPED_REPLAY) and "Highest" not in replay["run_info"]
     assert "✗" not in replay["greedy_check"] and "so far" in replay["greedy_check"], replay["greedy_check"]
     back = dict(zip(OUTPUT_NAMES, page.render_state(replay["state"], True, None), strict=True))  # Resume, Next...
-    assert back["run_info"].startswith(race_handlers.STOPPED_REPLAY)
+    assert back["run_info"].startswith(STOPPED_REPLAY)
     whole = dict(zip(OUTPUT_NAMES, page.replay_handler(final["trace"], True, tiny), strict=True))
     assert whole["run_info"].startswith("**Finished.**") and "Highest" in whole["run_info"]
 

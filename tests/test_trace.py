@@ -54,7 +54,7 @@ def test_bad_traces_are_refused_by_name(tiny, tmp_path):
     at = r"malformed field \(the field 'methods\.ar\.events\[0\]\.tokens\[0\]\."
     for field, value, message in (("label", "bogus", "label' is 'bogus': one of target, exact, accepted"),
                                   ("text", 12345, "text' is 12345: a token's text is a string"),
-                                  ("token_id", -5, "token_id' is -5: a token id is a whole number"),
+                                  ("token_id", -5, "token_id' is -5: a token id, a whole number from 0"),
                                   ("token_id", 3.7, "token_id' is 3.7"), ("token_id", "abc", "token_id' is 'abc'"),
                                   ("margin", "wide", "margin' is 'wide': a number or null")):
         bad = json.loads(json.dumps(good))

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from pass_core.decoding.events import TOKEN_LABELS, DraftRecord, StepEvent, TokenRecord
+from pass_core.decoding.events import StepEvent
 from pass_core.decoding.metrics import summarize
-from pass_core.decoding.inspection import PositionInspection, TopN
 from pass_core.drafters.files import embedding_signature, signatures_match
 from pass_core.decoding.settings import DecodeSettings
 from pass_core.decoding.text import MAX_PROMPT_CHARS
+from pass_core.teaching.trace_fields import read_event
 
 SCHEMA = "pass-playground-trace/1"
 #: The largest trace file read (bytes), about 4x the largest the page writes: 8.4 MB for every registered method
@@ -136,7 +136,7 @@ def load_trace(source: str | Path | dict) -> Trace:
     except (TypeError, ValueError) as err:
         raise ValueError(f"{where}: the field 'settings' is malformed ({err}).") from err
     try:
-        events = {key: [_event(e, f"methods.{key}.events[{i}]", i + 1) for i, e in enumerate(method["events"])]
+        events = {key: [read_event(e, f"methods.{key}.events[{i}]", i + 1) for i, e in enumerate(method["events"])]
                   for key, method in data["methods"].items()}
         trace = Trace(str(data["model"]["name"]), data["model"]["signature"], str(data["prompt"]), settings, events)
     except KeyError as err:
@@ -188,118 +188,6 @@ def _check_shape(data: dict, where: str) -> None:
             raise ValueError(f"{where}: method {key!r} must be an object with a list 'events'.")
         if not method["events"]:
             raise ValueError(f"{where}: method {key!r} has no events, so there is nothing to replay.")
-
-
-def _event(d: dict, name: str = "event", step: int | None = None) -> StepEvent:
-    """A ``StepEvent`` from its ``to_dict`` form (strict: unknown or missing fields raise; ``name``: the event's
-    field path, for the messages; ``step``: the 1-based step number it must carry, None: not checked).
-
-    Raises:
-        TypeError: unknown or missing fields.
-        ValueError: naming the field: a bad token (``_token``), draft (``_draft``) or inspected position
-            (``_position``), a step number other than ``step`` (the step-through
-            and the charts number steps by position: a trace with steps -3, 7, 7 showed steps that never ran), a
-            count or a time below 0, or token-tree parents that do not form a tree over the step's drafts.
-    """
-    known = {f.name for f in fields(StepEvent)}
-    extra = set(d) - known
-    if extra:
-        raise TypeError(f"unknown event field(s) {sorted(extra)}")
-    d = dict(d)
-    d["tokens"] = tuple(_token(t, f"{name}.tokens[{j}]") for j, t in enumerate(d["tokens"]))
-    d["drafts"] = tuple(_draft(x, f"{name}.drafts[{j}]") for j, x in enumerate(d.get("drafts", ())))
-    d["inspection"] = tuple(_position(p, f"{name}.inspection[{j}]") for j, p in enumerate(d.get("inspection", ())))
-    d["tree_parents"] = tuple(int(i) for i in d.get("tree_parents", ()))  # absent from traces before token trees
-    event = StepEvent(**d)
-    if step is not None and (type(event.step) is not int or event.step != step):
-        raise ValueError(f"the field '{name}.step' is {event.step!r}: steps are numbered 1, 2, 3, ... in order, "
-                         f"so this one is {step}")
-    for field in ("forward_passes", "drafter_passes", "num_verified_drafts", "drafting_s", "verification_s", "step_s"):
-        value = getattr(event, field)
-        if type(value) not in (int, float) or value < 0 or (field[-2:] != "_s" and type(value) is not int):
-            kind = "a time in seconds, 0 or more" if field[-2:] == "_s" else "a whole number, 0 or more"
-            raise ValueError(f"the field '{name}.{field}' is {value!r}: {kind}")
-    parents = event.tree_parents
-    if parents and (len(parents) != len(event.drafts) or any(not -1 <= p < j for j, p in enumerate(parents))):
-        raise ValueError(f"the field '{name}.tree_parents' is {list(parents)}: one parent per draft, each -1 (the "
-                         "root) or an earlier draft's index")
-    return event
-
-
-def _token(t: dict, name: str) -> TokenRecord:
-    """A ``TokenRecord`` from its dict, each field checked (a bad label or a text that is not a string used to
-    fail later, in the panes, with only "'bogus'" to show).
-
-    Raises:
-        ValueError: naming the field: a token id that is not a whole number in 0..2**31-1, a text that is not a
-            string, a label that is not one of ``TOKEN_LABELS``, a margin that is not a number or null.
-    """
-    token = TokenRecord(**t)
-    if type(token.token_id) is not int or not 0 <= token.token_id < 2**31:
-        raise ValueError(f"the field '{name}.token_id' is {token.token_id!r}: a token id is a whole number from 0")
-    if not isinstance(token.text, str):
-        raise ValueError(f"the field '{name}.text' is {token.text!r}: a token's text is a string")
-    if token.label not in TOKEN_LABELS:
-        raise ValueError(f"the field '{name}.label' is {token.label!r}: one of {', '.join(TOKEN_LABELS)}")
-    if token.margin is not None and type(token.margin) not in (int, float):
-        raise ValueError(f"the field '{name}.margin' is {token.margin!r}: a number or null")
-    return token
-
-
-def _probability(value, name: str, optional: bool = False) -> None:
-    """Raise ValueError naming the field unless ``value`` is a probability (a number in [0, 1]; None if
-    ``optional``). A replay once showed q = 5.000 and p = -2.000 in the inspector."""
-    if value is None and optional:
-        return
-    if type(value) not in (int, float) or not 0.0 <= value <= 1.0 + 1e-6:
-        raise ValueError(f"the field {name!r} is {value!r}: a probability, a number from 0 to 1"
-                         + (", or null" if optional else ""))
-
-
-def _whole(value, name: str, low: int, what: str) -> None:
-    if type(value) is not int or not low <= value < 2**31:
-        raise ValueError(f"the field {name!r} is {value!r}: {what}, a whole number from {low}")
-
-
-def _draft(x: dict, name: str) -> DraftRecord:
-    """A ``DraftRecord`` from its dict, each field checked.
-
-    Raises:
-        ValueError: naming the field: a position below 1, a token id that is not a whole number from 0, q or p
-            outside [0, 1], u or p_res neither null nor in [0, 1], a decision that is not one of ``DECISIONS``.
-    """
-    draft = DraftRecord(**x)
-    _whole(draft.position, f"{name}.position", 1, "a draft position")
-    _whole(draft.token_id, f"{name}.token_id", 0, "a token id")
-    for field, optional in (("q", False), ("p", False), ("u", True), ("p_res", True)):
-        _probability(getattr(draft, field), f"{name}.{field}", optional)
-    if draft.decision not in DECISIONS:
-        raise ValueError(f"the field '{name}.decision' is {draft.decision!r}: one of {', '.join(DECISIONS)}")
-    return draft
-
-
-#: What verification did with a draft (``DraftRecord.decision``).
-DECISIONS = ("accepted", "rejected", "not_verified")
-
-
-def _position(d: dict, name: str = "inspection") -> PositionInspection:
-    """A ``PositionInspection`` from its dict: each top-n list holds as many token ids (whole numbers from 0) as
-    probabilities (each in [0, 1]); ValueError naming the field otherwise."""
-    top = {}
-    for k, v in d.items():
-        if k not in ("p", "q", "residual"):
-            continue
-        if v is not None:
-            ids, probs = list(v["ids"]), list(v["probs"])
-            if len(ids) != len(probs):
-                raise ValueError(f"the field '{name}.{k}' has {len(ids)} ids and {len(probs)} probabilities: one "
-                                 "probability per id")
-            for j, (i, prob) in enumerate(zip(ids, probs)):
-                _whole(i, f"{name}.{k}.ids[{j}]", 0, "a token id")
-                _probability(prob, f"{name}.{k}.probs[{j}]")
-            v = TopN(tuple(ids), tuple(probs))
-        top[k] = v
-    return PositionInspection(position=int(d["position"]), **top)
 
 
 def same_events(a: StepEvent, b: StepEvent) -> bool:

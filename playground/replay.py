@@ -1,0 +1,47 @@
+"""Replay: a recorded race (a JSON trace from the download button or ``generate --trace``) back on the race's
+panes, metrics, charts and step-through, with no model (``pass_core.teaching.trace`` reads it)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from pass_core.runtime.models import LoadedModel
+from pass_core.teaching.trace import MAX_TRACE_BYTES, check_token_ids, load_trace, recorded_on
+from playground.race_handlers import render, user_error
+from playground.teaching import replay_note
+
+#: The run line's first line for the replay of a race stopped before its end (Stop's trace).
+STOPPED_REPLAY = ("**Stopped race.** Stop was pressed before every method had finished: the outputs are compared on "
+                  "the tokens each had produced, and no method is ranked.")
+
+
+def replay_handler(trace_file, show_rejected=True, model: LoadedModel | None = None) -> tuple:
+    """Render a recorded race (a JSON trace from the download button or ``generate --trace``) into the race's
+    panes, metrics and charts, with no model: the outputs of ``render`` for the trace's events.
+
+    ``model``: the page's model (None: none loaded). The inspector decodes the trace's token ids with it only when
+    the trace's embedding signature matches it (``trace.recorded_on``; a name proves nothing), else the trace's
+    own token texts name them. Raises gr.Error naming the file and what is wrong (no file, too large, not JSON,
+    another schema, a missing or malformed field, a token id beyond the vocabulary of the page's model when the
+    trace was recorded on it).
+    """
+    if not trace_file:
+        raise user_error(f"Choose a trace file (.json, at most {MAX_TRACE_BYTES // 2**20} MB) to replay first: a "
+                         "larger file is refused as it uploads and leaves nothing to replay.")
+    path = trace_file if isinstance(trace_file, (str, Path)) else getattr(trace_file, "name", trace_file)
+    try:
+        trace = load_trace(path)
+        own_model = recorded_on(trace, model)
+        if own_model:  # its ids are decoded with this model's tokenizer
+            try:
+                check_token_ids(trace, model.vocab_size)
+            except ValueError as err:
+                raise ValueError(f"{str(path)!r}: {err}.") from None
+    except ValueError as err:
+        raise user_error(str(err)) from err
+    s = trace.settings
+    stopped = not all(evs[-1].finished for evs in trace.events.values())  # Stop's trace: compared so far
+    return render(trace.events, show_rejected, s.greedy, s.fused, not stopped, "Replayed from a trace: no files "
+                  "needed.", chat_template=s.chat_template, run_note=replay_note(trace),
+                  revision=f"replay-{time.time_ns()}", own_model=own_model, headline=STOPPED_REPLAY if stopped else None)
