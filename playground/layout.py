@@ -59,6 +59,8 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
                 with gr.Row():
                     run_btn = gr.Button("Run", variant="primary")
                     stop_btn = gr.Button("Stop", variant="stop")
+                    # pressed by the page after Stop's reply (``page_guards.CANCEL_RACE_JS``), never by a visitor
+                    cancel_btn = gr.Button("cancel race", visible="hidden", elem_id="cancel-race")
                 with gr.Row(elem_id="step-through"):  # step-through: the state after each step of the race
                     pause_btn = gr.Button("Pause", size="sm", elem_id="pause-button", min_width=90)
                     previous_btn = gr.Button("◀ Previous step", size="sm", elem_id="previous-button",
@@ -155,6 +157,7 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
         prompt=prompt,
         run_btn=run_btn,
         stop_btn=stop_btn,
+        cancel_btn=cancel_btn,
         pause_btn=pause_btn,
         previous_btn=previous_btn,
         next_btn=next_btn,

@@ -33,8 +33,8 @@ from pass_core.teaching.race import events_upto
 from pass_core.teaching.trace import MAX_TRACE_BYTES
 from playground.lab_handlers import lab_handler, validate_lab
 from playground.layout import lay_out
-from playground.page_guards import CLEAR_STEP_ECHO_JS, MEASURING_NOTE, SCROLL_TO_INSPECTOR_JS, SCROLL_TO_PANES_JS, \
-    STEP_WAIT_S, STOPPED_NOTE, RaceSlots, stop_handler, wire_step_button  # noqa: F401
+from playground.page_guards import CANCEL_RACE_JS, CLEAR_STEP_ECHO_JS, MEASURING_NOTE, SCROLL_TO_INSPECTOR_JS, \
+    SCROLL_TO_PANES_JS, STEP_WAIT_S, STOPPED_NOTE, RaceSlots, stop_handler, stopped_frame, wire_step_button  # noqa: F401
 from playground.race_inputs import RaceRequest, cap_for_zerogpu, hide_paths, method_offer, methods_problem, whole
 from playground.race_view import HIDE_REJECTED_JS, METRIC_LABELS, PAGE_CSS  # noqa: F401  (re-exported)
 from playground.stepping import NEXT, PREVIOUS, RESUME, StepControl, step_position
@@ -213,8 +213,10 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
             for out in run_on_device(race, run_note=note, control=control):
                 show = show_now.get(session, show_rejected)
                 frame = out if show == bool(show_rejected) else with_panes_for(out, show)
-                if control is not None and not control.yielding(frame[-1]):
-                    return  # Stop: the panes keep the last frame, the one Stop's trace was made of
+                if control is not None and not control.yielding(frame[-1]):  # Stop: the panes keep the last frame
+                    if control.stop_frame_due:  # Stop's line and the trace of that frame, in this stream
+                        yield stopped_frame(holder.loaded, control, len(outputs))
+                    return
                 yield frame
         finally:
             if control is not None:
@@ -265,8 +267,13 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         lab_event = ui.lab_btn.click(on_lab, [ui.lab_prompt, ui.lab_runs], [ui.lab_plot, ui.lab_md], api_name="lab",
                                      concurrency_limit=1, preprocess=False, validator=validate_lab)
         after_race(run_event, lab_event, ui.lab_md)  # the lesson strip answers after a race, or a lab
-        ui.stop_btn.click(stop_handler(holder, controls), ui.state, [ui.run_md, ui.trace_download],
-                          cancels=[run_event], **private)  # with a trace of what was produced
+        # Stop: a live race answers in its own stream (``stopped_frame``); after Stop's reply, the hidden
+        # cancel button takes a race still waiting in the queue out of it (on ZeroGPU, where the race runs in another
+        # process, Stop cancels the race at once)
+        ui.cancel_btn.click(None, None, None, cancels=[run_event], **private)
+        ui.stop_btn.click(stop_handler(holder, controls, slots), ui.state, [ui.run_md, ui.trace_download],
+                          cancels=[run_event] if spaces is not None else None, **private).then(
+            None, None, None, js=CANCEL_RACE_JS, **private)
         ui.stop_btn.click(None, None, None, js=CLEAR_STEP_ECHO_JS, **private)  # no "Paused after ..." left under it
         ui.show_rejected.change(on_toggle, [ui.state, ui.show_rejected], [*ui.panes, *ui.tree.panes],
                                 js=HIDE_REJECTED_JS, **private)

@@ -23,6 +23,8 @@ STOPPED_NOTE = "**Stopped.** The panes show what each method had produced when y
 STOPPED_TRACE = " *Download trace* gives exactly those steps."
 #: Stop's answer on a page where no race has run (it used to say "Stopped." and that the panes show the race).
 NOTHING_TO_STOP = "Nothing to stop: no race is running. Press **Run** to start one."
+#: Stop's answer to a visitor whose race was waiting for another visitor's race: it is taken out of the queue.
+STOPPED_WAITING = "**Stopped.** Your race was waiting for another visitor's race to end: it will not start."
 #: How long a step button waits for a live race to show the step it asked for (the button stays busy meanwhile).
 STEP_WAIT_S = 10.0
 RACE_RUNNING = ("A race is running: re-measure the pass cost after it ends (measuring now would slow the race and "
@@ -59,13 +61,31 @@ def stop_outputs(loaded, state) -> tuple:
     return "  \n".join(filter(None, (STOPPED_NOTE + STOPPED_TRACE, guards.get("load")))), str(path)
 
 
-def stop_handler(holder, controls: dict):
-    """Stop's handler: ends the visitor's live race (``StepControl.stop``: it yields no frame after that) and offers
-    the trace of the steps its last frame showed (``stop_outputs``; the page's state when no race is live)."""
+def stopped_frame(loaded, control, width: int) -> tuple:
+    """The last frame of a live race that met Stop (``StepControl.stop_frame_due``), one value per output of the
+    race (``width`` of them, ending with the trace download, run line, drafter line and state): Stop's line and
+    the trace of the steps of the race's last frame (``stop_outputs``), ``gr.skip()`` everywhere else."""
+    line, path = (stop_outputs(loaded, control.last_state) if control.last_state is not None
+                  else (STOPPED_NOTE, gr.skip()))  # stopped before its first frame
+    return (gr.skip(),) * (width - 4) + (path, line, gr.skip(), gr.skip())
+
+
+def stop_handler(holder, controls: dict, slots=None):
+    """Stop's handler. A live race answers Stop in its own stream (``StepControl.stop``, ``stopped_frame``): Stop's
+    reply then changes nothing. Otherwise Stop answers: a race still waiting for another visitor's is told it will
+    not start (the page then cancels it: ``page.build_demo``), else ``stop_outputs`` of the last frame the race
+    yielded (the page's state when no race is live)."""
     def on_stop(state=None, request: gr.Request = None):
-        control = controls.get(getattr(request, "session_hash", None))
-        shown = control.stop() if control is not None else None
-        return stop_outputs(holder.loaded, shown if shown is not None else state)
+        session = getattr(request, "session_hash", None)
+        control = controls.get(session)
+        if control is not None:
+            answered, shown = control.stop()
+            if answered:
+                return gr.skip(), gr.skip()
+            state = shown if shown is not None else state
+        elif slots is not None and slots.leave(session):
+            return STOPPED_WAITING, gr.skip()
+        return stop_outputs(holder.loaded, state)
     return on_stop
 
 
@@ -114,10 +134,12 @@ class RaceSlots:
             self.running -= 1
             self._changed.notify_all()
 
-    def leave(self, session) -> None:
-        """``session`` closed its tab: it waits no more."""
+    def leave(self, session) -> bool:
+        """``session`` closed its tab, or pressed Stop: it waits no more. True when it was waiting."""
         with self._lock:
+            waiting = session in self._waiting
             self._waiting.discard(session)
+            return waiting
 
     def on_run(self, request: gr.Request = None):
         """Run's first, unqueued answer: a note in the run line when another race is running, else no change."""
@@ -183,6 +205,9 @@ STEP_ECHO_JS = ("const r = document.querySelector('#run-line'); const e = docume
                 ".exec(r.innerText.trim()); e.textContent = m ? m[1] : ''; }")
 
 #: Client-side, on Run: the step-through's last answer under the buttons goes (it spoke of the previous race).
+#: Client-side, after Stop's reply: press the hidden "cancel race" button, whose listener cancels the page's race
+#: event (gradio's ``cancels``): a race still waiting in the queue leaves it; a race that answered Stop has ended.
+CANCEL_RACE_JS = "() => { document.getElementById('cancel-race')?.click(); }"
 CLEAR_STEP_ECHO_JS = "() => { const e = document.getElementById('step-echo-text'); if (e) e.textContent = ''; }"
 #: Client-side, on Run: when the race's panes start in the lower 40 % of the window or below it (at 1400 x 900 they
 #: start under the fold), scroll them up to 40 % of its height, so that Run starts a race one can watch (the step

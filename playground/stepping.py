@@ -40,36 +40,45 @@ class StepControl:
         self._shown = threading.Event()  # set: the state after the last press is on the page
         self._shown.set()
         self.paused = False
-        self.stopped = False  # Stop was pressed: the race yields no frame after that
-        self._ended = threading.Event()  # set: the race yields nothing more (it has ended, or met Stop)
+        self.stopped = False  # Stop was pressed: the race yields no frame of its own after that
+        self._ended = threading.Event()  # set: the race yields nothing more (it has ended)
+        self.stop_frame_due = False  # the race met Stop before Stop answered: it yields Stop's frame, then ends
+        self._answered = False  # Stop answered itself (the race had not met it in time): the race just ends
         self.last_state: dict | None = None  # the ``render`` state of the last frame the race yielded
         self.delay_s = 0.0
         self.set_delay(delay_s)
 
     def yielding(self, state) -> bool:
         """The race is about to yield a frame whose ``render`` state is ``state`` (a heartbeat's ``gr.skip()`` is
-        not a state): remember it as what the page will show. False once Stop was pressed: the race must end
-        without yielding it, so that the panes keep the frame ``stop`` returned."""
+        not a state): remember it as what the page will show. False once Stop was pressed: the race must not yield
+        it; it then yields Stop's own frame instead when ``stop_frame_due`` (``page_guards.stopped_frame``: Stop's
+        line and trace, in the race's own stream), and ends."""
         with self._lock:
             if self.stopped:
-                self._ended.set()
+                self.stop_frame_due = not self._answered
                 return False
             if isinstance(state, dict):
                 self.last_state = state
             return True
 
-    def stop(self, wait_s: float = STOP_WAIT_S) -> dict | None:
-        """Stop: the race yields nothing more. Returns the state of the last frame it yielded (None before any), the
-        steps the panes end with, for Stop's trace.
+    def stop(self, wait_s: float = STOP_WAIT_S) -> tuple[bool, dict | None]:
+        """Stop: the race yields no frame of its own after this. Returns (answered, state).
 
-        Returns only once the race has reached its next frame (or ended), at most ``wait_s`` seconds later: a frame
-        yielded just before Stop is then already on its way to the page, and Stop's own line, sent after it, is the
-        one the page keeps (Stop's reply once overtook such a frame, which then replaced Stop's line)."""
+        answered True: the race met Stop at its next frame and answers it in its own stream (``yielding``), so no
+        frame it sent before can reach the page after Stop's line (gradio sends a race's frames and Stop's reply on
+        different connections: Stop's line once arrived first and a race frame then replaced it); returns once the
+        race has ended, at most ``wait_s`` seconds after it met Stop. answered False: the race ended by itself, or
+        did not reach its next frame within ``wait_s`` seconds (a long step: it then ends there without a frame);
+        ``state`` is the ``render`` state of the last frame it yielded (None before any), for Stop's own reply."""
         with self._lock:
             self.stopped = True
         self._ended.wait(wait_s)
         with self._lock:
-            return self.last_state
+            if not self.stop_frame_due:
+                self._answered = True
+                return False, self.last_state
+        self._ended.wait(wait_s)  # the race is making Stop's frame (a trace to write)
+        return True, self.last_state
 
     def end(self) -> None:
         """The race has ended (finished, stopped, refused or closed): nothing more comes from it."""

@@ -239,11 +239,17 @@ def test_demo_builds_with_race_endpoint_and_limits(tiny):
     demo = page.build_demo(tiny)
     race = [(i, fn) for i, fn in demo.fns.items() if fn.api_name == "race"]
     assert len(race) == 1 and race[0][1].concurrency_limit == 1
+    # Stop answers, then presses the hidden button whose listener cancels the race (one still in the queue)
     cancel = [fn for fn in demo.fns.values() if race[0][0] in (fn.cancels or [])]
-    assert cancel, "Stop must cancel the race"
-    note = [fn for fn in demo.fns.values() if fn.targets == cancel[0].targets and fn.fn is not None]
-    assert note and note[0].fn({"events": {}})[0] == page.STOPPED_NOTE  # and say so where the page says "Racing…"
-    assert note[0].fn()[0] == page_guards.NOTHING_TO_STOP  # a fresh page: no "Stopped." for a race never run
+    hidden = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "cancel-race")
+    assert [tuple(t) for t in cancel[0].targets] == [(hidden._id, "click")] and hidden.visible == "hidden"
+    stop_button = next(b for b in demo.blocks.values() if isinstance(b, gr.Button) and b.value == "Stop")
+    stops = {i: fn for i, fn in demo.fns.items() if (stop_button._id, "click") in [tuple(t) for t in fn.targets]}
+    note = next(fn for fn in stops.values() if fn.fn is not None)
+    assert any(fn.trigger_after in stops and fn.js == page_guards.CANCEL_RACE_JS for fn in demo.fns.values())
+    assert "cancel-race" in page_guards.CANCEL_RACE_JS
+    assert note.fn({"events": {}})[0] == page.STOPPED_NOTE  # and say so where the page says "Racing…"
+    assert note.fn()[0] == page_guards.NOTHING_TO_STOP  # a fresh page: no "Stopped." for a race never run
     assert demo._queue.max_size == page.QUEUE_MAX_SIZE
 
 

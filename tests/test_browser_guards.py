@@ -14,6 +14,11 @@ WATCH_BUSY = """() => { window.busySeen = []; const b = document.getElementById(
   new MutationObserver(() => window.busySeen.push(b.getAttribute('aria-busy')))
     .observe(b, {attributes: true, attributeFilter: ['aria-busy']}); }"""
 
+#: Records every text the run line shows, from the page's own DOM (a MutationObserver).
+WATCH_RUN_LINE = """() => { window.runLines = []; const line = document.getElementById('run-line');
+  new MutationObserver(() => window.runLines.push(line.innerText))
+    .observe(line, {subtree: true, childList: true, characterData: true}); }"""
+
 
 def position(page) -> int:
     return page.wait_for_function(PAUSED_AT, timeout=60_000).json_value()
@@ -71,15 +76,26 @@ def test_stop_offers_the_trace_of_what_the_panes_show(new_page, race_page_url, t
         assert "".join(produced.split()) == shown
 
 
-def test_a_second_tab_is_told_that_another_race_runs(new_page, race_page_url):  # noqa: F811
-    with in_process_page(new_page, race_page_url, 1400, step_delay_s=0.05) as first:
+def test_a_second_tab_is_told_that_another_race_runs_and_can_stop_its_waiting_race(new_page, race_page_url):  # noqa: F811
+    with in_process_page(new_page, race_page_url, 1400, step_delay_s=0.1) as first:  # a race of about a minute
         second = new_page(1400)
         second.goto(race_page_url[0])
         second.get_by_text("Ready:").first.wait_for(timeout=60_000)
         race_on(first, max_new_tokens=200)
         first.locator("#pane-ar .token.highlighted").first.wait_for(timeout=30_000)
+        waiting = "Another race is running on this server: yours starts when it ends"
+        second.evaluate(WATCH_RUN_LINE)
         race_on(second, max_new_tokens=4)
-        second.get_by_text("Another race is running on this server: yours starts when it ends").first.wait_for(
-            timeout=30_000)
+        second.get_by_text(waiting).first.wait_for(timeout=30_000)
+        # Stop while waiting: that race leaves the queue (Run pressed again is taken, and only that race runs)
+        second.get_by_role("button", name="Stop").click()
+        second.locator("#run-line").get_by_text("will not start").first.wait_for(timeout=30_000)
+        second.wait_for_timeout(1000)  # the page's cancel, after Stop's reply
+        race_on(second, max_new_tokens=6)
+        second.get_by_text(waiting).first.wait_for(timeout=30_000)
         first.get_by_role("button", name="Stop").click()
         second.get_by_text("Finished.").first.wait_for(timeout=60_000)  # then the second race runs
+        second.wait_for_timeout(2000)
+        lines = second.evaluate("window.runLines")
+        finished = [line for line in lines if "Finished." in line]
+        assert finished and all("AR 6 tokens" in line for line in finished), finished  # the 4-token race never ran

@@ -252,44 +252,84 @@ def test_stop_offers_the_trace_of_what_was_produced(tiny, tmp_path):
     assert "trace-download" in [getattr(o, "elem_id", None) for o in stop.outputs]
 
 
-def test_stop_ends_a_live_race_at_the_frame_its_trace_holds(tiny):
-    """Stop pressed while a race runs: the race yields nothing more, and Stop's trace holds the steps of the last
-    frame it did yield (a frame yielded after Stop's trace was made once put 13 more AR tokens on the page). Stop
-    replies only once the race has reached its next frame, so that a frame yielded just before Stop is sent before
-    Stop's line and cannot replace it on the page (seen once: the run line kept the race's line after Stop)."""
-    control, frames = StepControl(), []
-    on_stop = page_guards.stop_handler(type("Holder", (), {"loaded": tiny})(), {"visitor": control})
+def live_race(tiny, control, width: int):
+    """The frames a live race yields, as ``page.build_demo``'s race handler yields them: until Stop, then Stop's
+    own frame (``page_guards.stopped_frame``)."""
+    for out in page.race_handler(tiny, RaceRequest("Hello there", 2, 0.0, 0, 1.0, 40, 0), update_interval_s=0.0,
+                                 control=control):
+        if not control.yielding(out[-1]):
+            if control.stop_frame_due:
+                yield page_guards.stopped_frame(tiny, control, width)
+            break
+        yield out
+    control.end()
+
+
+def test_a_live_race_answers_stop_in_its_own_stream_with_the_trace_of_its_last_frame(tiny):
+    """Stop pressed while a race runs: the race's next frame is not yielded; the race yields Stop's line and the
+    trace of the last frame it did yield (a frame yielded after Stop's trace was made once put 13 more AR tokens on
+    the page) as its own last frame, and Stop's reply changes nothing. Stop's line reaches the page in the race's
+    stream, after every frame of the race: when Stop replied with it, a race frame sent just before Stop once
+    arrived after Stop's reply and replaced its line (the run line kept "Racing…", also after a fix that made Stop
+    wait for the race's next frame)."""
+    demo = page.build_demo(tiny, untrained_drafters=True)
+    handlers = {getattr(fn.fn, "__name__", ""): fn.fn for fn in demo.fns.values()}
+    on_run = next(fn.fn for fn in demo.fns.values() if fn.api_name == "race")
+    visitor, frames = type("Request", (), {"session_hash": "visitor"})(), []
+    handlers["on_slow_motion"](0.05, visitor)  # every step a frame: Stop comes after the fourth
     with ThreadPoolExecutor(1) as pool:
-        for out in page.race_handler(tiny, RaceRequest("Hello there", 2, 0.0, 0, 1.0, 40, 0),
-                                     update_interval_s=0.0, control=control):
-            if not control.yielding(out[-1]):
-                break
+        for out in on_run("Hello there", 2, 0.0, 0, 1.0, 40, 0, True, False, ["ar", "pass"], request=visitor):
             frames.append(out)
             if len(frames) == 4:  # gradio sends this frame while Stop is pressed (Stop's own thread)
-                stopping = pool.submit(on_stop, None, type("Request", (), {"session_hash": "visitor"})())
+                stopping = pool.submit(handlers["on_stop"], None, visitor)
                 time.sleep(0.3)
-                assert not stopping.done()  # Stop waits: the race has not reached its next frame yet
-        _, path = stopping.result(timeout=5)
-    assert len(frames) == 4 and control.stopped and not control.yielding(frames[-1][-1])
-    shown = frames[-1][-1]["events"]
-    assert {k: [e.new_token_ids for e in v] for k, v in load_trace(path).events.items()} == \
+                assert not stopping.done()  # Stop waits: the race has not answered yet
+        reply = stopping.result(timeout=5)
+    assert all(map(is_skip, reply))  # Stop's own reply changes nothing: the race has answered
+    assert len(frames) == 5
+    last = dict(zip(OUTPUT_NAMES, frames[-1], strict=True))
+    assert last["run_info"].startswith(page.STOPPED_NOTE) and "Download trace" in last["run_info"]
+    assert [name for name, value in last.items() if not is_skip(value)] == ["trace", "run_info"]
+    shown = frames[3][-1]["events"]
+    assert {k: [e.new_token_ids for e in v] for k, v in load_trace(last["trace"]).events.items()} == \
         {k: [e.new_token_ids for e in v] for k, v in shown.items()}
+    control = StepControl()
+    control.stop(wait_s=0.0)
     assert control.yielding(gr.skip()) is False  # a heartbeat after Stop is not yielded either
 
 
-def test_stop_waits_for_a_race_at_most_a_few_seconds_and_ends_a_paused_or_slow_one_at_once(tiny, monkeypatch):
-    """Stop's wait is bounded (a race whose generator gradio has closed never reaches another frame) and is over
-    at once for a race that has ended; a paused race and a slow-motion wait end at Stop, not at their next
-    heartbeat or after their delay (both a minute here, so that the old behaviour cannot pass on a busy machine)."""
-    from playground import stepping
-
+def test_stop_answers_itself_for_a_race_that_ended_or_has_not_reached_its_next_frame(tiny):
+    """Stop's wait is bounded (a race in a long step, or one whose generator gradio has closed): Stop then answers
+    with the trace of the last frame the race yielded, and the race ends at its next frame without yielding it
+    or a frame of Stop's. A race that has ended answers nothing: Stop's reply is at once; a visitor whose race waits
+    for another visitor's is told that it will not start."""
     start = time.monotonic()
-    assert StepControl().stop(wait_s=0.2) is None and 0.2 <= time.monotonic() - start < 2
+    assert StepControl().stop(wait_s=0.2) == (False, None) and 0.2 <= time.monotonic() - start < 2
+    control, frames = StepControl(), []
+    race = live_race(tiny, control, len(OUTPUT_NAMES))
+    frames = [next(race) for _ in range(3)]
+    answered, state = control.stop(wait_s=0.1)  # the race is not asked for its next frame meanwhile
+    assert not answered and state is frames[-1][-1]
+    assert list(race) == [] and not control.stop_frame_due  # it ends without another frame
     ended = StepControl()
+    ended.yielding(frames[0][-1])
     ended.end()
     start = time.monotonic()
-    ended.stop(wait_s=5)
-    assert time.monotonic() - start < 0.5
+    assert ended.stop(wait_s=5) == (False, frames[0][-1]) and time.monotonic() - start < 0.5
+    slots = page.RaceSlots()
+    slots.running = 1
+    slots.on_run(type("Request", (), {"session_hash": "second"})())
+    on_stop = page_guards.stop_handler(type("Holder", (), {"loaded": tiny})(), {}, slots)
+    second = type("Request", (), {"session_hash": "second"})()
+    assert on_stop(None, second)[0] == page_guards.STOPPED_WAITING and not slots.leave("second")
+    assert on_stop(None, second)[0] == page_guards.NOTHING_TO_STOP  # pressed again: it waits no more
+
+
+def test_stop_ends_a_paused_or_slow_race_at_once(tiny, monkeypatch):
+    """A paused race and a slow-motion wait end at Stop, not at their next heartbeat or after their delay (both a
+    minute here, so that the old behaviour cannot pass on a busy machine)."""
+    from playground import stepping
+
     monkeypatch.setattr(stepping, "HEARTBEAT_S", 60.0)
     monkeypatch.setattr(stepping, "MAX_STEP_DELAY_S", 60.0)
     for control in (StepControl(), StepControl(delay_s=60.0)):
