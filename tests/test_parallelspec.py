@@ -143,6 +143,17 @@ def test_method_is_registered_with_fallback(tiny):
     assert output_token_ids(METHODS["parallelspec"].decode(tiny, "hi", settings)) == _ar_ids(tiny, "hi", settings)
 
 
+def test_a_shipped_drafter_with_fewer_drafts_than_asked_says_so(tiny, tmp_path, monkeypatch):
+    """Asked for k = 8 where the largest shipped drafter drafts 3, the drafter line says both (the CLI's
+    ``--num-lookahead 8`` once ran with 3 drafts a step and said only "3 drafts per step")."""
+    from pass_core.drafters import shipped
+
+    path = ParallelDrafter.initialise(tiny, 3, seed=0).save(tmp_path / "k3.safetensors")
+    monkeypatch.setattr(shipped, "shipped_drafter_path", lambda name, k: path if k == 3 else tmp_path / "none")
+    assert resolve_drafter(tiny, 8)[1].endswith("3 drafts per step (not 8: no shipped drafter drafts more)")
+    assert "(not " not in resolve_drafter(tiny, 3)[1] and "(not " not in resolve_drafter(tiny, 2)[1]
+
+
 def test_shipped_drafter_file():
     """The shipped drafter: float16 safetensors under 20 MB, metadata naming its model, a report."""
     files = sorted((assets_dir() / "drafter").glob("*.safetensors"))

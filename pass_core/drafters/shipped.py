@@ -140,8 +140,9 @@ def resolve_drafter(loaded, num_draft: int, path: str | None = None) -> tuple[Pa
             gate = drafter.info.get("min_confidence") or 0
             gate_note = (f"; a step drafts nothing when the drafter's confidence in d_1 is below {gate:g} "
                          "(confidence gate, an extension)") if gate else ""
+            fewer = f" (not {num_draft}: no shipped drafter drafts more)" if n < num_draft else ""
             return drafter, (f"shipped {drafter.describe()} ({shipped.name}), {count(n, 'draft')} "
-                             f"per step{gate_note}")
+                             f"per step{fewer}{gate_note}")
     drafter = ParallelDrafter.initialise(loaded, num_draft)
     return drafter, (f"no trained ParallelSpec drafter for {loaded.name}: using an untrained one "
                      "(expect almost no accepted drafts)")
