@@ -204,10 +204,10 @@ STEP_ECHO_JS = ("const r = document.querySelector('#run-line'); const e = docume
                 "if (r && e) { const m = /^((?:Paused|Run a race)[\\s\\S]*?\\.)(?:\\s|$)/"
                 ".exec(r.innerText.trim()); e.textContent = m ? m[1] : ''; }")
 
-#: Client-side, on Run: the step-through's last answer under the buttons goes (it spoke of the previous race).
 #: Client-side, after Stop's reply: press the hidden "cancel race" button, whose listener cancels the page's race
 #: event (gradio's ``cancels``): a race still waiting in the queue leaves it; a race that answered Stop has ended.
 CANCEL_RACE_JS = "() => { document.getElementById('cancel-race')?.click(); }"
+#: Client-side, on Run: the step-through's last answer under the buttons goes (it spoke of the previous race).
 CLEAR_STEP_ECHO_JS = "() => { const e = document.getElementById('step-echo-text'); if (e) e.textContent = ''; }"
 #: Client-side, on Run: when the race's panes start in the lower 40 % of the window or below it (at 1400 x 900 they
 #: start under the fold), scroll them up to 40 % of its height, so that Run starts a race one can watch (the step
