@@ -221,7 +221,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         finally:
             if control is not None:
                 control.end()  # Stop, waiting for the race's next frame, replies now
-            slots.end()
+            slots.end(session)
             show_now.pop(session, None)
             if controls.get(session) is control:
                 controls.pop(session, None)

@@ -23,6 +23,9 @@ STOPPED_NOTE = "**Stopped.** The panes show what each method had produced when y
 STOPPED_TRACE = " *Download trace* gives exactly those steps."
 #: Stop's answer on a page where no race has run (it used to say "Stopped." and that the panes show the race).
 NOTHING_TO_STOP = "Nothing to stop: no race is running. Press **Run** to start one."
+#: Stop's answer when the race had not shown its first frame (the panes may still show the previous race).
+STOPPED_BEFORE_START = ("**Stopped** before the race's first step: it produced nothing. What the panes and *Download "
+                        "trace* hold, if anything, is from before.")
 #: Stop's answer to a visitor whose race was waiting for another visitor's race: it is taken out of the queue.
 STOPPED_WAITING = "**Stopped.** Your race was waiting for another visitor's race to end: it will not start."
 #: How long a step button waits for a live race to show the step it asked for (the button stays busy meanwhile).
@@ -44,12 +47,11 @@ def stop_outputs(loaded, state) -> tuple:
     """Stop's (run line, trace download): ``STOPPED_NOTE`` and, for a race stopped before its end (``state``:
     ``race_handlers.render``'s dict), a trace of the steps it had produced (``pass_core.teaching.trace``), with
     its busy line (``race_guards``); ``gr.skip()`` for the download when there is no such race (a replay: its
-    trace is already offered) or no model. No race yet: ``NOTHING_TO_STOP``; a finished race: nothing changes
-    (a toast says so)."""
+    trace is already offered) or no model. A race stepped back to an earlier position: the trace holds the steps up
+    to it, the ones the panes show. No race yet: ``NOTHING_TO_STOP``; a finished race: nothing changes."""
     if not state:
         return NOTHING_TO_STOP, gr.skip()
-    if state.get("finished"):  # the run line keeps the finished race's lines
-        gr.Info("Nothing to stop: the race had finished.")
+    if state.get("finished"):  # the run line keeps the finished race's lines (Stop is unqueued: no toast)
         return gr.skip(), gr.skip()
     guards = (state.get("show") or {}).get("guards") or {}
     if loaded is None or not guards.get("source"):
@@ -57,7 +59,8 @@ def stop_outputs(loaded, state) -> tuple:
     from playground.trace_files import trace_path  # the race's own folder and name for traces
     finish(guards)
     prompt, settings = guards["source"]
-    path = save_trace(make_trace(loaded, prompt, settings, state["events"]), trace_path())
+    shown = events_upto(state["events"], state.get("position"))  # stepped back: the steps the panes show
+    path = save_trace(make_trace(loaded, prompt, settings, shown), trace_path())
     return "  \n".join(filter(None, (STOPPED_NOTE + STOPPED_TRACE, guards.get("load")))), str(path)
 
 
@@ -66,7 +69,7 @@ def stopped_frame(loaded, control, width: int) -> tuple:
     race (``width`` of them, ending with the trace download, run line, drafter line and state): Stop's line and
     the trace of the steps of the race's last frame (``stop_outputs``), ``gr.skip()`` everywhere else."""
     line, path = (stop_outputs(loaded, control.last_state) if control.last_state is not None
-                  else (STOPPED_NOTE, gr.skip()))  # stopped before its first frame
+                  else (STOPPED_BEFORE_START, gr.skip()))
     return (gr.skip(),) * (width - 4) + (path, line, gr.skip(), gr.skip())
 
 
@@ -100,6 +103,7 @@ class RaceSlots:
         self.running = 0
         self.measuring = False
         self._waiting: set = set()
+        self._racing: set = set()  # the sessions whose race runs
 
     def start(self, session) -> None:
         """A race of ``session`` starts (it has left the queue), once no pass-cost measurement runs (it waits for
@@ -107,6 +111,7 @@ class RaceSlots:
         with self._changed:
             self._changed.wait_for(lambda: not self.measuring)
             self.running += 1
+            self._racing.add(session)
             self._waiting.discard(session)
 
     @contextlib.contextmanager
@@ -129,9 +134,11 @@ class RaceSlots:
                 self.measuring = False
                 self._changed.notify_all()
 
-    def end(self) -> None:
+    def end(self, session) -> None:
+        """The race of ``session`` (``start``) has ended."""
         with self._changed:
             self.running -= 1
+            self._racing.discard(session)
             self._changed.notify_all()
 
     def leave(self, session) -> bool:
@@ -144,8 +151,8 @@ class RaceSlots:
     def on_run(self, request: gr.Request = None):
         """Run's first, unqueued answer: a note in the run line when another race is running, else no change."""
         session = getattr(request, "session_hash", None)
-        with self._lock:
-            if not self.running:
+        with self._lock:  # the visitor's own race (gradio ignores a Run pressed during it): no note
+            if not self.running or session in self._racing:
                 return gr.skip()
             self._waiting.add(session)
             ahead = len(self._waiting) - 1

@@ -49,15 +49,15 @@ class StepControl:
         self.set_delay(delay_s)
 
     def yielding(self, state) -> bool:
-        """The race is about to yield a frame whose ``render`` state is ``state`` (a heartbeat's ``gr.skip()`` is
-        not a state): remember it as what the page will show. False once Stop was pressed: the race must not yield
+        """The race is about to yield a frame whose ``render`` state is ``state`` (a heartbeat's ``gr.skip()``, also
+        a dict, is not a state: Stop on a race paused for over a second once found no race in it): remember it as what the page will show. False once Stop was pressed: the race must not yield
         it; it then yields Stop's own frame instead when ``stop_frame_due`` (``page_guards.stopped_frame``: Stop's
         line and trace, in the race's own stream), and ends."""
         with self._lock:
             if self.stopped:
                 self.stop_frame_due = not self._answered
                 return False
-            if isinstance(state, dict):
+            if isinstance(state, dict) and "events" in state:  # a heartbeat's gr.skip() is a dict too
                 self.last_state = state
             return True
 

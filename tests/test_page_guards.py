@@ -240,6 +240,8 @@ def test_stop_offers_the_trace_of_what_was_produced(tiny, tmp_path):
     assert {k: [e.new_token_ids for e in v] for k, v in trace.events.items()} == \
         {k: [e.new_token_ids for e in v] for k, v in state["events"].items()}
     assert sum(map(len, trace.events.values())) == 5  # the steps produced, not a whole race
+    stepped_back = load_trace(page_guards.stop_outputs(tiny, dict(state, position=2))[1])  # Previous, Previous, Stop
+    assert sum(map(len, stepped_back.events.values())) == 2  # the steps the panes show (it held all 5)
     # each frame's state holds the steps that frame showed, not the race's growing lists: Stop pressed while the
     # third frame is on the page offers those 3 steps (a shared dict once offered steps the panes never showed)
     assert [sum(map(len, f["state"]["events"].values())) for f in frames] == [1, 2, 3, 4, 5]
@@ -325,6 +327,29 @@ def test_stop_answers_itself_for_a_race_that_ended_or_has_not_reached_its_next_f
     assert on_stop(None, second)[0] == page_guards.NOTHING_TO_STOP  # pressed again: it waits no more
 
 
+def test_stop_on_a_race_paused_for_a_while_offers_the_trace_of_its_paused_frame(tiny, monkeypatch):
+    """A paused race yields a heartbeat (gr.skip(), a dict) every ``HEARTBEAT_S``: Stop after one offered no trace
+    (the heartbeat was kept as the race's last state). A race stopped before its first frame says so."""
+    from playground import stepping
+
+    monkeypatch.setattr(stepping, "HEARTBEAT_S", 0.05)
+    control = StepControl()
+    control.pause()
+    race = live_race(tiny, control, len(OUTPUT_NAMES))
+    frames = [next(race) for _ in range(6)]
+    states = [f[-1] for f in frames if not is_skip(f[-1])]
+    assert states and all(map(is_skip, frames[-1]))  # heartbeats after the paused frame
+    with ThreadPoolExecutor(1) as pool:
+        stopping = pool.submit(control.stop, 5.0)
+        last = dict(zip(OUTPUT_NAMES, next(race), strict=True))
+        assert list(race) == [] and stopping.result(timeout=5)[0]
+    assert "Download trace" in last["run_info"]
+    assert {k: [e.new_token_ids for e in v] for k, v in load_trace(last["trace"]).events.items()} == \
+        {k: [e.new_token_ids for e in v] for k, v in states[-1]["events"].items()}
+    early = page_guards.stopped_frame(tiny, StepControl(), len(OUTPUT_NAMES))
+    assert early[-3] == page_guards.STOPPED_BEFORE_START and is_skip(early[-4])
+
+
 def test_stop_ends_a_paused_or_slow_race_at_once(tiny, monkeypatch):
     """A paused race and a slow-motion wait end at Stop, not at their next heartbeat or after their delay (both a
     minute here, so that the old behaviour cannot pass on a busy machine)."""
@@ -370,11 +395,12 @@ def test_a_second_visitor_is_told_that_another_race_runs(tiny):
     visitor = lambda name: type("Request", (), {"session_hash": name})()  # noqa: E731
     assert is_skip(slots.on_run(visitor("b")))  # nothing races: Run starts at once
     slots.start("a")
+    assert is_skip(slots.on_run(visitor("a"))) and not slots.leave("a")  # Run during its own race: no note, no wait
     assert "Another race is running on this server: yours starts when it ends" in slots.on_run(visitor("b"))
     assert "1 more waiting before yours" in slots.on_run(visitor("c"))
     slots.leave("b")  # b closed its tab
     assert "1 more waiting" not in slots.on_run(visitor("c"))
-    slots.end()
+    slots.end("a")
     assert is_skip(slots.on_run(visitor("c")))
     demo = page.build_demo(tiny)
     race = next(fn for fn in demo.fns.values() if fn.api_name == "race")
@@ -468,7 +494,7 @@ def test_a_race_waits_for_a_pass_cost_measurement_and_a_measurement_is_refused_d
     with pytest.raises(page_guards.MeasurementRefused, match="A race is running: re-measure the pass cost after it ends"):
         with slots.measurement():
             pass
-    slots.end()
+    slots.end("a")
     with slots.measurement():  # no race: measured at once
         pass
     racer.join()
@@ -493,7 +519,7 @@ def test_a_refused_remeasure_warns_and_leaves_the_cost_view_as_it_was():
     slots.start("a")
     with pytest.warns(UserWarning, match="A race is running"):
         assert handler(None, progress=None) == (gr.skip(),) * 3  # no update: the cost view stays
-    slots.end()
+    slots.end("a")
 
 
 # --- on a machine whose every core is busy ---------------------------------------------------------------------

@@ -130,6 +130,11 @@ def test_the_replay_of_a_stopped_race_compares_so_far_and_ranks_nobody(tiny, tmp
     assert back["run_info"].startswith(STOPPED_REPLAY)
     whole = dict(zip(OUTPUT_NAMES, page.replay_handler(final["trace"], True, tiny), strict=True))
     assert whole["run_info"].startswith("**Finished.**") and "Highest" in whole["run_info"]
+    data["methods"]["pass"]["events"] = []  # Stop during the first step: PaSS had none yet (its replay was refused)
+    stopped.write_text(json.dumps(data), encoding="utf-8")
+    early = dict(zip(OUTPUT_NAMES, page.replay_handler(str(stopped), True, tiny), strict=True))
+    assert early["run_info"].startswith(STOPPED_REPLAY) and "✗" not in early["greedy_check"], early["greedy_check"]
+    assert early["pass_tokens"] == [] and len(early["state"]["events"]["ar"]) == 5
 
 
 def test_race_then_replay_through_gradio_client(app_server, tmp_path):

@@ -49,7 +49,7 @@ def test_bad_traces_are_refused_by_name(tiny, tmp_path):
              "unknown-method": (json.dumps({**good, "methods": {"bogus": good["methods"]["ar"]}}),
                                 "unknown method.*'bogus'.*replays the methods ar, pass"),
              "events-kind": (json.dumps({**good, "methods": {"ar": {"events": 3}}}), "'ar' must be an object with"),
-             "no-events": (json.dumps({**good, "methods": {"ar": {"events": []}}}), "'ar' has no events")}
+             "no-events": (json.dumps({**good, "methods": {"ar": {"events": []}}}), "no method has events")}
     # a bad token used to fail later, in the panes: "'bogus'" or "expected str instance, int found" and a traceback
     at = r"malformed field \(the field 'methods\.ar\.events\[0\]\.tokens\[0\]\."
     for field, value, message in (("label", "bogus", "label' is 'bogus': one of target, exact, accepted"),
