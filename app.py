@@ -1,7 +1,7 @@
 """PaSS Playground: autoregressive decoding (AR) raced against speculative decoding methods.
 
-``python app.py [--model NAME]`` serves on 127.0.0.1:7860 (GRADIO_SERVER_NAME /
-GRADIO_SERVER_PORT override). Importing this module loads nothing and launches nothing: the page is
+``python app.py [--model NAME] [--port N]`` serves on 127.0.0.1:7860 (--host / --port, or GRADIO_SERVER_NAME /
+GRADIO_SERVER_PORT, override). Importing this module loads nothing and launches nothing: the page is
 ``playground.page.build_demo``; this file parses the command line, starts loading the model and launches.
 """
 
@@ -33,6 +33,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "untrained drafters (expect almost no accepted drafts; train files: docs/training.md)")
     parser.add_argument("--replay-only", action="store_true",
                         help="load no model: serve the page to replay traces (Run and the lab need a model)")
+    parser.add_argument("--port", type=int, default=os.environ.get("GRADIO_SERVER_PORT", "7860"),
+                        help="port to serve on (default: GRADIO_SERVER_PORT, else 7860)")
+    parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+                        help="address to serve on (default: GRADIO_SERVER_NAME, else 127.0.0.1; 0.0.0.0: every "
+                             "network interface)")
     return parser
 
 
@@ -51,9 +56,7 @@ def main(argv: list[str] | None = None) -> None:
               else ModelHolder(args.model, args.device, dtype=dtype, backend=backend, threads=args.threads,
                                methods=offered).start())
     demo = build_demo(holder, untrained_drafters=args.untrained_drafters)
-    demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
-                server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-                **launch_options())
+    demo.launch(server_name=args.host, server_port=args.port, **launch_options())
 
 
 if __name__ == "__main__":

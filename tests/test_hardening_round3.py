@@ -274,8 +274,16 @@ def test_app_launches_with_an_upload_limit(monkeypatch):
 
     seen = {}
     monkeypatch.setattr(gr.Blocks, "launch", lambda self, **kwargs: seen.update(kwargs))
+    for name in ("GRADIO_SERVER_PORT", "GRADIO_SERVER_NAME"):
+        monkeypatch.delenv(name, raising=False)
     app.main(["--replay-only"])
     assert seen["max_file_size"] == MAX_TRACE_BYTES
+    assert (seen["server_name"], seen["server_port"]) == ("127.0.0.1", 7860)
+    app.main(["--replay-only", "--port", "7999", "--host", "0.0.0.0"])  # a helper tried --port: refused then
+    assert (seen["server_name"], seen["server_port"]) == ("0.0.0.0", 7999)
+    monkeypatch.setenv("GRADIO_SERVER_PORT", "7123")
+    app.main(["--replay-only"])
+    assert seen["server_port"] == 7123
 
 
 def test_the_server_keeps_the_races_of_at_most_state_sessions_visitors(trace_dict, tmp_path, monkeypatch):
