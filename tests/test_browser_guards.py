@@ -90,7 +90,9 @@ def test_a_second_tab_is_told_that_another_race_runs_and_can_stop_its_waiting_ra
         # Stop while waiting: that race leaves the queue (Run pressed again is taken, and only that race runs)
         second.get_by_role("button", name="Stop").click()
         second.locator("#run-line").get_by_text("will not start").first.wait_for(timeout=30_000)
-        second.wait_for_timeout(1000)  # the page's cancel, after Stop's reply
+        second.wait_for_function("() => !/queue|processing/.test(document.getElementById('run-line').innerText)",
+                                 timeout=30_000)  # the page's cancel, after Stop's reply, took the race off the queue
+        second.wait_for_timeout(500)
         race_on(second, max_new_tokens=6)
         second.get_by_text(waiting).first.wait_for(timeout=30_000)
         first.get_by_role("button", name="Stop").click()
