@@ -415,8 +415,14 @@ def test_step_through_and_token_inspector(new_page, race_page_url, tmp_path, wid
         for _ in range(2):
             page.locator("#next-button").click()
             before = seen[-1][0]
-            page.wait_for_function(f"() => !document.querySelector('#run-line').innerText.includes("
-                                   f"'after step {before} of')", timeout=30_000)
+            try:
+                page.wait_for_function(f"() => !document.querySelector('#run-line').innerText.includes("
+                                       f"'after step {before} of')", timeout=30_000)
+            except Exception as err:  # seen under an extra busy process (old code too): keep what the page showed
+                ARTIFACTS.mkdir(exist_ok=True)
+                page.screenshot(path=str(ARTIFACTS / f"browser-next-timeout-{width}.png"), full_page=True)
+                raise AssertionError(f"Next did not move the race from step {before}; the run line says "
+                                     f"{page.locator('#run-line').inner_text()!r}") from err
             seen.append((position(), {key: pane_chars(page, key) for key in ("ar", "pass", "parallelspec")}))
             page.wait_for_function(f"() => document.querySelector('#step-echo-text').textContent.startsWith("
                                    f"'Paused after step {seen[-1][0]} of')", timeout=30_000)
