@@ -34,7 +34,8 @@ from pass_core.teaching.trace import MAX_TRACE_BYTES
 from playground.lab_handlers import lab_handler, validate_lab
 from playground.layout import lay_out
 from playground.page_guards import CANCEL_RACE_JS, CLEAR_STEP_ECHO_JS, MEASURING_NOTE, SCROLL_TO_INSPECTOR_JS, \
-    SCROLL_TO_PANES_JS, STEP_WAIT_S, STOPPED_NOTE, RaceSlots, stop_handler, stopped_frame, wire_step_button  # noqa: F401
+    SCROLL_TO_PANES_JS, STEP_WAIT_S, STOPPED_NOTE, RaceSlots, stop_handler, stopped_frame, \
+    wire_step_button  # noqa: F401
 from playground.race_inputs import RaceRequest, cap_for_zerogpu, hide_paths, method_offer, methods_problem, whole
 from playground.race_view import HIDE_REJECTED_JS, METRIC_LABELS, PAGE_CSS  # noqa: F401  (re-exported)
 from playground.stepping import NEXT, PREVIOUS, RESUME, StepControl, step_position
@@ -220,7 +221,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                 yield frame
         finally:
             if control is not None:
-                control.end()  # Stop, waiting for the race's next frame, replies now
+                control.end()  # Stop, waiting for the race to end, replies now
             slots.end(session)
             show_now.pop(session, None)
             if controls.get(session) is control:

@@ -1,7 +1,8 @@
 """The page's guards around a race, wired by ``page.build_demo``: Stop that leaves a trace of what was produced
 (a live race answers it in its own stream of frames, ``stopped_frame``, so that no frame sent before can replace
-Stop's line; a race waiting in the queue leaves it), Next / Previous step buttons that show they are working and take one press at a time, a note for a visitor whose
-race waits for another one, and the re-measure button of the pass-cost curve (with a progress indicator).
+Stop's line; a race waiting in the queue leaves it), Next / Previous step buttons that show they are working and
+take one press at a time, a note for a visitor whose race waits for another one, and the re-measure button of the
+pass-cost curve (with a progress indicator).
 
 Gradio wiring and handlers as plain functions (tests call them without a browser); no tensors: traces come from
 ``pass_core.teaching.trace``, curves from ``pass_core.runtime.pass_cost``, the cost view from ``cost_charts``.

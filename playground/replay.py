@@ -44,4 +44,5 @@ def replay_handler(trace_file, show_rejected=True, model: LoadedModel | None = N
     stopped = not all(evs and evs[-1].finished for evs in trace.events.values())  # Stop's trace: compared so far
     return render(trace.events, show_rejected, s.greedy, s.fused, not stopped, "Replayed from a trace: no files "
                   "needed.", chat_template=s.chat_template, run_note=replay_note(trace),
-                  revision=f"replay-{time.time_ns()}", own_model=own_model, headline=STOPPED_REPLAY if stopped else None)
+                  revision=f"replay-{time.time_ns()}", own_model=own_model,
+                  headline=STOPPED_REPLAY if stopped else None)

@@ -17,7 +17,8 @@ from playground.race_charts import short_name
 
 #: Slow motion: the page's range for the delay per step, in seconds.
 MAX_STEP_DELAY_S = 2.0
-#: Stop waits at most this long for the race to reach its next frame (``StepControl.stop``), seconds.
+#: Stop waits at most this long for the race to reach its next frame, then as long for it to end after it met Stop
+#: (``StepControl.stop``), seconds.
 STOP_WAIT_S = 3.0
 NEXT, PREVIOUS, RESUME = "next", "previous", "resume"
 
@@ -50,9 +51,10 @@ class StepControl:
 
     def yielding(self, state) -> bool:
         """The race is about to yield a frame whose ``render`` state is ``state`` (a heartbeat's ``gr.skip()``, also
-        a dict, is not a state: Stop on a race paused for over a second once found no race in it): remember it as what the page will show. False once Stop was pressed: the race must not yield
-        it; it then yields Stop's own frame instead when ``stop_frame_due`` (``page_guards.stopped_frame``: Stop's
-        line and trace, in the race's own stream), and ends."""
+        a dict, is not a state: Stop on a race paused for over a second once found no race in it): remember it as
+        what the page will show. False once Stop was pressed: the race must not yield it; it then yields Stop's own
+        frame instead when ``stop_frame_due`` (``page_guards.stopped_frame``: Stop's line and trace, in the race's
+        own stream), and ends."""
         with self._lock:
             if self.stopped:
                 self.stop_frame_due = not self._answered

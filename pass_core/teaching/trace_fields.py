@@ -46,6 +46,9 @@ def read_event(d: dict, name: str = "event", step: int | None = None) -> StepEve
     return event
 
 
+DECISIONS = ("accepted", "rejected", "not_verified")
+
+
 def _token(t: dict, name: str) -> TokenRecord:
     """A ``TokenRecord`` from its dict, each field checked (a bad label or a text that is not a string used to
     fail later, in the panes, with only "'bogus'" to show).
@@ -98,9 +101,6 @@ def _draft(x: dict, name: str) -> DraftRecord:
 
 
 #: What verification did with a draft (``DraftRecord.decision``).
-DECISIONS = ("accepted", "rejected", "not_verified")
-
-
 def _position(d: dict, name: str = "inspection") -> PositionInspection:
     """A ``PositionInspection`` from its dict: each top-n list holds as many token ids (whole numbers from 0) as
     probabilities (each in [0, 1]); ValueError naming the field otherwise."""
