@@ -38,9 +38,11 @@ MAX_UPDATE_GAP_S = 2.5  # ...but never more: Stop (a cancel) takes effect at the
 
 
 def user_error(message: str) -> gr.Error:
-    """A ``gr.Error`` for a mistake in the request: shown to the visitor (server paths shortened to file names),
-    never logged with a traceback (the server log is for server faults)."""
-    return gr.Error(hide_paths(message), print_exception=False)
+    """A ``gr.Error`` for a mistake in the request: shown to the visitor (server paths shortened to file names)
+    until they close it (the output it was for keeps gradio's bare "Error" mark, so a message that went away after
+    gradio's default 10 s left nothing to act on), never logged with a traceback (the server log is for server
+    faults)."""
+    return gr.Error(hide_paths(message), duration=None, print_exception=False)
 
 
 def make_settings(num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, fused,

@@ -86,10 +86,13 @@ def test_replay_of_a_race_trace_equals_the_race(tiny):
 
 
 def test_a_bad_trace_gets_a_named_error(tmp_path):
+    """The error names the file and what is wrong, and stays on the page until the visitor closes it (the run line
+    keeps gradio's bare "Error" mark, which says nothing once a message with the default 10-s duration is gone)."""
     bad = tmp_path / "notes.json"
     bad.write_text("not json", encoding="utf-8")
-    with pytest.raises(gr.Error, match="not a JSON trace"):
+    with pytest.raises(gr.Error, match="not a JSON trace") as refused:
         page.replay_handler(str(bad))
+    assert refused.value.duration is None and "notes.json" in refused.value.message
     bad.write_text(json.dumps({"schema": "pass-playground-trace/0"}), encoding="utf-8")
     with pytest.raises(gr.Error, match="schema"):
         page.replay_handler(str(bad))
