@@ -88,6 +88,10 @@ def test_bad_traces_are_refused_by_name(tiny, tmp_path):
         top = bad["methods"]["pass"]["events"][1]["inspection"][0]["p"]
         top[field] = value if field == "ids" else value * len(top["ids"])
         cases[f"inspection-{field}"] = (json.dumps(bad), at + message)
+    mislabelled = json.loads(json.dumps(good))  # a hand-edited trace: PaSS's pane would show another method's step
+    mislabelled["methods"]["pass"]["events"][1]["method"] = "ar"
+    cases["event-method"] = (json.dumps(mislabelled), r"'methods\.pass\.events\[1\]\.method' is 'ar', but the event "
+                                                      r"is listed under method 'pass'")
     for name, (text, message) in cases.items():
         path = tmp_path / f"{name}.json"
         path.write_text(text, encoding="utf-8")

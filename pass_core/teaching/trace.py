@@ -98,7 +98,8 @@ def load_trace(source: str | Path | dict) -> Trace:
         ValueError: a missing file, a file over ``MAX_TRACE_BYTES``, text that is not JSON or nests deeper than
             ``MAX_TRACE_DEPTH``, another schema version, a missing or malformed field (a number that is NaN,
             Infinity or out of its setting's range, or a prompt over ``text.MAX_PROMPT_CHARS``, included), or a
-            method that is not registered; the message names the file and what is wrong.
+            method that is not registered, or an event whose 'method' is not the one it is listed under; the
+            message names the file and what is wrong.
     """
     where = "the trace" if isinstance(source, dict) else repr(str(source))
     if isinstance(source, dict):
@@ -145,6 +146,11 @@ def load_trace(source: str | Path | dict) -> Trace:
         raise ValueError(f"{where} has a malformed field ({err}).") from err
     if not isinstance(trace.signature, list) or not all(type(x) in (int, float) for x in trace.signature):
         raise ValueError(f"{where}: the field 'model.signature' must be a list of numbers.")
+    for key, evs in events.items():  # "parallelspec+tree8": a tree entry's events are its method's
+        wrong = next((i for i, e in enumerate(evs) if e.method != key.split("+")[0]), None)
+        if wrong is not None:
+            raise ValueError(f"{where}: the field 'methods.{key}.events[{wrong}].method' is "
+                             f"{evs[wrong].method!r}, but the event is listed under method {key!r}.")
     return trace
 
 
