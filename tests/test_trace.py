@@ -78,7 +78,10 @@ def test_bad_traces_are_refused_by_name(tiny, tmp_path):
                                   ("p", -2, r"drafts\[0\]\.p' is -2"), ("u", 7, r"drafts\[0\]\.u' is 7: .* or null"),
                                   ("token_id", -1, r"drafts\[0\]\.token_id' is -1: a token id, a whole number from 0"),
                                   ("position", 0, r"drafts\[0\]\.position' is 0: a draft position"),
-                                  ("decision", "maybe", r"drafts\[0\]\.decision' is 'maybe': one of accepted")):
+                                  ("decision", "maybe", r"drafts\[0\]\.decision' is 'maybe': one of accepted"),
+                                  # a position of 1000 drew 1,000 chart categories: the browser froze for minutes
+                                  ("position", 1000, r"drafts\[0\]\.position' is 1000: drafts are d_1, d_2, \.\.\. "
+                                                     r"in order, so this one is 1")):
         bad = json.loads(json.dumps(good))
         bad["methods"]["pass"]["events"][1]["drafts"][0][field] = value
         cases[f"draft-{field}-{value}"] = (json.dumps(bad), at + message)
@@ -90,6 +93,10 @@ def test_bad_traces_are_refused_by_name(tiny, tmp_path):
         cases[f"inspection-{field}"] = (json.dumps(bad), at + message)
     mislabelled = json.loads(json.dumps(good))  # a hand-edited trace: PaSS's pane would show another method's step
     mislabelled["methods"]["pass"]["events"][1]["method"] = "ar"
+    overlong = json.loads(json.dumps(good))  # more tokens than any run under these settings commits
+    overlong["settings"]["max_new_tokens"] = 2
+    cases["over-max-new-tokens"] = (json.dumps(overlong), r"method 'ar' commits \d+ tokens, but its settings stop a "
+                                                          r"run at max_new_tokens = 2")
     cases["event-method"] = (json.dumps(mislabelled), r"'methods\.pass\.events\[1\]\.method' is 'ar', but the event "
                                                       r"is listed under method 'pass'")
     for name, (text, message) in cases.items():

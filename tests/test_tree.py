@@ -573,7 +573,8 @@ def test_shipped_tree_greedy_equals_ar_on_the_embedded_model(smollm, key):
 
 def test_tree_events_survive_a_trace_and_old_traces_load(tiny, tmp_path):
     """Tree steps (tree_parents, p_res) round-trip through a JSON trace; an event written before token trees
-    (no tree_parents, no p_res) still loads, as a chain step."""
+    (no tree_parents, no p_res) still loads, as a chain step; a tree step without its parents (its drafts'
+    positions are depths, not 1, 2, ...) is refused."""
     from pass_core.teaching.trace import load_trace, make_trace, same_events, save_trace, trace_to_dict
 
     settings = DecodeSettings(max_new_tokens=16, num_lookahead=3, temperature=1.0, top_k=4)
@@ -582,9 +583,15 @@ def test_tree_events_survive_a_trace_and_old_traces_load(tiny, tmp_path):
     trace = make_trace(tiny, PROMPTS[0], settings, {"pass": events})
     back = load_trace(save_trace(trace, tmp_path / "t.json")).events["pass"]
     assert len(back) == len(events) and all(same_events(a, b) for a, b in zip(back, events))
-    old = trace_to_dict(trace)
+    chain = run(tiny, "pass", PROMPTS[0], settings, make_drafter(tiny, "pass", settings))  # drafts d_1..d_L
+    old = trace_to_dict(make_trace(tiny, PROMPTS[0], settings, {"pass": chain}))
     for event in old["methods"]["pass"]["events"]:
         event.pop("tree_parents")
         for draft in event["drafts"]:
             draft.pop("p_res")
     assert all(e.tree_parents == () for e in load_trace(old).events["pass"])
+    orphaned = trace_to_dict(trace)
+    for event in orphaned["methods"]["pass"]["events"]:
+        event.pop("tree_parents")
+    with pytest.raises(ValueError, match=r"drafts\[\d+\]\.position' is \d+: drafts are d_1, d_2, \.\.\. in order"):
+        load_trace(orphaned)

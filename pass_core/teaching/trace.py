@@ -13,7 +13,7 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from pass_core.decoding.events import StepEvent
+from pass_core.decoding.events import StepEvent, output_token_ids
 from pass_core.decoding.metrics import summarize
 from pass_core.drafters.files import embedding_signature, signatures_match
 from pass_core.decoding.settings import DecodeSettings
@@ -98,8 +98,8 @@ def load_trace(source: str | Path | dict) -> Trace:
         ValueError: a missing file, a file over ``MAX_TRACE_BYTES``, text that is not JSON or nests deeper than
             ``MAX_TRACE_DEPTH``, another schema version, a missing or malformed field (a number that is NaN,
             Infinity or out of its setting's range, or a prompt over ``text.MAX_PROMPT_CHARS``, included), or a
-            method that is not registered, or an event whose 'method' is not the one it is listed under; the
-            message names the file and what is wrong.
+            method that is not registered, an event whose 'method' is not the one it is listed under, or a method
+            that commits more than ``max_new_tokens`` tokens; the message names the file and what is wrong.
     """
     where = "the trace" if isinstance(source, dict) else repr(str(source))
     if isinstance(source, dict):
@@ -151,6 +151,10 @@ def load_trace(source: str | Path | dict) -> Trace:
         if wrong is not None:
             raise ValueError(f"{where}: the field 'methods.{key}.events[{wrong}].method' is "
                              f"{evs[wrong].method!r}, but the event is listed under method {key!r}.")
+        made = len(output_token_ids(evs))  # 65,423 tokens under max_new_tokens 1,024 froze the browser for minutes
+        if made > settings.max_new_tokens:
+            raise ValueError(f"{where}: method {key!r} commits {made:,} tokens, but its settings stop a run at "
+                             f"max_new_tokens = {settings.max_new_tokens:,}.")
     return trace
 
 

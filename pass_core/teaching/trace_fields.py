@@ -19,7 +19,8 @@ def read_event(d: dict, name: str = "event", step: int | None = None) -> StepEve
         ValueError: naming the field: a bad token (``_token``), draft (``_draft``) or inspected position
             (``_position``), a step number other than ``step`` (the step-through
             and the charts number steps by position: a trace with steps -3, 7, 7 showed steps that never ran), a
-            count or a time below 0, or token-tree parents that do not form a tree over the step's drafts.
+            count or a time below 0, token-tree parents that do not form a tree over the step's drafts, or a draft
+            position other than its place in the chain (1, 2, ...) or its depth in the tree.
     """
     known = {f.name for f in fields(StepEvent)}
     extra = set(d) - known
@@ -43,6 +44,12 @@ def read_event(d: dict, name: str = "event", step: int | None = None) -> StepEve
     if parents and (len(parents) != len(event.drafts) or any(not -1 <= p < j for j, p in enumerate(parents))):
         raise ValueError(f"the field '{name}.tree_parents' is {list(parents)}: one parent per draft, each -1 (the "
                          "root) or an earlier draft's index")
+    positions = [d.position for d in event.drafts]
+    for j, position in enumerate(positions):  # a chain's drafts are d_1, d_2, ... in order; a tree node's is its depth
+        due = (positions[parents[j]] + 1 if parents[j] >= 0 else 1) if parents else j + 1
+        if position != due:  # a position of 1000 drew 1,000 chart categories and froze the browser for minutes
+            where = "its depth in the step's tree" if parents else "drafts are d_1, d_2, ... in order"
+            raise ValueError(f"the field '{name}.drafts[{j}].position' is {position}: {where}, so this one is {due}")
     return event
 
 
