@@ -20,6 +20,8 @@ REPO = HERE.parent
 DEFAULT_OUT = HERE / "build"
 #: Repository paths copied into the Space (files or folders).
 SOURCES = ("app.py", "playground", "pass_core", "assets")
+#: Everything a build writes at its top level: a folder holding anything else is not replaced.
+BUILT = frozenset((*SOURCES, "README.md", "requirements.txt"))
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".DS_Store")
 
 
@@ -52,13 +54,18 @@ def build_space(out: Path = DEFAULT_OUT, repo: Path = REPO) -> Path:
     """Write the Space folder to ``out`` (replacing an earlier build there); return ``out``.
 
     Raises:
-        ValueError: ``out`` is a non-empty folder that is not an earlier Space build
-            (refuses to delete it), or a source file is missing.
+        ValueError: ``out`` is a file, or a non-empty folder holding anything a build does not write (a git
+            clone's .git, say: it refuses to delete it), or a source file is missing.
     """
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out} is a file: give a folder for the Space.")
     if out.exists() and any(out.iterdir()):
-        if not ((out / "app.py").is_file() and (out / "README.md").is_file()):
-            raise ValueError(f"{out} is not empty and does not look like a Space build; not replacing it.")
+        foreign = sorted(p.name for p in out.iterdir() if p.name not in BUILT)
+        if foreign or not (out / "app.py").is_file():  # a git clone of the Space has .git: never deleted here
+            raise ValueError(f"{out} is not empty and is not an earlier Space build (it holds "
+                             f"{', '.join(foreign[:5]) or 'no app.py'}); not replacing it. Build into a new or empty "
+                             "folder, then copy the build into your clone.")
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
     for name in SOURCES:
@@ -82,7 +89,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
     args = parser.parse_args(argv)
-    out = build_space(args.out)
+    try:
+        out = build_space(args.out)
+    except (ValueError, OSError) as err:
+        raise SystemExit(f"error: {err}") from None
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     print(f"Space folder ready: {out} ({size / 1e6:.1f} MB). Push it with: "
           f"hf upload YOUR_NAME/pass-playground {out} . --repo-type space")

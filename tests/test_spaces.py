@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -72,11 +73,25 @@ def test_folder_holds_the_repo_sources_only(space):
     assert not [p for p in (space / "assets").rglob("*") if p.suffix == ".py" or "results" in p.parts]
 
 
-def test_build_refuses_to_replace_an_unrelated_folder(tmp_path):
-    (tmp_path / "precious.txt").write_text("keep me")
-    with pytest.raises(ValueError, match="not replacing"):
-        load_build_module().build_space(tmp_path)
-    assert (tmp_path / "precious.txt").exists()
+def test_build_refuses_to_replace_an_unrelated_folder_or_a_clone_of_the_space(tmp_path, capsys):
+    """An earlier build is replaced; a folder holding anything a build does not write is kept, with a message: a
+    git clone of the Space (its app.py and README.md beside .git) used to be deleted, .git and all."""
+    build = load_build_module()
+    (tmp_path / "other" / "precious.txt").parent.mkdir()
+    (tmp_path / "other" / "precious.txt").write_text("keep me")
+    clone = tmp_path / "clone"
+    (clone / ".git").mkdir(parents=True)
+    for name in ("app.py", "README.md", ".git/config", "NOTES.md"):
+        (clone / name).write_text("mine")
+    for folder, holds in ((tmp_path / "other", "precious.txt"), (clone, ".git, NOTES.md")):
+        with pytest.raises(ValueError, match=f"is not an earlier Space build \\(it holds {holds}\\); not replacing"):
+            build.build_space(folder)
+    assert (tmp_path / "other" / "precious.txt").exists() and (clone / ".git" / "config").read_text() == "mine"
+    with pytest.raises(SystemExit, match=r"^error: .*clone is not empty"):  # the command line: a line, no traceback
+        build.main(["--out", str(clone)])
+    (clone / "NOTES.md").unlink()
+    shutil.rmtree(clone / ".git")
+    assert build.build_space(clone) == clone and (clone / "pass_core").is_dir()  # its own app.py and README.md
 
 
 #: Run in a fresh interpreter in the Space folder: its own app and pass_core, not the repository's.
