@@ -257,7 +257,8 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
             wire_step_button(button, on_step(direction), [ui.state, ui.show_rejected], outputs,
                              echo=direction != RESUME)  # after Resume, no "Paused after step ..." under the buttons
         private = dict(api_visibility="private", queue=False)
-        ui.slow_motion.change(on_slow_motion, ui.slow_motion, None, **private)
+        # preprocess=False: set_delay names a bad value (the slider's own check logged a traceback)
+        ui.slow_motion.change(on_slow_motion, ui.slow_motion, None, preprocess=False, **private)
         for key, pane in zip(METHODS, ui.panes):
             pane.select(on_select(key), [ui.state, ui.show_rejected], [ui.inspector_md, ui.inspector_plot], **private)
             pane.select(None, None, None, js=SCROLL_TO_INSPECTOR_JS, **private)  # the answer in view

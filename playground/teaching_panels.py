@@ -103,7 +103,8 @@ def whatif_accordion():
         # once ran side by side, and the slower answer (the one for the curve no longer chosen) could land last
         gr.on([accordion.expand, alpha.release, k.release, drafter_cost.release, preset.change, typed.submit],
               whatif_view, [alpha, k, preset, typed, drafter_cost, state], [plot, text], concurrency_limit=1,
-              trigger_mode="always_last", api_visibility="private", show_progress="hidden")
+              trigger_mode="always_last", api_visibility="private", show_progress="hidden",
+              preprocess=False)  # whatif_view names a bad value (gradio's check answered "Could not preprocess")
 
     return wire
 

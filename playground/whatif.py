@@ -143,14 +143,29 @@ def overhead_line(events: dict | None, machine_curve: dict | None, row: WhatIfRo
             f"**{two_pass:.2f}x**.")
 
 
+def _control(value, label: str, lo: float, hi: float, whole: bool = False) -> float:
+    """A slider's value as sent (the panel's listener does not preprocess: gradio's own check of an emptied or
+    out-of-range box answered with its internals and logged a traceback). Raises ValueError naming the control."""
+    kind = "a whole number" if whole else "a number"
+    if value is None or value == "":
+        raise ValueError(f"{label} is empty: type {kind} from {lo:g} to {hi:g}.")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{label} must be {kind} from {lo:g} to {hi:g}; got {value!r}.") from None
+    if not lo <= number <= hi or (whole and number != int(number)):  # NaN fails the range too
+        raise ValueError(f"{label} must be {kind} from {lo:g} to {hi:g}; got {value!r}.")
+    return number
+
+
 def whatif_view(alpha, k, preset: str, typed: str, drafter_cost, state: dict | None) -> tuple[go.Figure | None, str]:
     """The panel for its controls and the page's race state (``race_handlers.render``'s last output: its events,
-    ``fused`` and this machine's curve); (None, a message naming the control) for bad input."""
+    ``fused`` and this machine's curve); (None, a message naming the control) for bad input: an empty box, a value
+    outside its slider's range, or a k that is not a whole number (``_control``)."""
     try:
-        alpha, k, drafter_cost = float(alpha), int(k), float(drafter_cost)
-        if not 0 <= alpha <= 1 or not 1 <= k <= K_MAX or drafter_cost < 0:
-            raise ValueError(f"α must be in 0..1, k in 1..{K_MAX} and the drafter cost >= 0; got α = {alpha}, "
-                             f"k = {k}, drafter cost = {drafter_cost}.")
+        alpha = _control(alpha, "draft acceptance α", 0, 1)
+        k = int(_control(k, "drafts per step k", 1, K_MAX, whole=True))
+        drafter_cost = _control(drafter_cost, "drafter cost c_d", 0, 1)
         machine = ((state or {}).get("show") or {}).get("curve")
         curve, name = curve_for(preset, machine, typed)
         if curve is None:

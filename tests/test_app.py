@@ -231,6 +231,16 @@ def test_page_inputs_keep_typed_values_for_the_validator(tiny):
     assert isinstance(by_name["chat_template"], gr.Checkbox) and by_name["chat_template"].value is True
 
 
+def test_the_what_if_panel_and_slow_motion_take_their_values_as_sent(tiny):
+    """Their sliders' values reach the handlers unprocessed, which name a bad one (``whatif_view``,
+    ``StepControl.set_delay``): gradio's own check of an emptied or out-of-range box answered "Could not preprocess
+    input component at index 0 ... TypeError: '<' not supported" and logged a traceback for each."""
+    demo = page.build_demo(tiny)
+    for name in ("whatif_view", "on_slow_motion"):
+        listeners = [fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == name]
+        assert listeners and all(fn.preprocess is False for fn in listeners), name
+
+
 def components(demo, kind) -> list:
     return [c for c in demo.blocks.values() if isinstance(c, kind)]
 

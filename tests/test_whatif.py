@@ -52,7 +52,13 @@ def test_bad_input_is_named_and_no_machine_curve_says_why():
     assert fig is None and text.startswith("⚠ c(w) typed in: 'x' is not a number")
     assert "positive" in whatif.whatif_view(0.5, 3, whatif.TYPED, "1, -2", 0.0, None)[1]
     assert "choose k ≤ 1" in whatif.whatif_view(0.5, 3, whatif.TYPED, "1, 1.5", 0.0, None)[1]
-    assert "α must be in 0..1" in whatif.whatif_view(1.5, 3, whatif.FLAT, "", 0.0, None)[1]
+    # each control by name: an emptied box, a value beyond its slider, a k between two whole numbers (was floored)
+    for alpha, k, cost, message in ((None, 3, 0.0, "⚠ draft acceptance α is empty: type a number from 0 to 1."),
+                                    (1.5, 3, 0.0, "⚠ draft acceptance α must be a number from 0 to 1; got 1.5."),
+                                    (0.5, 2.5, 0.0, "⚠ drafts per step k must be a whole number from 1 to 8; got 2.5."),
+                                    (0.5, 0, 0.0, "⚠ drafts per step k must be a whole number from 1 to 8; got 0."),
+                                    (0.5, 3, float("nan"), "⚠ drafter cost c_d must be a number from 0 to 1; got nan.")):
+        assert whatif.whatif_view(alpha, k, whatif.FLAT, "", cost, None) == (None, message)
     assert parse_curve("2; 3") == (1.0, 1.5)  # divided by c(1)
     with pytest.raises(ValueError, match="c\\(w\\) typed in"):
         parse_curve("  ")
