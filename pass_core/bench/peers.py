@@ -22,6 +22,8 @@ PEERS: dict[str, dict] = {
     "hf-generate": {},
     "hf-prompt-lookup": {"prompt_lookup_num_tokens": 3},
 }
+#: The peers that decode plainly autoregressively: candidates for the run's fastest AR (``summary.aggregate``).
+AR_PEERS = ("hf-generate",)
 #: Summary fields a peer cannot report (they need the steps inside ``generate()``).
 UNSEEN_FIELDS = ("tokens_per_forward_pass", "mean_accepted_tokens", "accepted_drafts_per_step", "acceptance_rate",
                  "per_position_conditional", "per_position_unconditional", "acceptance_histogram", "ms_per_step",

@@ -104,16 +104,18 @@ def aggregate(runs: list[BenchRun], lookaheads: list[int], temperatures: list[fl
     AR entries (on any backend) and the peers repeat the same runs under every L. ``speedup`` is against AR on
     the run's backend ("ar"); ``speedup_same_backend`` against AR on the entry's own backend when that ran;
     ``speedup_vs_fastest_ar`` against the AR entry with the highest tokens/s of the run (named in
-    ``fastest_ar``), the baseline a user could actually get on this machine.
+    ``fastest_ar``; AR on every backend, and transformers' ``generate()`` when it ran: ``peers.AR_PEERS``), the
+    baseline a user could actually get on this machine.
     ``exact_match_rate`` (greedy only, else None): share of runs whose token ids equal fp32 AR's ("ar@fp32",
     else "ar") for the same prompt and repeat; near-ties among the others are judged in the entry's dtype.
     """
-    from pass_core.bench.peers import PEERS, blank_unseen
+    from pass_core.bench.peers import AR_PEERS, PEERS, blank_unseen
 
     backends = backends or {}
     methods = list(dict.fromkeys(r.key.method for r in runs))
     ar_names = _ar_entries(methods, backends)
     reference = next((m for m, b in ar_names.items() if b == "fp32"), BASELINE)
+    candidates = [*ar_names, *(m for m in methods if m in AR_PEERS)]  # transformers' own generate() is AR too
     ar_runs = {(r.key.temperature, r.key.repeat, r.key.prompt_index): r for r in runs if r.key.method == reference}
     categories = list(dict.fromkeys(r.category for r in runs))
     summary: dict = {}
@@ -123,7 +125,7 @@ def aggregate(runs: list[BenchRun], lookaheads: list[int], temperatures: list[fl
         for t in temperatures:
             ar_t = [r for r in runs if r.key.method == BASELINE and r.key.temperature == t]
             runs_t = [r for r in runs if r.key.temperature == t]
-            fastest, fastest_rate = _fastest(runs_t, list(ar_names)) if ar_names else (BASELINE, None)
+            fastest, fastest_rate = _fastest(runs_t, candidates) if candidates else (BASELINE, None)
             for n in lookaheads:
                 sel = [r for r in runs_t if r.key.method == m and (r.key.num_lookahead in (None, n))]
                 if not sel:
