@@ -132,9 +132,12 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    failed = ""  # the output comes first: a trace that cannot be written loses nothing else
     if args.trace:
-        path = save_trace(make_trace(loaded, args.prompt, settings, {args.method: events}), args.trace)
-        log(f"trace: {path}")
+        try:
+            log(f"trace: {save_trace(make_trace(loaded, args.prompt, settings, {args.method: events}), args.trace)}")
+        except OSError as err:
+            failed = f"error: the trace {args.trace} could not be written ({err.strerror or err}); nothing was changed there"
     if ended_at_once(events):
         print("note: the model ended immediately (its first token was EOS) and wrote nothing"
               + ("; try without --raw, so that the prompt is wrapped in the chat template" if args.raw else ""),
@@ -149,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             "summary": {**summary.to_dict(), "wall_time_s": wall},
         }
         print(json.dumps(out, ensure_ascii=False))
-        return 0
+        return _end(failed)
     print()
     seen = {tok.label for e in events for tok in e.tokens if tok.committed or args.show_rejected}
     legend = " ".join(f"{colours[k]}{k}{RESET if colours[k] else ''}" for k in colours if k in seen)
@@ -160,7 +163,14 @@ def main(argv: list[str] | None = None) -> int:
           f"tokens/forward pass {s.tokens_per_forward_pass:.2f} | mean accepted tokens {s.mean_accepted_tokens:.2f} | "
           f"acceptance rate {acc} | {s.tokens_per_s:.1f} tokens/s of compute ({s.compute_time_s:.2f} s), "
           f"wall {wall:.2f} s | finish: {s.finish_reason}")
-    return 0
+    return _end(failed)
+
+
+def _end(failed: str) -> int:
+    """The exit status: 1 after saying why when an output file could not be written, else 0."""
+    if failed:
+        print(failed, file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -122,3 +122,35 @@ def test_cli_writes_a_trace(tiny_folder, tmp_path, capsys):
     trace = load_trace(path)
     assert list(trace.events) == ["parallelspec"] and trace.settings.inspect
     assert sum(len(e.new_token_ids) for e in trace.events["parallelspec"]) == 8
+
+
+def test_a_trace_that_cannot_be_written_changes_nothing_and_loses_no_output(tiny_folder, tmp_path, capsys,
+                                                                             monkeypatch):
+    """A full disk while writing ``--trace``: the file already there stays whole (it was left as 4 KB of broken
+    JSON), no temporary file is left, the ``--json`` result is still printed, and the command says why and exits
+    1 (it ended in a traceback and printed nothing)."""
+    import errno
+    import os
+
+    from pass_core import generate
+    from pass_core.runtime import outputs
+
+    path = tmp_path / "run.json"
+    path.write_text('{"an": "earlier trace"}', encoding="utf-8")
+    real_write = os.fdopen
+
+    def full_disk(fd, *args, **kw):  # the temporary file's writes fail as on a full disk
+        f = real_write(fd, *args, **kw)
+        f.write = lambda text: (_ for _ in ()).throw(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+        return f
+
+    monkeypatch.setattr(outputs.os, "fdopen", full_disk)
+    assert generate.main(["--method", "ar", "--prompt", "hi", "--model", str(tiny_folder), "--max-new-tokens", "4",
+                          "--trace", str(path), "--json", "--backend", "fp32", "--threads", "1"]) == 1
+    out, err = capsys.readouterr()
+    assert len(json.loads(out)["token_ids"]) == 4
+    assert f"error: the trace {path} could not be written (No space left on device); nothing was changed" in err
+    assert path.read_text(encoding="utf-8") == '{"an": "earlier trace"}' and os.listdir(tmp_path) == ["run.json"]
+    monkeypatch.undo()
+    assert outputs.write_text_atomically(path, "new") == path and path.read_text(encoding="utf-8") == "new"
+    assert oct(path.stat().st_mode & 0o777) == "0o644"

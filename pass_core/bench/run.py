@@ -17,7 +17,6 @@ import json
 import shlex
 import sys
 import time
-from pathlib import Path
 
 import torch
 
@@ -27,7 +26,7 @@ from pass_core.bench.summary import BenchRun, RunKey, aggregate, setting_key  # 
 from pass_core.bench.report import HTML_MOVED, machine_info, markdown_report, training_records
 from pass_core.decoding.events import StepEvent, output_token_ids
 from pass_core.runtime.models import load_model, pick_device
-from pass_core.runtime.outputs import check_output_path
+from pass_core.runtime.outputs import check_output_path, write_text_atomically
 from pass_core.runtime.pass_cost import cpu_busy, cpu_load, measure_pass_cost, pass_cost_markdown
 from pass_core.registry import BASELINE, METHODS
 from pass_core.decoding.settings import TREE_AUTO, DecodeSettings
@@ -241,9 +240,14 @@ def main(argv: list[str] | None = None) -> int:
     if runs:
         print(markdown_report(report))
     print(f"\nwall time {report['wall_s']:.1f} s (model loaded, warm-up and {len(runs)} runs)", file=sys.stderr)
+    failed = False
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(report, indent=1), encoding="utf-8")
+        try:
+            write_text_atomically(args.json, json.dumps(report, indent=1))
+        except OSError as err:  # the table is printed above; the greedy check below still runs
+            print(f"error: the report {args.json} could not be written ({err.strerror or err}); nothing was "
+                  "changed there", file=sys.stderr)
+            failed = True
     differ = [(f"{m} {k}", e) for m, d in report["summary"].items() for k, e in d.items()
               if e["exact_match_rate"] is not None and e["exact_match_rate"] < 1.0]
     ties = [name for name, e in differ if e["near_tie_differences"] == round((1 - e["exact_match_rate"]) * e["runs"])]
@@ -256,5 +260,5 @@ def main(argv: list[str] | None = None) -> int:
         print(f"BUG: greedy output differs from AR for {', '.join(bad)} (the decoders must be lossless).",
               file=sys.stderr)
         return 1
-    return 0
+    return 1 if failed else 0
 

@@ -42,3 +42,25 @@ def check_output_path(path: str | os.PathLike, option: str, example: str = "out.
         raise ValueError(f"{option} {path}: cannot write in {out.absolute().parent} ({err.strerror or err}); choose "
                          "another path.") from None
     return out
+
+
+def write_text_atomically(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` whole or not at all: into a temporary file beside it, then renamed over
+    it, so that a full disk or an interrupted write leaves the old file as it was (it used to leave 4 KB of broken
+    JSON where an earlier trace had been). Makes missing folders; returns ``path`` as a ``Path``.
+
+    Raises:
+        OSError: the system's reason (e.g. no space left); no temporary file is left behind.
+    """
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(temporary, 0o644)  # mkstemp's 0600 would make the file private to its writer
+        os.replace(temporary, out)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return out

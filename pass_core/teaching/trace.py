@@ -18,6 +18,7 @@ from pass_core.decoding.metrics import summarize
 from pass_core.drafters.files import embedding_signature, signatures_match
 from pass_core.decoding.settings import DecodeSettings
 from pass_core.decoding.text import MAX_PROMPT_CHARS
+from pass_core.runtime.outputs import write_text_atomically
 from pass_core.teaching.trace_fields import read_event
 
 SCHEMA = "pass-playground-trace/1"
@@ -84,11 +85,11 @@ def trace_to_dict(trace: Trace) -> dict:
 
 
 def save_trace(trace: Trace, path: str | Path) -> Path:
-    """Write ``trace`` as JSON (UTF-8); returns the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(trace_to_dict(trace), ensure_ascii=False), encoding="utf-8")
-    return path
+    """Write ``trace`` as JSON (UTF-8), whole or not at all (``outputs.write_text_atomically``); returns the path.
+
+    Raises:
+        OSError: the file could not be written (a file already there is left as it was)."""
+    return write_text_atomically(path, json.dumps(trace_to_dict(trace), ensure_ascii=False))
 
 
 def load_trace(source: str | Path | dict) -> Trace:
