@@ -492,6 +492,16 @@ def test_a_damaged_checkpoint_is_named_with_how_to_start_afresh(tiny_folder, tmp
     assert code == 2 and str(ckpt) in err and "without --resume" in err and "Traceback" not in err
 
 
+def test_drafter_checkpoints_of_two_outputs_of_the_same_name_differ(tmp_path):
+    """Two runs writing m.safetensors in two folders keep two checkpoints: keyed by the name alone, run B's
+    --resume continued run A (its folder, seed and steps), found by a helper."""
+    from pass_core.training.checkpoint import drafter_checkpoint_path
+
+    a, b = (drafter_checkpoint_path(tmp_path / run / "m.safetensors") for run in ("runA", "runB"))
+    assert a != b and a.parent == b.parent and a.name.startswith("m-") and a.suffix == ".pt"
+    assert drafter_checkpoint_path(tmp_path / "runA" / ".." / "runA" / "m.safetensors") == a  # the same file
+
+
 def test_a_damaged_drafter_checkpoint_is_named_too(tiny, tmp_path):
     from pass_core.training.checkpoint import load_drafter_checkpoint
 

@@ -9,6 +9,7 @@ start afresh; non-finite tensors are never written (training diverged).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from pass_core.drafters.files import non_finite
+from pass_core.runtime.models import cache_root
 
 
 def checkpoint_path(out: Path) -> Path:
@@ -101,6 +103,15 @@ def save_drafter_checkpoint(path: Path, drafter: torch.nn.Module, opt: torch.opt
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"drafter": drafter.state_dict(), "optimizer": opt.state_dict(), "generator": gen.get_state(),
                 "step": step, "history": json.dumps(history), "train_s": train_s}, path)
+
+
+def drafter_checkpoint_path(out: Path) -> Path:
+    """Where ParallelSpec training writing ``out`` keeps its checkpoint: in the cache, not next to ``out`` (the
+    default ``out`` is in assets/, which the Space ships; a checkpoint is about 54 MB), named by ``out``'s stem and a
+    hash of its full path, so that two runs writing files of the same name elsewhere never resume each other's
+    (keyed by the stem alone, a run for runB/m.safetensors continued runA/m.safetensors' run, seed and all)."""
+    key = hashlib.sha256(str(Path(out).resolve()).encode()).hexdigest()[:12]
+    return cache_root() / "drafter-checkpoints" / f"{Path(out).stem}-{key}.ckpt.pt"
 
 
 def load_drafter_checkpoint(path: Path, drafter: torch.nn.Module, opt: torch.optim.Optimizer,

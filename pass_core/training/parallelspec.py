@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from pass_core.training.checkpoint import load_drafter_checkpoint, save_drafter_checkpoint
+from pass_core.training.checkpoint import drafter_checkpoint_path, load_drafter_checkpoint, save_drafter_checkpoint
 from pass_core.training.corpora import ReadStats, conversation_tokens, read_corpus
 from pass_core.training.data import corpus_answers, default_prompt_file, generate_self_data, prompt_lengths, read_prompts
 from pass_core.training.parallelspec_cli import check_arguments, parse_args
@@ -38,7 +38,7 @@ from pass_core.training.parallelspec_data import Features, concat_features, draf
 from pass_core.training.parallelspec_eval import calibrate_confidence, evaluate, simulate
 from pass_core.training.parallelspec_report import write_report  # noqa: F401 (also re-exported: pass_core.train_drafter.write_report)
 from pass_core.drafters.shipped import shipped_drafter_path
-from pass_core.runtime.models import cache_root, load_model
+from pass_core.runtime.models import load_model
 from pass_core.drafters.parallelspec.model import ParallelDrafter
 
 
@@ -186,7 +186,7 @@ def main(argv=None) -> dict:
     parts = drafter.target_parts(loaded)
     opt = torch.optim.AdamW(drafter.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
     gen = torch.Generator().manual_seed(args.seed)
-    ckpt_path = cache_root() / "drafter-checkpoints" / f"{out.stem}.ckpt.pt"
+    ckpt_path = drafter_checkpoint_path(out)
     step, history, train_s = 0, [], 0.0
     if args.resume and ckpt_path.is_file():
         step, history, train_s = load_drafter_checkpoint(ckpt_path, drafter, opt, gen)

@@ -19,7 +19,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=900, help="optimizer steps")
     p.add_argument("--lr", type=float, default=1.5e-3, help="peak learning rate (AdamW)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--resume", action="store_true", help="continue from the checkpoint next to --out")
+    p.add_argument("--resume", action="store_true", help="continue the interrupted run that wrote this --out (its "
+                   "checkpoint is kept in ~/.cache/pass-playground/drafter-checkpoints/, one per --out path)")
     p.add_argument("--batch-size", type=int, default=4, help="sequences per step")
     p.add_argument("--anchors", type=int, default=64, help="mask groups (anchors) per sequence and step")
     p.add_argument("--draft-vocab", type=int, default=8192, help="draft vocabulary size (0 = the full vocabulary)")
