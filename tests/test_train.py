@@ -122,9 +122,18 @@ def test_init_from_seeds_the_first_rows(tiny_folder, tmp_path):
                   "--init-from", str(tmp_path / "small" / "la.safetensors"))
 
 
-def test_bad_arguments(tiny_folder, tmp_path):
+def test_bad_arguments(tiny_folder, tmp_path, monkeypatch):
+    """Refused before any work: an L outside what decoding takes (a file of L = 100 was trained, then refused by
+    every decoder), a --report that cannot be written (it was written last: the report of the whole run was lost)."""
     with pytest.raises(ValueError, match="num-lookahead"):
         run_train(tiny_folder, tmp_path, "--steps", "1", "--num-lookahead", "0")
+    with pytest.raises(ValueError, match="--num-lookahead must be between 1 and 8 .*, got 100"):
+        run_train(tiny_folder, tmp_path, "--steps", "1", "--num-lookahead", "100")
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setattr(train_mod, "load_model", lambda *a, **k: pytest.fail("the model loaded before the check"))
+    with pytest.raises(ValueError, match="--report .*a-file is a file, so no folder can be made there"):
+        run_train(tiny_folder, tmp_path, "--steps", "1", "--report", str(tmp_path / "a-file" / "r.json"))
+    monkeypatch.undo()
     assert train_mod.main(["--model", str(tiny_folder), "--out", str(tmp_path / "x.safetensors"),
                            "--data", str(tmp_path / "missing.txt")]) == 2
 

@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 
 from pass_core.runtime.outputs import check_output_path
 from pass_core.decoding.cache import new_cache
+from pass_core.decoding.settings import SETTING_RANGES
 from pass_core.training.data import (corpus_answers, default_prompt_file, generate_self_data, parse_answers,
                                      prompt_lengths, read_prompts)
 from pass_core.drafters.lookahead.embeddings import LookaheadEmbeddings
@@ -141,13 +142,17 @@ def train(args) -> dict:
     """Run training as described by the parsed ``args``; returns the report dict.
 
     Raises:
-        ValueError: bad arguments (L < 1, steps < 1, a learning rate that is not a positive number, a bad
-            ``--answers``, an ``--out`` that cannot be written), all before the model loads (``--resume`` with no
+        ValueError: bad arguments (L outside 1..8, steps < 1, a learning rate that is not a positive number, a bad
+            ``--answers``, an ``--out`` or ``--report`` that cannot be written), all before the model loads (``--resume`` with no
             checkpoint yet says so and starts at step 0); an ``--init-from`` file that cannot seed this run, before
             the data is made; data problems.
     """
     if args.num_lookahead < 1 or args.steps < 1 or args.batch_positions < 1 or args.tokens_per_draft < 1:
         raise ValueError("--num-lookahead, --steps, --batch-positions and --tokens-per-draft must be >= 1")
+    low, high, _ = SETTING_RANGES["num_lookahead"]
+    if not low <= args.num_lookahead <= high:  # a file of L = 100 was written, then refused by every decoder
+        raise ValueError(f"--num-lookahead must be between {low} and {high} (the L that decoding takes), "
+                         f"got {args.num_lookahead}")
     if args.adapter_rank < 0 or args.curve_every < 0 or args.curve_sequences < 1:
         raise ValueError("--adapter-rank and --curve-every must be >= 0 and --curve-sequences >= 1")
     bad_rates = [f"{name} {rate}" for name, rate in (("--lr", args.lr), ("--adapter-lr", args.adapter_lr))
@@ -157,6 +162,8 @@ def train(args) -> dict:
     for part in args.answers.split(",") if args.answers else ():  # CORPUS:COUNT, before any data
         parse_answers(part.strip())
     check_output_path(args.out, "--out", "lookahead.safetensors")  # before hours of data and training
+    if args.report:  # the report was written last, so a bad path lost it after the whole run
+        check_output_path(args.report, "--report", "report.json")
     if args.resume and not _checkpoint_path(Path(args.out)).is_file():  # said at once: a mistyped --out shows
         print(f"note: --resume: no checkpoint {_checkpoint_path(Path(args.out))} yet, so training starts at step 0.",
               file=sys.stderr)
@@ -279,6 +286,7 @@ def train(args) -> dict:
     la.info = {k: v for k, v in report.items()}
     la.save(out)
     if args.report:
+        Path(args.report).parent.mkdir(parents=True, exist_ok=True)
         Path(args.report).write_text(json.dumps(report, indent=2))
         Path(args.report).with_suffix(".md").write_text(report_markdown(report, "python -m pass_core.train " + " ".join(sys.argv[1:])))
     return report
