@@ -178,6 +178,27 @@ def test_cli_backend_and_dtype_conflicts_and_trace_folder(tiny_folder, tmp_path,
     assert out["backend"] in ("fp32", "onednn") and f"backend {out['backend']}" in out["model_description"]
 
 
+def test_more_threads_than_cpus_are_refused_before_any_work(tiny_folder, tmp_path, capsys, monkeypatch):
+    """``--threads`` above the CPUs this process may use is refused by every command line before the model loads
+    (5,000 threads hung the backend measurement for minutes; 100,000 crashed the process)."""
+    from pass_core import generate
+    from pass_core.runtime import backends
+    from pass_core.training import lookahead, parallelspec
+
+    cpus = backends.usable_cpus()
+    assert cpus >= 1
+    for module in (generate, lookahead, parallelspec):  # the model must not load
+        monkeypatch.setattr(module, "load_model", lambda *a, **k: pytest.fail("loaded before the check"))
+    for main, args in ((generate.main, ["--prompt", "hi"]), (bench.main, ["--suite", "quick", "--limit", "1"])):
+        with pytest.raises(SystemExit):
+            main([*args, "--model", str(tiny_folder), "--threads", str(cpus + 1)])
+        assert f"--threads {cpus + 1}: this machine gives this process {cpus} CPU(s)" in capsys.readouterr().err
+    trainer = ["--model", str(tiny_folder), "--out", str(tmp_path / "x.safetensors"), "--threads", str(cpus + 1)]
+    assert lookahead.main(trainer) == 2 and f"use at most {cpus}" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=f"use at most {cpus}"):  # the train_drafter module says "error: ..."
+        parallelspec.main(trainer)
+
+
 def test_onednn_packs_a_copy_of_the_parallelspec_drafter(tiny, monkeypatch):
     """On the onednn backend ParallelSpec drafts with a packed copy of its drafter (linear layers and the
     draft-vocabulary head through oneDNN, made per run); the original stays plain; its draft logits equal the plain

@@ -21,7 +21,7 @@ import time
 import torch
 
 from pass_core.runtime.backend_choice import BusyCore, choice_line
-from pass_core.runtime.backends import prepare_backend, resolve_backend
+from pass_core.runtime.backends import prepare_backend, resolve_backend, set_cpu_threads
 from pass_core.bench.summary import BenchRun, RunKey, aggregate, setting_key  # noqa: F401 (setting_key re-exported)
 from pass_core.bench.report import HTML_MOVED, machine_info, markdown_report, training_records
 from pass_core.decoding.events import StepEvent, output_token_ids
@@ -179,10 +179,9 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(HTML_MOVED)
         if args.json:  # before the run: a report that cannot be written at its end would lose the run
             check_output_path(args.json, "--json")
+        set_cpu_threads(args.threads)
     except ValueError as err:
         parser.error(str(err))
-    if args.threads:
-        torch.set_num_threads(args.threads)
     start = time.perf_counter()
     log = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
     try:

@@ -23,6 +23,7 @@ runs on the same backend, AR included, so speed-ups stay fair.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -252,14 +253,26 @@ def prepare_backend(loaded, name: str, threads: int | None = None, progress=None
     return apply_backend(loaded, name)
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity, e.g. a container's share; else the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def set_cpu_threads(threads: int | None) -> int:
     """Set torch's CPU threads for every pass of this process (None: leave torch's choice); returns the count.
 
     Raises:
-        ValueError: fewer than 1 thread.
+        ValueError: fewer than 1 thread, or more than this process may run on at once (``usable_cpus``): 5,000
+            threads hung the backend measurement for minutes and 100,000 crashed the process.
     """
     if threads is not None:
         if threads < 1:
             raise ValueError("--threads must be at least 1.")
+        if threads > (cpus := usable_cpus()):
+            raise ValueError(f"--threads {threads}: this machine gives this process {cpus} CPU(s), and more threads "
+                             f"than CPUs only wait for each other; use at most {cpus}.")
         torch.set_num_threads(threads)
     return torch.get_num_threads()

@@ -31,6 +31,7 @@ from pass_core.training.data import (corpus_answers, default_prompt_file, genera
 from pass_core.drafters.lookahead.embeddings import LookaheadEmbeddings
 from pass_core.drafters.lookahead.adapters import GatedLoRA
 from pass_core.training.lookahead_batch import lookahead_logits
+from pass_core.runtime.backends import set_cpu_threads
 from pass_core.runtime.models import DEFAULT_MODEL, load_model
 from pass_core.training.checkpoint import checkpoint_path as _checkpoint_path, load_checkpoint, save_checkpoint
 from pass_core.training.lookahead_eval import agreement, evaluate
@@ -167,8 +168,7 @@ def train(args) -> dict:
     if args.resume and not _checkpoint_path(Path(args.out)).is_file():  # said at once: a mistyped --out shows
         print(f"note: --resume: no checkpoint {_checkpoint_path(Path(args.out))} yet, so training starts at step 0.",
               file=sys.stderr)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_cpu_threads(args.threads)  # None: torch's choice
     started = time.perf_counter()
     loaded = load_model(args.model, progress=lambda m: print(m, file=sys.stderr))
     model, dev = loaded.model, loaded.device

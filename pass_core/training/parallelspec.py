@@ -38,6 +38,7 @@ from pass_core.training.parallelspec_data import Features, concat_features, draf
 from pass_core.training.parallelspec_eval import calibrate_confidence, evaluate, simulate
 from pass_core.training.parallelspec_report import write_report  # noqa: F401 (also re-exported: pass_core.train_drafter.write_report)
 from pass_core.drafters.shipped import shipped_drafter_path
+from pass_core.runtime.backends import set_cpu_threads
 from pass_core.runtime.models import load_model
 from pass_core.drafters.parallelspec.model import ParallelDrafter
 
@@ -156,7 +157,7 @@ def main(argv=None) -> dict:
     """
     args = parse_args(argv)
     check_arguments(args)
-    torch.set_num_threads(args.threads)
+    set_cpu_threads(args.threads)
     started = time.perf_counter()
     loaded = load_model(args.model, device=args.device, progress=print)
     states = loaded.model.config.num_hidden_layers + 1  # output_hidden_states: the embeddings, then each layer's
