@@ -14,7 +14,7 @@ import torch
 from pass_core.decoding.events import DraftRecord, TokenRecord
 from pass_core.decoding.sampling import make_generator
 from pass_core.decoding.settings import DecodeSettings
-from pass_core.decoding.text import Detokenizer, encode_prompt
+from pass_core.decoding.text import Detokenizer, encode_prompt, spare_positions
 from pass_core.decoding.verification import VerificationResult
 
 
@@ -86,7 +86,7 @@ def start_run(loaded, prompt: str, settings: DecodeSettings) -> tuple[RunState, 
     if not isinstance(settings, DecodeSettings):
         raise TypeError("settings must be a DecodeSettings")
     ids = encode_prompt(loaded.tokenizer, prompt, settings.chat_template, loaded.max_positions,
-                        settings.max_new_tokens + settings.num_lookahead * 2)
+                        settings.max_new_tokens, spare=spare_positions(settings.num_lookahead))
     state = RunState(settings=settings, eos=eos_token_ids(loaded), detok=Detokenizer(loaded.tokenizer),
                      prompt_ids=ids)
     return state, make_generator(settings.seed, loaded.device)

@@ -35,8 +35,19 @@ def check_prompt(prompt: str) -> None:
                          "prompt.") from None
 
 
+#: Positions kept free beyond max_new_tokens for look-ahead tokens and draft blocks past the last token.
+SPARE_POSITIONS = 16
+
+
+def spare_positions(num_lookahead: int) -> int:
+    """Positions a speculative run keeps free beyond its new tokens: ``SPARE_POSITIONS`` plus two per look-ahead
+    token (its last step's drafts and look-ahead block)."""
+    return SPARE_POSITIONS + 2 * num_lookahead
+
+
 def encode_prompt(tokenizer, prompt: str, chat_template: bool, max_positions: int | None = None,
-                  max_new_tokens: int = 0, length_setting: str | None = "max new tokens") -> list[int]:
+                  max_new_tokens: int = 0, length_setting: str | None = "max new tokens",
+                  spare: int = SPARE_POSITIONS) -> list[int]:
     """Token ids of the prompt, wrapped in the chat template unless raw.
 
     Args:
@@ -48,6 +59,7 @@ def encode_prompt(tokenizer, prompt: str, chat_template: bool, max_positions: in
         max_new_tokens: tokens to be generated, counted against the context.
         length_setting: the setting a user can lower to fit the context, named in the message; None where there
             is none (the losslessness lab's 3 tokens are fixed).
+        spare: positions kept free beyond ``max_new_tokens`` (``spare_positions`` for a run with drafts).
 
     The user's text is always plain text: a special-token string typed in it (``<|im_end|>``,
     ``<|im_start|>``, ...) is encoded as ordinary characters, so a prompt cannot close its own
@@ -72,21 +84,22 @@ def encode_prompt(tokenizer, prompt: str, chat_template: bool, max_positions: in
     if not ids:
         raise ValueError("The prompt produced no tokens: type some text to continue.")
     if max_positions is not None:
-        # 16 spare positions for look-ahead tokens / draft blocks beyond the last token
-        budget = max_positions - max_new_tokens - 16  # prompt tokens that fit beside max_new_tokens
-        room = max_positions - len(ids) - 16  # new tokens that fit after this prompt
+        # ``spare`` positions for look-ahead tokens / draft blocks beyond the last token
+        budget = max_positions - max_new_tokens - spare  # prompt tokens that fit beside max_new_tokens
+        room = max_positions - len(ids) - spare  # new tokens that fit after this prompt
         if len(ids) > budget:
             fixes = [f"shorten the prompt to at most {budget:,} tokens"] if budget >= 1 else []
             if length_setting and max_new_tokens > 1 and room >= 1:
                 fixes.append(f"lower {length_setting} to at most {room:,}")
             if not fixes:  # neither alone is enough
-                fixes = [f"shorten the prompt to at most {max_positions - 17:,} tokens and lower {length_setting} "
+                fixes = [f"shorten the prompt to at most {max_positions - spare - 1:,} tokens and lower "
+                         f"{length_setting} "
                          "to 1" if length_setting else "use a model with a longer context"]
             fix = " or ".join(fixes)
             raise ValueError(
                 f"The prompt is {len(ids):,} tokens long (chat template included) and {max_new_tokens:,} new "
-                f"tokens are asked for, with 16 more positions for the drafts: more than the model's context "
-                f"of {max_positions:,} positions. {fix[0].upper()}{fix[1:]}.")
+                f"tokens are asked for, with {spare} more positions kept free for drafts: more than the model's "
+                f"context of {max_positions:,} positions. {fix[0].upper()}{fix[1:]}.")
     return [int(i) for i in ids]
 
 
