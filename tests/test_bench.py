@@ -311,3 +311,15 @@ def test_training_curves_of_the_files_used_reach_the_report(tiny, tmp_path, monk
     assert list(fig.data[0].x) == [0, 640] and list(fig.data[1].y) == [0.1, 0.15]
     page = render_html({"summary": {}, "training": records})
     assert "Held-out top-1 agreement of the drafts against training positions seen" in page
+
+
+def test_a_run_where_every_method_was_skipped_fails(tmp_path, tiny_folder, capsys, keep_threads):
+    """A suite whose prompt no method can take (too long for the context) skips every method: that used to print
+    "0 runs" and exit 0, as if the comparison had passed."""
+    suite = tmp_path / "suite.jsonl"
+    suite.write_text(json.dumps({"category": "chat", "prompt": "a" * 600}) + "\n", encoding="utf-8")
+    rc = bench.main(["--suite", str(suite), "--model", str(tiny_folder), "--methods", "pass", "--max-new-tokens", "4",
+                     "--no-progress", "--threads", "1", "--backend", "fp32"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "pass: skipped: The prompt is" in err
+    assert "error: no run was made: every method was skipped (the reasons are above)" in err

@@ -239,7 +239,10 @@ def main(argv: list[str] | None = None) -> int:
     if runs:
         print(markdown_report(report))
     print(f"\nwall time {report['wall_s']:.1f} s (model loaded, warm-up and {len(runs)} runs)", file=sys.stderr)
-    failed = False
+    failed = not runs and bool(prompts)  # each method skipped (a prompt too long for every one): nothing measured
+    if failed:
+        print("error: no run was made: every method was skipped (the reasons are above), so nothing was measured.",
+              file=sys.stderr)
     if args.json:
         try:
             write_text_atomically(args.json, json.dumps(report, indent=1))
