@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: --fused is not used by --method {args.method} (fused step: "
               f"{', '.join(k for k, m in METHODS.items() if m.fusable)})", file=sys.stderr)
     colours = ANSI if sys.stdout.isatty() else dict.fromkeys(ANSI, "")  # no escape codes in files and pipes
+    events, start, interrupted = [], time.perf_counter(), False
     try:
         settings = DecodeSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                                   top_k=args.top_k, top_p=args.top_p, seed=args.seed,
@@ -119,7 +120,6 @@ def main(argv: list[str] | None = None) -> int:
         if which:
             log(f"{method.file_option or 'files'}: {which}")
         start = time.perf_counter()
-        events = []
         for event in method.decode(loaded, args.prompt, settings, state):
             events.append(event)
             if not args.json:
@@ -128,16 +128,23 @@ def main(argv: list[str] | None = None) -> int:
                         text = tok.text if tok.committed or colours is ANSI else f"~~{tok.text}~~"  # plain: ~~struck~~
                         sys.stdout.write(f"{colours[tok.label]}{text}{RESET if colours[tok.label] else ''}")
                 sys.stdout.flush()
-        wall = time.perf_counter() - start
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: the steps made so far are still shown, traced and counted
+        if not events:
+            print("\ninterrupted (Ctrl-C) before the first step: nothing was generated.", file=sys.stderr)
+            return 130
+        interrupted = True
+        print(f"\ninterrupted (Ctrl-C) after {len(events)} steps: what follows covers those steps.", file=sys.stderr)
+    wall = time.perf_counter() - start
     failed = ""  # the output comes first: a trace that cannot be written loses nothing else
     if args.trace:
         try:
             log(f"trace: {save_trace(make_trace(loaded, args.prompt, settings, {args.method: events}), args.trace)}")
         except OSError as err:
-            failed = f"error: the trace {args.trace} could not be written ({err.strerror or err}); nothing was changed there"
+            failed = (f"error: the trace {args.trace} could not be written ({err.strerror or err}); nothing was "
+                      "changed there")
     if ended_at_once(events):
         print("note: the model ended immediately (its first token was EOS) and wrote nothing"
               + ("; try without --raw, so that the prompt is wrapped in the chat template" if args.raw else ""),
@@ -149,10 +156,10 @@ def main(argv: list[str] | None = None) -> int:
             "backend": loaded.backend or None, "files": which or None,
             "settings": settings.to_dict(),
             "token_ids": output_token_ids(events), "text": output_text(events),
-            "summary": {**summary.to_dict(), "wall_time_s": wall},
+            "summary": {**summary.to_dict(), "wall_time_s": wall}, "interrupted": interrupted,
         }
         print(json.dumps(out, ensure_ascii=False))
-        return _end(failed)
+        return _end(failed, interrupted)
     print()
     seen = {tok.label for e in events for tok in e.tokens if tok.committed or args.show_rejected}
     legend = " ".join(f"{colours[k]}{k}{RESET if colours[k] else ''}" for k in colours if k in seen)
@@ -162,16 +169,21 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{count(s.tokens, 'token')} in {count(s.steps, 'step')}, {count(s.forward_passes, 'forward pass')} | "
           f"tokens/forward pass {s.tokens_per_forward_pass:.2f} | mean accepted tokens {s.mean_accepted_tokens:.2f} | "
           f"acceptance rate {acc} | {s.tokens_per_s:.1f} tokens/s of compute ({s.compute_time_s:.2f} s), "
-          f"wall {wall:.2f} s | finish: {s.finish_reason}")
-    return _end(failed)
+          f"wall {wall:.2f} s | finish: {s.finish_reason or ('interrupted' if interrupted else '-')}")
+    return _end(failed, interrupted)
 
 
-def _end(failed: str) -> int:
-    """The exit status: 1 after saying why when an output file could not be written, else 0."""
+def _end(failed: str, interrupted: bool = False) -> int:
+    """The exit status: 1 after saying why when an output file could not be written, 130 after Ctrl-C (as a shell
+    reports it), else 0."""
     if failed:
         print(failed, file=sys.stderr)
-    return 1 if failed else 0
+    return 1 if failed else 130 if interrupted else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # the reader went away (``| head``): stop quietly, as other command-line tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)

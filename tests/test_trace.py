@@ -154,3 +154,40 @@ def test_a_trace_that_cannot_be_written_changes_nothing_and_loses_no_output(tiny
     monkeypatch.undo()
     assert outputs.write_text_atomically(path, "new") == path and path.read_text(encoding="utf-8") == "new"
     assert oct(path.stat().st_mode & 0o777) == "0o644"
+
+
+def test_ctrl_c_keeps_the_steps_made_so_far(tiny_folder, tmp_path, capsys, monkeypatch):
+    """Ctrl-C during generation: the steps made so far are still printed, counted and traced, the command says
+    so and exits 130 (it ended in a traceback, and --json / --trace lost everything); before the first step it
+    says that nothing was generated."""
+    import dataclasses
+
+    from pass_core import generate
+    from pass_core.registry import METHODS
+
+    ar = METHODS["ar"]
+
+    def interrupted_after(steps):
+        def decode(*args, **kwargs):
+            for i, event in enumerate(ar.decode(*args, **kwargs)):
+                if i == steps:
+                    raise KeyboardInterrupt
+                yield event
+        return decode
+
+    args = ["--method", "ar", "--prompt", "hi", "--model", str(tiny_folder), "--max-new-tokens", "8",
+            "--backend", "fp32", "--threads", "1"]
+    for steps, says in ((3, "interrupted (Ctrl-C) after 3 steps: what follows covers those steps."),
+                        (0, "interrupted (Ctrl-C) before the first step: nothing was generated.")):
+        cut = dataclasses.replace(ar)
+        object.__setattr__(cut, "decode", interrupted_after(steps))
+        monkeypatch.setitem(generate.METHODS, "ar", cut)
+        assert generate.main([*args, "--json", "--trace", str(tmp_path / f"{steps}.json")]) == 130
+        out, err = capsys.readouterr()
+        assert says in err and "Traceback" not in err
+        if steps:
+            assert json.loads(out)["interrupted"] is True and len(json.loads(out)["token_ids"]) == 3
+            assert len(load_trace(tmp_path / "3.json").events["ar"]) == 3
+            assert generate.main(args) == 130 and "3 tokens in 3 steps" in capsys.readouterr().out
+        else:
+            assert out == "" and not (tmp_path / "0.json").exists()
