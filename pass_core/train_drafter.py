@@ -12,3 +12,8 @@ if __name__ == "__main__":
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:  # the checkpoints written so far are kept
+        print("\ninterrupted (Ctrl-C): run the same command with --resume to continue from its last checkpoint "
+              "(training writes the first one after --checkpoint-every steps; before that it starts afresh).",
+              file=sys.stderr)
+        sys.exit(130)
