@@ -32,6 +32,8 @@ OKABE_ITO = {
     "black": "#000000",
 }
 
+#: How far a variant's colour is moved from its method's towards white (0: the same, 1: white).
+VARIANT_TINT = 0.5
 #: Token label (as shown, ``TOKEN_LABELS`` values) -> colour, for ``gr.HighlightedText``
 #: (which draws them at half opacity). Plain AR tokens are a neutral grey; the labels that
 #: sit next to each other (rejected draft, then its resampled token) get colours far apart,
@@ -73,10 +75,22 @@ def short_name(key: str) -> str:
 
 
 def colour(key: str) -> str | None:
-    """The registered method's line / bar colour (a benchmark variant "key+..." takes its method's);
-    None (Plotly's default) if unregistered."""
-    method = METHODS.get(key.split("+")[0])
-    return method.colour if method else None
+    """The registered method's line / bar colour; a variant "key+..." (a token tree, a benchmark variant) takes a
+    lighter tint of its method's (``VARIANT_TINT``: "PaSS" and "PaSS +tree8" shared one colour, and their bars
+    side by side could not be told apart); None (Plotly's default) if unregistered."""
+    base, plus, _ = key.partition("+")
+    method = METHODS.get(base)
+    if not method:
+        return None
+    if not plus:
+        return method.colour
+    rgb = (int(method.colour[i:i + 2], 16) for i in (1, 3, 5))
+    return "#" + "".join(f"{round(c + (255 - c) * VARIANT_TINT):02x}" for c in rgb)
+
+
+def dash(key: str) -> str:
+    """The line style of a method's traces: dotted for a variant "key+...", beside its method's solid line."""
+    return "dot" if "+" in key else "solid"
 
 
 def legend_names(keys, fused: bool = False) -> dict[str, str]:
@@ -199,7 +213,8 @@ def latency_figure(events: dict[str, list[StepEvent]], names: dict[str, str] | N
     for key, evs in events.items():
         later = [e for e in evs if e.step >= FIRST_PER_STEP]
         traces.append(go.Scatter(x=[e.step for e in later], y=[e.step_s * 1000 for e in later], name=names[key],
-                                 mode="lines+markers", marker=dict(size=4), line=dict(color=colour(key))))
+                                 mode="lines+markers", marker=dict(size=4),
+                                 line=dict(color=colour(key), dash=dash(key))))
     layout = _layout("step (after the first: prompt prefill)", "ms (model compute)", revision)
     layout["xaxis"].update(_step_axis(events, FIRST_PER_STEP))
     layout["yaxis"].update(tickformat=",.0f", rangemode="tozero")
@@ -218,7 +233,8 @@ def cumulative_figure(events: dict[str, list[StepEvent]], names: dict[str, str] 
     for key, evs in events.items():
         x = [0.0, *accumulate(e.step_s for e in evs)]
         y = [0, *accumulate(len(e.new_token_ids) for e in evs)]
-        traces.append(go.Scatter(x=x, y=y, name=names[key], mode="lines", line=dict(shape="hv", color=colour(key))))
+        traces.append(go.Scatter(x=x, y=y, name=names[key], mode="lines",
+                                 line=dict(shape="hv", color=colour(key), dash=dash(key))))
     layout = _layout("compute time (s)", "generated tokens", revision)
     layout["xaxis"].update(rangemode="tozero")
     layout["yaxis"].update(rangemode="tozero")

@@ -100,6 +100,22 @@ def race_figures(events, revision="race-1"):
             charts.position_acceptance_figure(summaries, revision=revision))
 
 
+def test_a_tree_entry_is_told_apart_from_its_method_in_every_chart():
+    """"PaSS" and "PaSS +tree8" shared one colour in every chart (their bars side by side looked like one): the tree
+    entry takes a lighter tint of its method's colour, and its lines are dotted."""
+    events = {"pass": timed("pass", [60, 12], ("accepted", "bonus")),
+              "pass+tree8": timed("pass+tree8", [70, 14], ("accepted", "accepted", "bonus"))}
+    for figure in race_figures(events):
+        by_name = {}
+        for trace in figure.data:
+            method = "pass+tree8" if "+tree8" in trace.name else "pass"
+            line = trace.type == "scatter"
+            look = trace.line.color if line else (trace.marker.pattern.fgcolor or trace.marker.color)
+            by_name.setdefault(method, set()).add((look, trace.line.dash if line else None))
+        assert by_name["pass"].isdisjoint(by_name["pass+tree8"]), (figure.layout.xaxis.title.text, by_name)
+    assert charts.colour("pass") == METHODS["pass"].colour and charts.colour("pass+tree8") == "#80ceb9"  # halfway to white
+
+
 def test_every_figure_keeps_the_users_zoom_for_the_whole_race():
     """Issue 12 item 6: Plotly.react keeps zoom and hidden legend entries only while layout.uirevision is the
     same: constant within a race (every redraw), new for the next race."""
