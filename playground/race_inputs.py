@@ -148,6 +148,8 @@ LAB_MIN_RUNS = 30
 def lab_runs_problem(runs) -> str | None:
     """Why ``runs`` is not a valid N for the page's lab (a whole number, ``LAB_MIN_RUNS``..``MAX_RUNS``), or None."""
     runs = whole(runs)
+    if runs is None or runs == "":  # an emptied box: "got None" named nothing the visitor typed
+        return f"runs N is empty: type a whole number between {LAB_MIN_RUNS} and {MAX_RUNS}."
     if isinstance(runs, bool) or not isinstance(runs, int) or not LAB_MIN_RUNS <= runs <= MAX_RUNS:
         return f"runs N must be a whole number between {LAB_MIN_RUNS} and {MAX_RUNS}, got {runs!r}."
     return None

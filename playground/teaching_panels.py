@@ -36,7 +36,8 @@ def lesson_strip(offered=None, slow_motion: gr.Slider | None = None):
     titles = [lesson.title for lesson in LESSONS if offered is None or set(lesson.methods) <= set(offered)]
     label = "Start here: six short lessons" if len(titles) == len(LESSONS) else "Start here: lessons"
     with gr.Accordion(label, open=True, elem_id="lessons"):
-        choice = gr.Radio(titles, value=None, show_label=False, elem_id="lesson-choice", visible=bool(titles))
+        choice = gr.Radio(titles, value=None, label="lessons", show_label=False, elem_id="lesson-choice",
+                          visible=bool(titles))  # a label, though hidden: screen readers read gradio's "Radio" else
         text = gr.Markdown(LESSON_HINT if titles else NO_LESSONS, elem_id="lesson-text")
 
     def choose(title):

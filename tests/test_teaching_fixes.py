@@ -122,3 +122,20 @@ def test_lab_table_states_the_power_and_why_lookahead_methods_agree():
     accepted = LabResult(LAW, empirical, result.tv, result.bound, 30, 3,
                          drafts={"pass": (5, 31), "fixed-token": (0, 30)})
     assert "none of their" not in lab_markdown(accepted, {}) and "same accepted drafts" in lab_markdown(accepted, {})
+
+
+def test_an_emptied_lab_n_box_is_called_empty_and_the_lesson_choice_has_a_name():
+    """An emptied N box said "got None", which the visitor never typed; the lessons' radio group had no label, so
+    screen readers read gradio's placeholder "Radio"."""
+    import gradio as gr
+
+    from playground.race_inputs import LAB_MIN_RUNS, MAX_RUNS, lab_runs_problem
+    from playground.teaching_panels import lesson_strip
+
+    for empty in (None, ""):
+        assert lab_runs_problem(empty) == f"runs N is empty: type a whole number between {LAB_MIN_RUNS} and {MAX_RUNS}."
+    assert "got 5" in lab_runs_problem(5) and lab_runs_problem(LAB_MIN_RUNS) is None
+    with gr.Blocks() as demo:
+        lesson_strip()
+    radios = [b for b in demo.blocks.values() if isinstance(b, gr.Radio) and b.elem_id == "lesson-choice"]
+    assert [r.label for r in radios] == ["lessons"] and not radios[0].show_label

@@ -38,6 +38,7 @@ def test_bad_traces_are_refused_by_name(tiny, tmp_path):
     settings, events = _race(tiny)
     good = trace_to_dict(make_trace(tiny, "hi", settings, events))
     cases = {"not-json": ("{not json", "not a JSON trace"),
+             "empty": ("", r"is empty \(0 bytes\): not a trace"),  # said "Expecting value: line 1 column 1"
              "schema": (json.dumps({**good, "schema": "pass-playground-trace/0"}), "this version of PaSS Playground reads"),
              "missing": (json.dumps({k: v for k, v in good.items() if k != "settings"}), "misses the field 'settings'"),
              "malformed": (json.dumps({**good, "methods": {"ar": {"events": [{"step": 1}]}}}), "malformed"),

@@ -113,6 +113,8 @@ def load_trace(source: str | Path | dict) -> Trace:
         if size > MAX_TRACE_BYTES:
             raise ValueError(f"{where} is {size / 2**20:,.1f} MB: a trace may be at most {MAX_TRACE_BYTES // 2**20} MB "
                              "(the largest this app writes are about a quarter of that).")
+        if size == 0:
+            raise ValueError(f"{where} is empty (0 bytes): not a trace; download the trace again.")
         try:
             data = json.loads(path.read_text(encoding="utf-8-sig"))  # -sig: also as Windows' Notepad saves it
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
