@@ -3,13 +3,14 @@
 ``python spaces/build.py [--out DIR]`` (or ``make space``) writes ``spaces/build/``:
 app.py, playground/ (the UI: handlers and figures), pass_core/, assets/ (shipped files and the page's help
 text), requirements.txt and README.md. The README's
-``sdk_version`` and the requirements' gradio pin are set to the installed Gradio, and
+``sdk_version`` and the requirements' pins are set to the installed Gradio and packages, and
 ``python_version`` to the running interpreter's, so that the Space runs what was tested.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import re
 import shutil
 import sys
@@ -45,9 +46,26 @@ def space_readme(text: str, gradio_version: str, python_version: str) -> str:
     return f"---\n{head}\n---\n" + text[front.end():]
 
 
-def space_requirements(text: str, gradio_version: str) -> str:
-    """requirements.txt with the gradio pin set to ``gradio_version`` (gradio_client untouched)."""
-    return re.sub(r"(?m)^gradio\s*([=<>!~].*)?$", f"gradio=={gradio_version}", text)
+def space_requirements(text: str, gradio_version: str, installed=None) -> str:
+    """requirements.txt with the gradio pin set to ``gradio_version`` and every other pinned package that is
+    installed here set to its installed version (without a local tag such as torch's "+cpu"), so that the Space
+    runs what was tested (the file's pins had drifted: transformers 5.24.0 there, 5.25.0 tested); a package not
+    installed here (ZeroGPU's ``spaces``) keeps its pin. ``installed``: name -> version or None (default:
+    ``importlib.metadata``)."""
+    def installed_version(name: str):
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    installed = installed or installed_version
+
+    def pin(match: re.Match) -> str:
+        name, old = match.group(1), match.group(2)
+        version = gradio_version if name.lower() == "gradio" else installed(name) or old
+        return f"{name}=={version.split('+')[0]}"
+
+    return re.sub(r"(?m)^([A-Za-z0-9_.\-]+)==(\S+)$", pin, text)
 
 
 def build_space(out: Path = DEFAULT_OUT, repo: Path = REPO) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
 import re
@@ -58,6 +59,11 @@ def test_requirements_pin_everything_and_match_gradio(space):
         needed = [re.split(r"[<>=!~ \[;]", dep, maxsplit=1)[0] for dep in tomllib.load(f)["project"]["dependencies"]]
     for name in (*needed, "spaces"):
         assert re.sub(r"[-_.]+", "-", name.lower()) in pins, name
+    for name in needed:  # the versions tested here (transformers was pinned at 5.24.0 while 5.25.0 was tested)
+        assert pins[re.sub(r"[-_.]+", "-", name.lower())] == importlib.metadata.version(name).split("+")[0], name
+    stale = load_build_module().space_requirements("# pins\ntorch==1.0\ntransformers==0.1\nno-such-package==1.2\n", "9.9")
+    assert stale == (f"# pins\ntorch=={importlib.metadata.version('torch').split('+')[0]}\n"
+                     f"transformers=={importlib.metadata.version('transformers')}\nno-such-package==1.2\n")
 
 
 def test_folder_holds_the_repo_sources_only(space):
