@@ -106,6 +106,8 @@ def test_saving_non_finite_weights_is_refused_and_writes_nothing(tiny, tmp_path)
         save_checkpoint(tmp_path / "x.ckpt.safetensors", {"param": param}, torch.optim.Adam([param]), 7,
                         type("Args", (), {})())
     assert list(tmp_path.iterdir()) == []
+    la.weight[1, 3] = 0.0  # a finite file is written, readable by all like the shipped ones (safetensors: 0600)
+    assert oct(la.save(tmp_path / "la.safetensors").stat().st_mode & 0o777) == "0o644"
 
 
 def test_a_diverging_training_run_saves_no_checkpoint(tiny_folder, tmp_path, monkeypatch):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import torch
@@ -91,6 +92,7 @@ def write_model_file(path: str | Path, tensors: dict[str, torch.Tensor], meta: d
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(path), metadata={**meta, "sha256": tensors_checksum(tensors)})
+    os.chmod(path, 0o644)  # safetensors writes 0600: a trained file is shared like the shipped ones
     return path
 
 
