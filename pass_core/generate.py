@@ -119,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         settings = settings.with_(num_lookahead=getattr(state, "num_lookahead", settings.num_lookahead))
         if which:
             log(f"{method.file_option or 'files'}: {which}")
+        if settings.auto_drafts and method.drafter is not None:  # else a silent pause of about 10 s (wall time only)
+            log("cost-aware draft lengths: measuring this machine's pass cost c(w) first (a few seconds; not counted "
+                "as compute)")
         start = time.perf_counter()
         for event in method.decode(loaded, args.prompt, settings, state):
             events.append(event)

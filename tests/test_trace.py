@@ -113,13 +113,16 @@ def test_bad_traces_are_refused_by_name(tiny, tmp_path):
     assert load_trace(bom).prompt == "hi"
 
 
-def test_cli_writes_a_trace(tiny_folder, tmp_path, capsys):
+def test_cli_writes_a_trace(tiny_folder, tmp_path, capsys, fixed_pass_cost):
+    """(With cost-aware draft lengths, whose pass-cost measurement is announced: it was a silent pause of 10 s.)"""
     from pass_core import generate
 
     path = tmp_path / "run.json"
     assert generate.main(["--method", "parallelspec", "--prompt", "hi", "--model", str(tiny_folder),
-                          "--max-new-tokens", "8", "--trace", str(path), "--backend", "fp32", "--threads", "1"]) == 0
-    assert f"trace: {path}" in capsys.readouterr().err
+                          "--max-new-tokens", "8", "--trace", str(path), "--backend", "fp32", "--threads", "1",
+                          "--auto-drafts"]) == 0
+    err = capsys.readouterr().err
+    assert f"trace: {path}" in err and "cost-aware draft lengths: measuring this machine's pass cost c(w)" in err
     trace = load_trace(path)
     assert list(trace.events) == ["parallelspec"] and trace.settings.inspect
     assert sum(len(e.new_token_ids) for e in trace.events["parallelspec"]) == 8
