@@ -384,9 +384,11 @@ def test_a_long_prompt_is_warned_about_before_its_prefill(tiny, monkeypatch, mea
     assert f"at least about {tokens * 4.75e-3:.1f} s on this machine" in first["run_info"]
     assert "Long prompt" not in outs[-1]["run_info"]
     assert "Long prompt" not in run(tiny, prompt="short", max_new_tokens=4, update_interval_s=0.0)[0]["run_info"]
-    # a prompt the context cannot hold: refused before any update, so no "Racing…" and no prefill warning
+    # a prompt the context cannot hold: refused before any update, so no "Racing…" and no prefill warning, with the
+    # room the run itself keeps (16 + 2 L positions; the page counted 16 and the run then refused other numbers)
     updates = page.race_handler(tiny, RaceRequest("a long prompt " * 200, 2, 0.0, 0, 1.0, 4, 0, True, False))
-    with pytest.raises(page.gr.Error, match="model's context of 512 positions. Shorten the prompt to at most 492 tokens"):
+    with pytest.raises(page.gr.Error, match="with 20 more positions kept free for drafts: more than the model's "
+                                            "context of 512 positions. Shorten the prompt to at most 488 tokens"):
         next(updates)
 
 
