@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: --fused is not used by --method {args.method} (fused step: "
               f"{', '.join(k for k, m in METHODS.items() if m.fusable)})", file=sys.stderr)
     colours = ANSI if sys.stdout.isatty() else dict.fromkeys(ANSI, "")  # no escape codes in files and pipes
-    events, start, interrupted = [], time.perf_counter(), False
+    events, interrupted = [], False
     try:
         settings = DecodeSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                                   top_k=args.top_k, top_p=args.top_p, seed=args.seed,

@@ -3,13 +3,12 @@
 
 import sys
 
+from pass_core.training.checkpoint import AFTER_CTRL_C
 from pass_core.training.lookahead import main
 
 if __name__ == "__main__":
     try:
         sys.exit(main())
     except KeyboardInterrupt:  # the checkpoints written so far are kept
-        print("\ninterrupted (Ctrl-C): run the same command with --resume to continue from its last checkpoint "
-              "(training writes the first one after --checkpoint-every steps; before that it starts afresh).",
-              file=sys.stderr)
+        print(AFTER_CTRL_C, file=sys.stderr)
         sys.exit(130)

@@ -4,6 +4,7 @@ diverged) ends with ``error: ...`` and exit code 2, not a traceback."""
 
 import sys
 
+from pass_core.training.checkpoint import AFTER_CTRL_C
 from pass_core.training.parallelspec import main
 
 if __name__ == "__main__":
@@ -13,7 +14,5 @@ if __name__ == "__main__":
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:  # the checkpoints written so far are kept
-        print("\ninterrupted (Ctrl-C): run the same command with --resume to continue from its last checkpoint "
-              "(training writes the first one after --checkpoint-every steps; before that it starts afresh).",
-              file=sys.stderr)
+        print(AFTER_CTRL_C, file=sys.stderr)
         sys.exit(130)

@@ -21,6 +21,11 @@ from pass_core.drafters.files import non_finite
 from pass_core.runtime.models import cache_root
 
 
+#: What the trainers' command lines say after Ctrl-C.
+AFTER_CTRL_C = ("\ninterrupted (Ctrl-C): run the same command with --resume to continue from its last checkpoint "
+                "(training writes the first one after --checkpoint-every steps; before that it starts afresh).")
+
+
 def checkpoint_path(out: Path) -> Path:
     """Where the checkpoint of a run writing ``out`` lives: next to it, ``<stem>.ckpt.safetensors``."""
     return out.with_name(out.stem + ".ckpt.safetensors")

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from pass_core.runtime.outputs import check_output_path
+from pass_core.runtime.outputs import check_output_path, write_text_atomically
 from pass_core.decoding.cache import new_cache
 from pass_core.decoding.settings import SETTING_RANGES
 from pass_core.training.data import (corpus_answers, default_prompt_file, generate_self_data, parse_answers,
@@ -144,12 +144,12 @@ def train(args) -> dict:
 
     Raises:
         ValueError: bad arguments (L outside 1..8, steps < 1, a learning rate that is not a positive number, a bad
-            ``--answers``, an ``--out`` or ``--report`` that cannot be written), all before the model loads (``--resume`` with no
-            checkpoint yet says so and starts at step 0); an ``--init-from`` file that cannot seed this run, before
-            the data is made; data problems.
+            ``--answers``, an ``--out`` or ``--report`` that cannot be written), all before the model loads
+            (``--resume`` with no checkpoint yet says so and starts at step 0); an ``--init-from`` file that cannot
+            seed this run, before the data is made; data problems.
     """
-    if args.num_lookahead < 1 or args.steps < 1 or args.batch_positions < 1 or args.tokens_per_draft < 1:
-        raise ValueError("--num-lookahead, --steps, --batch-positions and --tokens-per-draft must be >= 1")
+    if args.steps < 1 or args.batch_positions < 1 or args.tokens_per_draft < 1:
+        raise ValueError("--steps, --batch-positions and --tokens-per-draft must be >= 1")
     low, high, _ = SETTING_RANGES["num_lookahead"]
     if not low <= args.num_lookahead <= high:  # a file of L = 100 was written, then refused by every decoder
         raise ValueError(f"--num-lookahead must be between {low} and {high} (the L that decoding takes), "
@@ -286,9 +286,9 @@ def train(args) -> dict:
     la.info = {k: v for k, v in report.items()}
     la.save(out)
     if args.report:
-        Path(args.report).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.report).write_text(json.dumps(report, indent=2))
-        Path(args.report).with_suffix(".md").write_text(report_markdown(report, "python -m pass_core.train " + " ".join(sys.argv[1:])))
+        write_text_atomically(args.report, json.dumps(report, indent=2))
+        write_text_atomically(Path(args.report).with_suffix(".md"),
+                              report_markdown(report, "python -m pass_core.train " + " ".join(sys.argv[1:])))
     return report
 
 
