@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -67,7 +68,9 @@ def test_bad_traces_are_refused_by_name(tiny, tmp_path):
                                   ("step", 1, "step' is 1: .* this one is 2"), ("step", 2.0, "step' is 2.0"),
                                   ("forward_passes", -1, "forward_passes' is -1: a whole number, 0 or more"),
                                   ("drafter_passes", 0.5, "drafter_passes' is 0.5: a whole number"),
-                                  ("step_s", -0.25, "step_s' is -0.25: a time in seconds, 0 or more"),
+                                  ("step_s", -0.25, r"step_s' is -0.25: a time in seconds, from 0 to 86,400 \(a day\)"),
+                                  # a step of 1e300 s printed 300-digit numbers in the replay's run line
+                                  ("verification_s", 1e300, r"verification_s' is 1e\+300: a time in seconds, from 0"),
                                   ("drafting_s", "fast", "drafting_s' is 'fast'"),
                                   ("tree_parents", [5], r"tree_parents' is \[5\]: one parent per draft")):
         bad = json.loads(json.dumps(good))
@@ -100,6 +103,16 @@ def test_bad_traces_are_refused_by_name(tiny, tmp_path):
                                                           r"run at max_new_tokens = 2")
     cases["event-method"] = (json.dumps(mislabelled), r"'methods\.pass\.events\[1\]\.method' is 'ar', but the event "
                                                       r"is listed under method 'pass'")
+    zero_times = json.loads(json.dumps(good))  # tokens/s of a method whose steps took no time: a division by zero
+    for event in zero_times["methods"]["pass"]["events"]:
+        event.update(step_s=0.0, drafting_s=0.0, verification_s=0.0)
+    cases["zero-times"] = (json.dumps(zero_times), r"method 'pass' has steps that took 0 s in all")
+    for variant in ("pass+banana", "ar+tree8", "pass+tree0", "pass+tree08", "pass+tree65", "pass+"):  # replayed
+        odd = json.loads(json.dumps(good))  # as a pane named after a variant no race runs
+        odd["methods"][variant] = odd["methods"].pop("pass")
+        cases[f"variant-{variant}"] = (json.dumps(odd), rf"the method '{re.escape(variant)}' is not one a race runs: "
+                                                        r"a trace holds methods and their token-tree entries, "
+                                                        r"METHOD\+treeN with N from 1 to 64 for pass")
     for name, (text, message) in cases.items():
         path = tmp_path / f"{name}.json"
         path.write_text(text, encoding="utf-8")

@@ -16,7 +16,7 @@ from pathlib import Path
 from pass_core.decoding.events import StepEvent, output_token_ids
 from pass_core.decoding.metrics import summarize
 from pass_core.drafters.files import embedding_signature, signatures_match
-from pass_core.decoding.settings import DecodeSettings
+from pass_core.decoding.settings import MAX_TREE_NODES, DecodeSettings
 from pass_core.decoding.text import MAX_PROMPT_CHARS
 from pass_core.runtime.outputs import write_text_atomically
 from pass_core.teaching.trace_fields import read_event
@@ -98,9 +98,10 @@ def load_trace(source: str | Path | dict) -> Trace:
     Raises:
         ValueError: a missing file, a file over ``MAX_TRACE_BYTES``, text that is not JSON or nests deeper than
             ``MAX_TRACE_DEPTH``, another schema version, a missing or malformed field (a number that is NaN,
-            Infinity or out of its setting's range, or a prompt over ``text.MAX_PROMPT_CHARS``, included), or a
-            method that is not registered, an event whose 'method' is not the one it is listed under, or a method
-            that commits more than ``max_new_tokens`` tokens; the message names the file and what is wrong.
+            Infinity or out of its setting's range, or a prompt over ``text.MAX_PROMPT_CHARS``, included), a
+            method that is not registered or a variant other than a token-tree entry ("parallelspec+tree8"), an
+            event whose 'method' is not the one it is listed under, a method whose steps took 0 s in all, or a
+            method that commits more than ``max_new_tokens`` tokens; the message names the file and what is wrong.
     """
     where = "the trace" if isinstance(source, dict) else repr(str(source))
     if isinstance(source, dict):
@@ -154,6 +155,8 @@ def load_trace(source: str | Path | dict) -> Trace:
         if wrong is not None:
             raise ValueError(f"{where}: the field 'methods.{key}.events[{wrong}].method' is "
                              f"{evs[wrong].method!r}, but the event is listed under method {key!r}.")
+        if evs and sum(e.step_s for e in evs) == 0:  # tokens/s would divide by zero; a recorded step takes time
+            raise ValueError(f"{where}: method {key!r} has steps that took 0 s in all: a recorded step takes time.")
         made = len(output_token_ids(evs))  # 65,423 tokens under max_new_tokens 1,024 froze the browser for minutes
         if made > settings.max_new_tokens:
             raise ValueError(f"{where}: method {key!r} commits {made:,} tokens, but its settings stop a run at "
@@ -196,6 +199,14 @@ def _check_shape(data: dict, where: str) -> None:
     if unknown:
         raise ValueError(f"{where} holds unknown method(s) {', '.join(map(repr, unknown))}: a trace replays "
                          f"the methods {', '.join(METHODS)}.")
+    for key in methods:  # a race's only variant is a token-tree entry: "parallelspec+tree8" (pass+banana replayed)
+        base, plus, variant = key.partition("+")
+        nodes = variant[4:] if variant.startswith("tree") else ""
+        if plus and not (METHODS[base].tree and nodes.isdigit() and 1 <= int(nodes) <= MAX_TREE_NODES
+                         and nodes == str(int(nodes))):
+            trees = ", ".join(k for k, m in METHODS.items() if m.tree)
+            raise ValueError(f"{where}: the method {key!r} is not one a race runs: a trace holds methods and their "
+                             f"token-tree entries, METHOD+treeN with N from 1 to {MAX_TREE_NODES} for {trees}.")
     for key, method in methods.items():
         if not isinstance(method, dict) or not isinstance(method.get("events"), list):
             raise ValueError(f"{where}: method {key!r} must be an object with a list 'events'.")

@@ -9,6 +9,10 @@ from dataclasses import fields
 from pass_core.decoding.events import TOKEN_LABELS, DraftRecord, StepEvent, TokenRecord
 from pass_core.decoding.inspection import PositionInspection, TopN
 
+#: The longest time a trace may give one step (or its drafting or verification), in seconds: a day. A replay of a
+#: step of 1e300 s printed 300-digit numbers in the run line; no run of this app takes a day per step.
+MAX_STEP_S = 86_400.0
+
 
 def read_event(d: dict, name: str = "event", step: int | None = None) -> StepEvent:
     """A ``StepEvent`` from its ``to_dict`` form (strict: unknown or missing fields raise; ``name``: the event's
@@ -17,9 +21,9 @@ def read_event(d: dict, name: str = "event", step: int | None = None) -> StepEve
     Raises:
         TypeError: unknown or missing fields.
         ValueError: naming the field: a bad token (``_token``), draft (``_draft``) or inspected position
-            (``_position``), a step number other than ``step`` (the step-through
-            and the charts number steps by position: a trace with steps -3, 7, 7 showed steps that never ran), a
-            count or a time below 0, token-tree parents that do not form a tree over the step's drafts, or a draft
+            (``_position``), a step number other than ``step`` (the step-through and the charts number steps by
+            position: a trace with steps -3, 7, 7 showed steps that never ran), a count or a time below 0, a time
+            above ``MAX_STEP_S``, token-tree parents that do not form a tree over the step's drafts, or a draft
             position other than its place in the chain (1, 2, ...) or its depth in the tree.
     """
     known = {f.name for f in fields(StepEvent)}
@@ -37,8 +41,10 @@ def read_event(d: dict, name: str = "event", step: int | None = None) -> StepEve
                          f"so this one is {step}")
     for field in ("forward_passes", "drafter_passes", "num_verified_drafts", "drafting_s", "verification_s", "step_s"):
         value = getattr(event, field)
-        if type(value) not in (int, float) or value < 0 or (field[-2:] != "_s" and type(value) is not int):
-            kind = "a time in seconds, 0 or more" if field[-2:] == "_s" else "a whole number, 0 or more"
+        time = field[-2:] == "_s"
+        if type(value) not in (int, float) or value < 0 or (time and value > MAX_STEP_S) or \
+                (not time and type(value) is not int):
+            kind = f"a time in seconds, from 0 to {MAX_STEP_S:,.0f} (a day)" if time else "a whole number, 0 or more"
             raise ValueError(f"the field '{name}.{field}' is {value!r}: {kind}")
     parents = event.tree_parents
     if parents and (len(parents) != len(event.drafts) or any(not -1 <= p < j for j, p in enumerate(parents))):
