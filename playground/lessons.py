@@ -63,9 +63,9 @@ class Lesson:
 LESSONS = (
     Lesson("1 · Who finishes first?", "Write a Python function that checks whether a string is a palindrome.",
            ("ar", "pass", "parallelspec"),
-           "Three panes start together. **Which one finishes first, and by how much?** Write your guess down.",
+           "Three methods start together. **Which one finishes first, and by how much?** Write your guess down.",
            "Read **tokens/s** and **speed-up** (measured after the first step, against AR on this machine's "
-           "backend). Greedy decoding: the **greedy check** says all three texts are identical, so the faster "
+           "backend). Greedy decoding: the **greedy check** says all their texts are identical, so the faster "
            "method did the same work in less time."),
     Lesson("2 · Why was this draft rejected?", "Tell a short story about a lighthouse keeper who finds a message "
            "in a bottle.", ("ar", "pass"),
