@@ -106,6 +106,32 @@ def test_resume_without_a_checkpoint_says_that_it_starts_at_step_0(tiny_folder, 
         in capsys.readouterr().err
 
 
+def test_report_says_what_the_data_was(tiny_folder, tmp_path):
+    """A run on ``--data FILE.txt`` was reported as "sequences of the model's own greedy generations" (found by a
+    tester): the report names the file and says that its text was used as given."""
+    run_train(tiny_folder, tmp_path, "--steps", "2", "--report", str(tmp_path / "r.json"))
+    data_line = next(line for line in (tmp_path / "r.md").read_text().splitlines() if line.startswith("- data:"))
+    lines = sum(1 for line in TEXT.splitlines() if line.strip())
+    assert f"the given text of data.txt ({lines} lines), not self-generated" in data_line, data_line
+    assert "own greedy generations" not in data_line
+    from pass_core.training.data import describe_data  # a .jsonl file of prompts and text rows
+
+    assert describe_data([{"prompt": "hi"}, {"text": "as is"}], "mixed.jsonl") == (
+        "the given text of mixed.jsonl (1 row), not self-generated; self-generated: the model's own greedy "
+        "generations for 1 prompt of mixed.jsonl")
+
+
+def test_report_compares_first_and_last_steps_that_do_not_overlap(tiny_folder, tmp_path):
+    """The report compared the first 5 steps with the last 20: for a run of 5 steps both were the same 5 steps."""
+    report = run_train(tiny_folder, tmp_path, "--steps", "5", "--report", str(tmp_path / "r.json"))
+    assert (report["initial_loss_steps"], report["final_loss_steps"]) == (2, 3)
+    assert report["initial_loss"] != report["final_loss"]
+    assert "(first 2 steps) -> " in (tmp_path / "r.md").read_text()
+    report = run_train(tiny_folder, tmp_path, "--steps", "1", "--report", str(tmp_path / "r.json"))
+    assert report["final_loss"] is None
+    assert "(a run of one step: too short to compare first and last steps)" in (tmp_path / "r.md").read_text()
+
+
 def test_init_from_seeds_the_first_rows(tiny_folder, tmp_path):
     (tmp_path / "small").mkdir()
     (tmp_path / "big").mkdir()

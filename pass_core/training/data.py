@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 
 from pass_core.drafters.shipped import assets_dir
 from pass_core.runtime.models import cache_root
-from pass_core.decoding.text import encode_prompt
+from pass_core.decoding.text import count, encode_prompt
 
 
 def read_prompts(path: str | Path) -> list[dict]:
@@ -49,6 +49,19 @@ def read_prompts(path: str | Path) -> list[dict]:
     if not rows:
         raise ValueError(f"{path} holds no prompts.")
     return rows
+
+
+def describe_data(rows: list[dict], path: str | Path) -> str:
+    """What ``generate_self_data`` makes of ``rows`` (read from ``path`` by ``read_prompts``), in words, for the
+    training report: the given text of plain-text rows as it is, the model's own greedy generations for prompt rows
+    (a report once called a ``--data`` text file "the model's own greedy generations")."""
+    name, texts = Path(path).name, sum("text" in row for row in rows)
+    parts = [f"the given text of {name} ({count(texts, 'row' if Path(path).suffix == '.jsonl' else 'line')}), "
+             "not self-generated"] if texts else []
+    if len(rows) > texts:
+        parts.append(f"self-generated: the model's own greedy generations for {count(len(rows) - texts, 'prompt')} "
+                     f"of {name}")
+    return "; ".join(parts)
 
 
 def default_prompt_file(split: str = "train") -> Path:

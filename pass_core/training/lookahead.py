@@ -26,8 +26,8 @@ from tqdm.auto import tqdm
 from pass_core.runtime.outputs import check_output_path, write_text_atomically
 from pass_core.decoding.cache import new_cache
 from pass_core.decoding.settings import SETTING_RANGES
-from pass_core.training.data import (corpus_answers, default_prompt_file, generate_self_data, parse_answers,
-                                     prompt_lengths, read_prompts)
+from pass_core.training.data import (corpus_answers, default_prompt_file, describe_data, generate_self_data,
+                                     parse_answers, prompt_lengths, read_prompts)
 from pass_core.drafters.lookahead.embeddings import LookaheadEmbeddings
 from pass_core.drafters.lookahead.adapters import GatedLoRA
 from pass_core.training.lookahead_batch import lookahead_logits
@@ -35,7 +35,7 @@ from pass_core.runtime.backends import set_cpu_threads
 from pass_core.runtime.models import DEFAULT_MODEL, load_model
 from pass_core.training.checkpoint import checkpoint_path as _checkpoint_path, load_checkpoint, save_checkpoint
 from pass_core.training.lookahead_eval import agreement, evaluate
-from pass_core.training.lookahead_report import report_markdown  # noqa: F401 (re-exported: pass_core.train.report_markdown)
+from pass_core.training.lookahead_report import loss_summary, report_markdown  # noqa: F401 (report_markdown: re-exported)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,15 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def load_sequences(loaded, data: str, gen_tokens: int) -> tuple[list[list[int]], list[int]]:
-    """Training sequences and where each one's prompt ends (0 for plain text)."""
-    if data == "self":
-        prompts = read_prompts(default_prompt_file("train"))
-        seqs = generate_self_data(loaded, prompts, max_new_tokens=gen_tokens)
-        return seqs, prompt_lengths(loaded, prompts)
-    rows = read_prompts(data)
+def load_sequences(loaded, data: str, gen_tokens: int) -> tuple[list[list[int]], list[int], str]:
+    """Training sequences, where each one's prompt ends (0 for plain text) and what they are, in words
+    (``describe_data``). Raises ValueError for a file ``read_prompts`` refuses."""
+    path = default_prompt_file("train") if data == "self" else data
+    rows = read_prompts(path)
     seqs = generate_self_data(loaded, rows, max_new_tokens=gen_tokens)
-    return seqs, prompt_lengths(loaded, rows)
+    return seqs, prompt_lengths(loaded, rows), describe_data(rows, path)
 
 
 def _seed_from_file(init: LookaheadEmbeddings, path: str, loaded) -> LookaheadEmbeddings:
@@ -177,10 +175,11 @@ def train(args) -> dict:
                                           generator=gen)
     if args.init_from:  # read before the data is made: a bad file is refused in seconds, not after minutes
         init = _seed_from_file(init, args.init_from, loaded)
-    seqs, plens = load_sequences(loaded, args.data, args.gen_tokens)
+    seqs, plens, described = load_sequences(loaded, args.data, args.gen_tokens)
     if args.answers:
         more, more_lens = corpus_answers(loaded, args.answers, max_new_tokens=args.gen_tokens)
         seqs, plens = seqs + more, plens + more_lens
+        described += f"; self-generated: the model's own greedy answers to corpus prompts ({args.answers})"
     seqs = [(s, max(p - 1, 0)) for s, p in zip(seqs, plens) if len(s) - max(p - 1, 0) > 2]
     if not seqs:
         raise ValueError("No usable training sequences (each needs at least 3 tokens after its prompt).")
@@ -266,15 +265,14 @@ def train(args) -> dict:
         "model": loaded.name, "num_lookahead": L, "tokens_per_draft": args.tokens_per_draft,
         "shared": args.shared, "loss_kind": args.loss, "init": args.init, "init_from": args.init_from, "lr": args.lr, "steps": args.steps,
         "batch_positions": args.batch_positions, "position_decay": args.position_decay, "seed": args.seed, "data": args.data,
-        "answers": args.answers,
+        "data_description": described, "answers": args.answers,
         "train_sequences": len(seqs), "train_time_s": round(train_s, 1),
         "positions_per_s": round((tokens_seen - tokens_before) / max(train_s, 1e-9), 1),
         "positions_seen": tokens_seen,
         "adapter_rank": args.adapter_rank, "adapter_alpha": adapters.alpha if adapters else None,
         "adapter_lr": args.adapter_lr if adapters else None,
         "adapter_parameters": adapters.num_parameters if adapters else 0, "curve": curve,
-        "initial_loss": round(sum(losses[:5]) / max(len(losses[:5]), 1), 4) if losses else None,
-        "final_loss": round(sum(losses[-20:]) / max(len(losses[-20:]), 1), 4) if losses else None,
+        **loss_summary(losses),
     }
     la.info = dict(report)
     report["eval"] = evaluate(loaded, la, args.eval_prompts, args.eval_tokens, args.eval_sequences)
