@@ -262,7 +262,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         for key, pane in zip(METHODS, ui.panes):
             pane.select(on_select(key), [ui.state, ui.show_rejected], [ui.inspector_md, ui.inspector_plot], **private)
             pane.select(None, None, None, js=SCROLL_TO_INSPECTOR_JS, **private)  # the answer in view
-        wire_tree(ui.tree, holder, ui.state, ui.show_rejected, [ui.inspector_md, ui.inspector_plot])
+        wire_tree(ui.tree, holder, ui.state, ui.show_rejected, [ui.inspector_md, ui.inspector_plot], ui.panes)
         demo.unload(on_unload)
         # preprocess=False: N reaches validate_lab as sent, for it to refuse by name (the slider's own range check
         # answers "Value 5 is less than minimum value 10" and logs a traceback)

@@ -164,10 +164,11 @@ def inspector_outputs(markdown: str, figure=None) -> tuple:
     return markdown, gr.update(value=figure, visible=figure is not None)
 
 
-def wire_tree(parts: SimpleNamespace, holder, state, show_rejected, inspector: list) -> None:
+def wire_tree(parts: SimpleNamespace, holder, state, show_rejected, inspector: list, method_panes=()) -> None:
     """The node chooser fills the token inspector (``tree_view.inspect_node``); a token clicked in a tree pane
-    fills it as in any pane (``teaching.inspect_selection``). ``holder``: the page's ``ModelHolder`` (decodes
-    token ids for the inspector's axis when the race was run on its model)."""
+    fills it as in any pane (``teaching.inspect_selection``), and a token clicked in it or in one of
+    ``method_panes`` empties the chooser (it named a node the inspector no longer shows). ``holder``: the page's
+    ``ModelHolder`` (decodes token ids for the inspector's axis when the race was run on its model)."""
     def namer(state):
         return token_namer(state["events"], holder.token_text if state.get("own_model", True) and holder.loaded
                            else None)
@@ -192,3 +193,5 @@ def wire_tree(parts: SimpleNamespace, holder, state, show_rejected, inspector: l
                      preprocess=False)
     for key, pane in zip(TREE_PANES, parts.panes):
         pane.select(on_pane(key), [state, show_rejected], inspector, api_visibility="private", queue=False)
+    for pane in (*method_panes, *parts.panes):  # in the browser: no round trip to the server
+        pane.select(None, None, parts.node, js="() => null", api_visibility="private", queue=False)
