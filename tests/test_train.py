@@ -132,6 +132,21 @@ def test_report_compares_first_and_last_steps_that_do_not_overlap(tiny_folder, t
     assert "(a run of one step: too short to compare first and last steps)" in (tmp_path / "r.md").read_text()
 
 
+def test_eval_sequences_generates_only_the_sequences_asked_for(tiny_folder, tmp_path, monkeypatch):
+    """``--eval-sequences 1`` generated the model's answers to all 60 held-out prompts, then used one."""
+    from pass_core.training import lookahead_eval
+
+    asked = []
+
+    def answers(loaded, prompts, **kwargs):  # stands in for the model's greedy answers (160 tokens each)
+        asked.append(len(prompts))
+        return [list(range(3, 40)) for _ in prompts]
+
+    monkeypatch.setattr(lookahead_eval, "generate_self_data", answers)
+    report = run_train(tiny_folder, tmp_path, "--steps", "1", "--eval-sequences", "1")
+    assert asked == [1] and report["eval"]["agreement_sequences"] == 1
+
+
 def test_init_from_seeds_the_first_rows(tiny_folder, tmp_path):
     (tmp_path / "small").mkdir()
     (tmp_path / "big").mkdir()

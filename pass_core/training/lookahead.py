@@ -34,7 +34,7 @@ from pass_core.training.lookahead_batch import lookahead_logits
 from pass_core.runtime.backends import set_cpu_threads
 from pass_core.runtime.models import DEFAULT_MODEL, load_model
 from pass_core.training.checkpoint import checkpoint_path as _checkpoint_path, load_checkpoint, save_checkpoint
-from pass_core.training.lookahead_eval import agreement, evaluate
+from pass_core.training.lookahead_eval import agreement, evaluate, held_out_sequences
 from pass_core.training.lookahead_report import loss_summary, report_markdown  # noqa: F401 (report_markdown: re-exported)
 
 
@@ -113,15 +113,6 @@ def _seed_from_file(init: LookaheadEmbeddings, path: str, loaded) -> LookaheadEm
     n = min(src.block_len, init.block_len)
     init.weight[:n] = src.weight[:n].to(init.weight.dtype)
     return init
-
-
-def held_out_sequences(loaded, count: int) -> tuple[list[list[int]], list[int]]:
-    """The first ``count`` held-out sequences (prompt + the model's greedy answer, cached) and where each prompt ends,
-    for ``train_eval.agreement``."""
-    rows = read_prompts(default_prompt_file("heldout"))
-    seqs = generate_self_data(loaded, rows, max_new_tokens=160, desc="held-out data")
-    firsts = [max(p - 1, 0) for p in prompt_lengths(loaded, rows)]
-    return seqs[:count], firsts[:count]
 
 
 def _current(init: LookaheadEmbeddings, param: torch.Tensor, adapters: GatedLoRA | None, shared: bool,

@@ -15,6 +15,15 @@ from pass_core.decoding.settings import DecodeSettings
 from pass_core.decoding.speculative import generate_speculative
 
 
+def held_out_sequences(loaded, count: int) -> tuple[list[list[int]], list[int]]:
+    """The first ``count`` held-out sequences (prompt + the model's greedy answer of up to 160 tokens, cached) and
+    where each prompt ends, for ``agreement``. Only those ``count`` prompts are generated (``--eval-sequences 1``
+    generated answers to all 60 held-out prompts and used one)."""
+    rows = read_prompts(default_prompt_file("heldout"))[:count]
+    seqs = generate_self_data(loaded, rows, max_new_tokens=160, desc="held-out data")
+    return seqs, [max(p - 1, 0) for p in prompt_lengths(loaded, rows)]
+
+
 @torch.no_grad()
 def agreement(loaded, la: LookaheadEmbeddings, seqs: list[list[int]], firsts: list[int],
               max_positions: int = 256) -> list[float]:
@@ -68,10 +77,9 @@ def evaluate(loaded, la: LookaheadEmbeddings, eval_prompts: int = 16, eval_token
     rows = read_prompts(default_prompt_file("heldout"))
     out = {}
     if agreement_sequences > 0:
-        seqs = generate_self_data(loaded, rows, max_new_tokens=160, desc="held-out data")
-        firsts = [max(p - 1, 0) for p in prompt_lengths(loaded, rows)]
-        out["top1_agreement"] = agreement(loaded, la, seqs[:agreement_sequences], firsts[:agreement_sequences])
-        out["agreement_sequences"] = min(agreement_sequences, len(seqs))
+        seqs, firsts = held_out_sequences(loaded, agreement_sequences)
+        out["top1_agreement"] = agreement(loaded, la, seqs, firsts)
+        out["agreement_sequences"] = len(seqs)
     if eval_prompts > 0:
         out["greedy_pass"] = decode_eval(loaded, la, [r["prompt"] for r in rows[:eval_prompts]], eval_tokens)
     return out
