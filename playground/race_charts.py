@@ -291,11 +291,12 @@ def position_acceptance_figure(summaries: dict[str, RunSummary | None],
         uncond = summary.per_position_unconditional if summary else []
         cond = list(summary.per_position_conditional) if summary else []
         x = [f"d_{i}" for i in range(1, len(uncond) + 1)]
-        c = colour(key)
+        c, full = colour(key), colour(key.partition("+")[0])
         traces.append(go.Bar(x=x, y=cond, name=f"{names[key]}: conditional", marker=dict(color=c)))
+        # a tree entry's hatching in its method's full colour, crossed: in the lighter tint it was barely visible
         traces.append(go.Bar(x=x, y=uncond, name=f"{names[key]}: unconditional",
-                             marker=dict(color="white", line=dict(color=c, width=1.5),
-                                         pattern=dict(shape="/", fgcolor=c))))
+                             marker=dict(color="white", line=dict(color=full, width=1.5),
+                                         pattern=dict(shape="x" if "+" in key else "/", fgcolor=full))))
     layout = _layout("draft position", "acceptance", revision, barmode="group")
     layout["yaxis"].update(range=[0, 1.05], tickformat=".0%")
     return go.Figure(traces, layout)
