@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
 from pass_core.decoding.events import ended_at_once, output_text, output_token_ids
 from pass_core.decoding.metrics import summarize
@@ -72,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                "slow-downs when other jobs share the CPU)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--trace", metavar="FILE", help="also write the run as a JSON trace (events with the token "
-                                                   "inspector's data), replayable in the app without a model")
+                                                   "inspector's data), replayable in the app without a model; "
+                                                   "a name ending in .json")
     return p
 
 
@@ -81,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        if args.trace:
+        if args.trace is not None:  # "" was ignored without a word, a .txt written that the app will not replay
+            if not (args.trace and Path(args.trace).is_dir()):  # a folder: check_output_path says so
+                check_trace_name(args.trace)
             check_output_path(args.trace, "--trace", "trace.json")
         set_cpu_threads(args.threads)
     except ValueError as err:
@@ -174,6 +178,17 @@ def main(argv: list[str] | None = None) -> int:
           f"acceptance rate {acc} | {s.tokens_per_s:.1f} tokens/s of compute ({s.compute_time_s:.2f} s), "
           f"wall {wall:.2f} s | finish: {s.finish_reason or ('interrupted' if interrupted else '-')}")
     return _end(failed, interrupted)
+
+
+def check_trace_name(name: str) -> None:
+    """Refuse a ``--trace`` name that does not end in .json (any case), as the app's replay only takes such files.
+
+    Raises:
+        ValueError: the name (an empty one included) does not end in .json.
+    """
+    if Path(name).suffix.lower() != ".json":
+        raise ValueError(f"--trace {name or repr(name)}: a trace is a .json file (the app replays .json files only): "
+                         "give a name ending in .json, e.g. trace.json")
 
 
 def _end(failed: str, interrupted: bool = False) -> int:

@@ -65,6 +65,21 @@ def test_generate_trace_path_and_a_prompt_that_is_not_text_are_refused(no_model,
     assert "does not exist" in capsys.readouterr().err  # said before the model loads (15 s), not after
 
 
+@pytest.mark.parametrize("name", ["", "t.txt", "t.json.txt"])
+def test_generate_refuses_a_trace_name_that_is_not_a_json_file(no_model, tmp_path, name, capsys):
+    """``--trace ""`` was ignored without a word and ``--trace t.txt`` was written, though the app's replay takes
+    .json files only: both are refused before the model loads, with the name given."""
+    from pass_core.generate import main
+
+    trace = str(tmp_path / name) if name else ""
+    with pytest.raises(SystemExit) as exit_:
+        main(["--prompt", "hi", "--trace", trace])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.endswith(f"error: --trace {trace or repr('')}: a trace is a .json file (the app "
+                                            "replays .json files only): give a name ending in .json, e.g. trace.json\n")
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("args, message", [
     (["--num-draft", "-1"], r"--num-draft \(k\) must be between 1 and 8, got -1"),
     (["--num-draft", "9"], r"between 1 and 8, got 9"),
