@@ -24,13 +24,18 @@ def read_prompts(path: str | Path) -> list[dict]:
     """Prompts from a JSONL file ({"category", "prompt"} per line) or a text file (one per line).
 
     Raises:
-        ValueError: missing file, a bad JSON line, or no prompts.
+        ValueError: missing file, a file that is not UTF-8 text, a bad JSON line, or no prompts.
     """
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"Prompt file {str(path)!r} does not exist.")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:  # said without the file's name before
+        raise ValueError(f"Prompt file {str(path)!r} is not UTF-8 text (byte {err.object[err.start]:#04x} at "
+                         f"offset {err.start}): save it as UTF-8 text.") from None
     rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         if path.suffix == ".jsonl":

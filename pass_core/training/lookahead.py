@@ -133,7 +133,8 @@ def train(args) -> dict:
 
     Raises:
         ValueError: bad arguments (L outside 1..8, steps < 1, a learning rate that is not a positive number, a bad
-            ``--answers``, an ``--out`` or ``--report`` that cannot be written), all before the model loads
+            ``--answers``, an ``--out`` or ``--report`` that cannot be written, a ``--data`` file that is missing,
+            not UTF-8 text or malformed), all before the model loads
             (``--resume`` with no checkpoint yet says so and starts at step 0); an ``--init-from`` file that cannot
             seed this run, before the data is made; data problems.
     """
@@ -154,6 +155,8 @@ def train(args) -> dict:
     check_output_path(args.out, "--out", "lookahead.safetensors")  # before hours of data and training
     if args.report:  # the report was written last, so a bad path lost it after the whole run
         check_output_path(args.report, "--report", "report.json")
+    if args.data != "self":  # a missing file, one not UTF-8 or without a row: said before the model loads
+        read_prompts(args.data)
     if args.resume and not _checkpoint_path(Path(args.out)).is_file():  # said at once: a mistyped --out shows
         print(f"note: --resume: no checkpoint {_checkpoint_path(Path(args.out))} yet, so training starts at step 0.",
               file=sys.stderr)
