@@ -163,11 +163,8 @@ def pane_entries(events: list[StepEvent], show_rejected: bool = True,
     for e, event in enumerate(events):
         step = []
         for t, token in enumerate(event.tokens):
-            if token.committed:
-                if token.text:
-                    step.append((token.text, TOKEN_LABELS[token.label], (e, t)))
-            elif show_rejected:
-                step.append((visible_text(token.text), TOKEN_LABELS[token.label], (e, t)))
+            if (token.committed and token.text) or (show_rejected and not token.committed):
+                step.append((pane_piece(token), TOKEN_LABELS[token.label], (e, t)))
         if step and out and step_marks:
             out.append((STEP_MARK, None, None))
         out.extend(step)
@@ -175,8 +172,21 @@ def pane_entries(events: list[StepEvent], show_rejected: bool = True,
 
 
 def pane_text(value: list[tuple[str, str | None]]) -> str:
-    """The text of a pane value (``highlighted_tokens``) without its step marks."""
-    return "".join(text for text, label in value if label is not None)
+    """The text of a pane value (``highlighted_tokens``) without its step marks and newline marks (``pane_piece``)."""
+    return "".join(text for text, label in value if label is not None).replace(NEWLINE_MARK + "\n", "\n")
+
+
+#: Shown before a committed token's first newline: gradio draws a newline as a line break of no width, so a token
+#: "\n" (an accepted, resampled or exact one) had no colour and nothing to click, and a step looked one token short.
+NEWLINE_MARK = "↵"
+
+
+def pane_piece(token) -> str:
+    """A token's text in its pane: a committed token as written, with ``NEWLINE_MARK`` before its first newline (the
+    line break kept); a rejected draft as ``visible_text`` (not part of the output: no line break)."""
+    if not token.committed:
+        return visible_text(token.text)
+    return token.text.replace("\n", NEWLINE_MARK + "\n", 1)
 
 
 def _step_axis(events: dict[str, list[StepEvent]], first: int = 1) -> dict:

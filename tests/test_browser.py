@@ -361,8 +361,10 @@ def pane_chars(page, key: str) -> str:
 
 
 def step_chars(event) -> str:
-    """The characters a step adds to its pane (rejected drafts shown as ``visible_text``), whitespace dropped."""
-    return "".join("".join((t.text if t.committed else charts.visible_text(t.text)) for t in event.tokens).split())
+    """The characters a step adds to its pane (a committed newline with a mark before it, rejected drafts shown as
+    ``visible_text``), whitespace dropped."""
+    return "".join("".join((t.text.replace("\n", "↵\n", 1) if t.committed else charts.visible_text(t.text))
+                           for t in event.tokens).split())
 
 
 #: The step number of the run line's "Paused after step N of ...", read and checked in one go in the page (a busy

@@ -193,6 +193,18 @@ def test_panes_mark_step_boundaries():
     # the page's CSS draws the mark as a bar and keeps blank lines: tests/test_browser.py measures both in Chromium
 
 
+def test_a_committed_newline_has_a_visible_coloured_piece():
+    """gradio draws a newline as a line break of no width: an exact, accepted or resampled token "\n" had no colour
+    and nothing to click (a step of 3 tokens showed 2). Each committed token shows ``NEWLINE_MARK`` before its first
+    newline and keeps the line breaks; a rejected one stays one symbol; the pane's text is still the output."""
+    tokens = (TokenRecord(1, "Hi", "exact"), TokenRecord(2, "\n", "accepted"), TokenRecord(3, "\n", "rejected"),
+              TokenRecord(4, ".\n\n", "resampled"), TokenRecord(5, "\n  x", "bonus"))
+    events = [StepEvent(method="pass", step=1, tokens=tokens)]
+    assert charts.highlighted_tokens(events) == [("Hi", "exact"), ("↵\n", "accepted draft"), ("↵", "rejected draft"),
+                                                 (".↵\n\n", "resampled"), ("↵\n  x", "bonus")]
+    assert charts.pane_text(charts.highlighted_tokens(events, show_rejected=False)) == "Hi\n.\n\n\n  x"
+
+
 # --- bench_html -------------------------------------------------------------------------------
 
 def entry(speedup: float, rate: float | None, conditional: list) -> dict:
