@@ -88,8 +88,8 @@ def inspector_markdown(event: StepEvent, method_label: str, lookahead: bool, gre
     greedy = greedy_step(event) if greedy is None else greedy
     times = (f"drafting {event.drafting_s * 1000:.1f} ms, verification {event.verification_s * 1000:.1f} ms"
              if event.drafts or event.drafting_s else f"{event.step_s * 1000:.1f} ms")  # AR: nothing is verified
-    lines = [f"**{method_label}, step {event.step}**: {times}, {event.forward_passes} target pass(es)"
-             + (f", {event.drafter_passes} drafter pass(es)" if event.drafter_passes else "") + "."]
+    lines = [f"**{method_label}, step {event.step}**: {times}, {_count(event.forward_passes, 'target pass')}"
+             + (f", {_count(event.drafter_passes, 'drafter pass')}" if event.drafter_passes else "") + "."]
     why = rejection_line(event, greedy)
     lines += ["", why] if why else []
     if event.drafts:
@@ -107,11 +107,23 @@ def inspector_markdown(event: StepEvent, method_label: str, lookahead: bool, gre
         untried = any(d.decision == "not_verified" for d in event.drafts)
         lines += [RULE_GREEDY if greedy else RULE_SAMPLED] + [NOT_VERIFIED_NOTE] * untried
     else:
-        lines.append("This step verified no draft (prefill, a gated step, or AR): its token comes from p directly.")
+        lines.append(NO_DRAFT_NOTE)
     tokens = ", ".join(f"{_code(t.text)} ({t.label})" for t in event.tokens)
     choice = ["", f"Draft length: {event.draft_choice}."] if event.draft_choice else []
     note = ["", f"Drafts: {event.draft_note}."] if event.draft_note else []  # e.g. where prompt lookup matched
     return "\n".join(lines + ["", f"Tokens: {tokens}"] + choice + note)
+
+
+#: An inspected step with no drafts: PaSS's last step before max new tokens verifies none yet commits two tokens (the
+#: note said "prefill, a gated step, or AR" and "its token", which fitted neither).
+NO_DRAFT_NOTE = ("This step verified no draft: the prefill, an AR step, or a step that drafted none (too close to "
+                 "max new tokens, or where drafting did not pay). Each of its tokens comes straight from the "
+                 "target's p.")
+
+
+def _count(n: int, what: str) -> str:
+    """"1 target pass", "2 target passes"."""
+    return f"{n} {what}" + ("" if n == 1 else "es" if what.endswith("s") else "s")
 
 
 def _with_prob(top: TopN, token_id: int, prob: float) -> TopN:

@@ -8,7 +8,8 @@ from pass_core.teaching.lab import BROKEN, run_lab
 from pass_core.registry import METHODS
 from pass_core.decoding.settings import DecodeSettings
 from pass_core.teaching.theory import check_theory
-from playground.teaching import NOT_VERIFIED_NOTE, _code, inspector_figure, inspector_markdown, lab_figure
+from pass_core.decoding.events import StepEvent, TokenRecord
+from playground.teaching import NO_DRAFT_NOTE, NOT_VERIFIED_NOTE, _code, inspector_figure, inspector_markdown, lab_figure
 from playground.theory_view import theory_figure, theory_markdown
 
 
@@ -35,9 +36,15 @@ def test_inspector_shows_the_events_numbers(tiny):
     assert [t.name for t in fig.data] == ["p", "q", "residual norm(max(0, p − q))"]
     assert fig.layout.annotations[0].text == "drawn"
     plain = inspector_markdown(events["ar"][3], "AR", lookahead=False)
-    assert "verified no draft" in plain
+    assert NO_DRAFT_NOTE in plain
     ar = events["ar"][3]  # an AR step verifies nothing: its time is the step's (it read "verification 111.4 ms")
-    assert f"**AR, step 4**: {ar.step_s * 1000:.1f} ms, 1 target pass(es)." in plain and "verification" not in plain
+    assert f"**AR, step 4**: {ar.step_s * 1000:.1f} ms, 1 target pass." in plain and "verification" not in plain
+    # PaSS's last step may draft nothing and still commit two exact tokens in two passes ("its token", "pass(es)")
+    last = StepEvent(method="pass", step=9, tokens=(TokenRecord(1, "a", "exact"), TokenRecord(2, "b", "exact")),
+                     forward_passes=2, drafting_s=0.2, verification_s=0.1, step_s=0.3)
+    text = inspector_markdown(last, "PaSS", lookahead=True)
+    assert "**PaSS, step 9**: drafting 200.0 ms, verification 100.0 ms, 2 target passes." in text
+    assert "Each of its tokens comes straight from the target's p" in text and "its token comes" not in text
     assert inspector_figure(events["ar"][3], 0).data[0].name == "p"
     drafted = next(i for i, t in enumerate(step.tokens) if t.label == "rejected")
     position = next(d.position for d in step.drafts if d.decision == "rejected")
