@@ -18,7 +18,10 @@ PRESETS = (MACHINE, H200, FLAT, TYPED)
 #: The typed-in box's first value: a CPU-like curve, each token adding a fifth of a pass.
 TYPED_EXAMPLE = "1, 1.2, 1.4, 1.6, 1.8, 2.0, 2.2, 2.4, 2.6"
 K_MAX = 8  # as the race's look-ahead range
-_CHAIN, _PASS = "#009E73", "#0072B2"
+#: The curves' colours: the chain in dark grey (no method's colour: every chain method's diamond sits on it), PaSS's
+#: two-pass loop in PaSS's own colour (they were PaSS's green and AR's blue: a PaSS diamond seemed to belong to the
+#: chain)
+_CHAIN, _PASS = "#374151", METHODS["pass"].colour
 _AXIS = dict(gridcolor="#e5e7eb", zerolinecolor="#d1d5db", linecolor="#9ca3af", showline=True)
 NO_MACHINE_CURVE = ("*This machine's pass cost is measured at the first race: run one (or pick another curve). A "
                     "replayed trace carries no cost curve.*")

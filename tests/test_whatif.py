@@ -7,6 +7,7 @@ import pytest
 
 from pass_core.decoding.events import DraftRecord, StepEvent, TokenRecord
 from pass_core.teaching.whatif import FLAT_CURVE, H200_CURVE, chain_speedup, parse_curve, pass_speedup, what_if
+from pass_core.registry import METHODS
 from playground import whatif
 
 CPU_LIKE = "1, 1.5, 2, 2.5, 3, 3.5"  # c(w) = (w + 1) / 2: every width costs something different
@@ -85,6 +86,10 @@ def test_this_runs_points_are_marked_on_their_loop():
     diamonds = [t for t in fig.data if t.marker.symbol == "diamond"]
     assert len(diamonds) == 4 and "This run, PaSS: α = 0.33 at k = 3" in text
     assert whatif.run_points({"pass": events["pass"]}) == {}  # no AR: no unit of cost
+    # the chain's curve in no method's colour, the two-pass loop's in PaSS's (they were PaSS's green and AR's blue)
+    curves = {t.name: t.line.color for t in fig.data if t.mode == "lines+markers"}
+    assert curves["PaSS two-pass loop"] == METHODS["pass"].colour
+    assert curves["chain (one verification pass)"] not in {m.colour for m in METHODS.values()}
 
 
 def test_this_machine_says_how_long_ar_steps_took_beside_the_curves_one_token_pass():
