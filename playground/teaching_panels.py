@@ -102,7 +102,8 @@ def whatif_accordion():
     def wire(state: gr.State, inputs: list, run: gr.Button) -> None:
         # queued, one at a time, in the order of the triggers: unqueued, opening the panel and choosing a curve at
         # once ran side by side, and the slower answer (the one for the curve no longer chosen) could land last
-        gr.on([accordion.expand, alpha.release, k.release, drafter_cost.release, preset.change, typed.submit],
+        gr.on([accordion.expand, alpha.release, k.release, drafter_cost.release, preset.change, typed.submit,
+               typed.blur],  # blur: typed text then Tab or a click elsewhere kept the old curve's numbers
               whatif_view, [alpha, k, preset, typed, drafter_cost, state], [plot, text], concurrency_limit=1,
               trigger_mode="always_last", api_visibility="private", show_progress="hidden",
               preprocess=False)  # whatif_view names a bad value (gradio's check answered "Could not preprocess")

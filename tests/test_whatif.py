@@ -74,6 +74,20 @@ def _step(method: str, accepted: int, k: int, step: int) -> StepEvent:
                      forward_passes=2 if method == "pass" else 1, step_s=0.02, num_verified_drafts=k)
 
 
+def test_a_typed_curve_cheaper_than_one_pass_is_refused_and_read_when_the_box_is_left(tiny):
+    """"1, 0.5, 0.2, 0.1" predicted a 14.51x chain without a word (the app refuses such a measured curve); text typed
+    and then left with Tab was not read (only Enter), so the old curve's numbers stayed under the new text."""
+    from playground import page
+
+    with pytest.raises(ValueError, match=r"c\(2\) = 0.5 is below c\(1\) = 1: a pass over 2 tokens cannot cost less"):
+        parse_curve("1, 0.5, 0.2, 0.1")
+    assert parse_curve("2, 2, 3") == (1.0, 1.0, 1.5)  # equal costs are possible (a GPU's flat curve)
+    demo = page.build_demo(tiny)
+    (view,) = [fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "whatif_view"]
+    (typed,) = [c for c in demo.blocks.values() if getattr(c, "elem_id", None) == "whatif-typed"]
+    assert {(typed._id, "submit"), (typed._id, "blur")} <= set(view.targets)
+
+
 def test_this_runs_points_are_marked_on_their_loop():
     ar = [StepEvent("ar", i + 1, (TokenRecord(9, "t", "target"),), step_s=0.01) for i in range(6)]
     events = {"ar": ar, "pass": [_step("pass", m, 3, i + 1) for i, m in enumerate((0, 1, 1, 0))],

@@ -33,7 +33,8 @@ def parse_curve(text: str, field: str = "c(w) typed in") -> tuple[float, ...]:
     c(1) = 1.
 
     Raises:
-        ValueError: naming ``field``: no numbers, a word that is not a number, or a value that is not positive.
+        ValueError: naming ``field``: no numbers, a word that is not a number, a value that is not positive, or a
+            c(w) below c(1) (a pass over more tokens cannot cost less than a one-token pass).
     """
     parts = [p for p in str(text or "").replace(";", " ").replace(",", " ").split() if p]
     if not parts:
@@ -45,6 +46,10 @@ def parse_curve(text: str, field: str = "c(w) typed in") -> tuple[float, ...]:
         raise ValueError(f"{field}: {bad!r} is not a number; type c(1), c(2), ... e.g. 1, 1.1, 1.3.") from None
     if not all(v > 0 and v != float("inf") for v in values):
         raise ValueError(f"{field}: every cost must be a positive number, got {', '.join(parts)}.")
+    cheaper = next((w for w, v in enumerate(values[1:], start=2) if v < values[0]), None)
+    if cheaper:  # "1, 0.5, 0.2" predicted 14.5x: the app refuses such a curve when it measures one (pass_cost)
+        raise ValueError(f"{field}: c({cheaper}) = {parts[cheaper - 1]} is below c(1) = {parts[0]}: a pass over "
+                         f"{cheaper} tokens cannot cost less than a one-token pass.")
     return tuple(v / values[0] for v in values)
 
 
