@@ -189,8 +189,10 @@ def inspector_figure(event: StepEvent, token_index: int, decode=str) -> go.Figur
     # the y-axis fits the tallest bar (bars of 0.01-0.15 would be slivers on 0-1), with room above for the mark;
     # as the race's charts: no template, the legend under the axis (never over the bars or the plot's label)
     top = max((_prob(t, i) for _, t, _ in series for i in ids), default=1.0)
+    y_top = inspector_y_top(top)
+    ticks = [i / 5 for i in range(6)] if y_top > 1 else None  # a probability axis read "1.2" under the toolbar
     fig.update_layout(barmode="group", height=320, margin=dict(l=55, r=10, t=35, b=10), legend=_BOTTOM_LEGEND,
-                      yaxis=dict(range=[0, inspector_y_top(top)], title="probability", gridcolor="#e5e7eb"),
+                      yaxis=dict(range=[0, y_top], tickvals=ticks, title="probability", gridcolor="#e5e7eb"),
                       xaxis=dict(title="token (top-n of each distribution)"), paper_bgcolor="white",
                       plot_bgcolor="white")
     return fig

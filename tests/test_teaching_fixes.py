@@ -38,6 +38,9 @@ def test_inspector_axis_fits_the_tallest_bar():
     small = inspector_figure(_step(None, probs=(0.12, 0.01)), 2)
     assert small.layout.yaxis.range == pytest.approx((0, 0.15))  # 1.25 x 0.12: room for the mark, no slivers
     assert inspector_figure(_step(None, probs=(0.9, 0.1)), 2).layout.yaxis.range == pytest.approx((0, 1.125))
+    # room above 1 for the mark, but no tick there: a probability axis read "1.2" (under the plot's toolbar)
+    assert max(inspector_figure(_step(None, probs=(0.9, 0.1)), 2).layout.yaxis.tickvals) == 1.0
+    assert small.layout.yaxis.tickvals is None  # Plotly's own ticks below 1
     assert inspector_figure(_step(None, probs=(0.001, 0.0)), 2).layout.yaxis.range == pytest.approx((0, 0.05))
 
 
