@@ -40,6 +40,8 @@ def baseline_label(backend: str, auto: bool) -> str:
 
 #: The speed-up's baseline when the backend AR ran on is unknown (a replayed trace does not record it).
 UNKNOWN_BASELINE = "vs AR (its backend is not recorded)"
+#: A method's speed-up before it (or the baseline) has a step after the prefill.
+NOT_YET = "not yet"
 #: The speed-up's second line in a sampled race.
 SAMPLED_NOTE = ("sampled: the methods wrote different texts, so the ratio compares different lengths of work; "
                 "tokens/s is each method's own rate")
@@ -68,7 +70,8 @@ def metric_texts(summaries: dict[str, RunSummary | None], events: dict[str, list
     base = _reference(summaries)
     ratio = (lambda k: decode_speedup(events[k], events[base])) if events else (
         lambda k: speedup(summaries[k], summaries[base]))
-    ratios = [f"{short_name(k)} {_fmt(ratio(k), '.2f')}×" for k in summaries if k != base]
+    ratios = [f"{short_name(k)} " + (NOT_YET if (r := ratio(k)) is None else f"{r:.2f}×") for k in summaries
+              if k != base]  # "–×" read as a broken number
     notes = [((baseline or UNKNOWN_BASELINE) if base == BASELINE else f"vs {short_name(base)}")
              + ("; after the first step (the prefill)" if events else "")]
     notes += [] if greedy else [SAMPLED_NOTE]

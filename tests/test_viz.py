@@ -75,7 +75,8 @@ def test_metric_texts_use_the_speedup_and_short_names():
     ps = summary(method="pass", tokens=10, steps=4, tokens_per_s=30.0, accepted_drafts=3, judged_drafts=8,
                  drafted_tokens=12, acceptance_rate=3 / 8)
     texts = race_text.metric_texts({"ar": ar, "pass": ps, "parallelspec": None})
-    assert texts["speedup"] == f"PaSS 1.50×  ·  ParallelSpec –×\n{race_text.UNKNOWN_BASELINE}"  # its baseline next
+    # its baseline next; a method with no step yet says so ("–×" read as a broken number)
+    assert texts["speedup"] == f"PaSS 1.50×  ·  ParallelSpec not yet\n{race_text.UNKNOWN_BASELINE}"
     assert texts["acceptance_rate"] == "PaSS 37.5% (3 of 8 judged drafts; 12 drafted)  ·  ParallelSpec –"
     assert texts["tokens_per_s"] == "AR 20.0  ·  PaSS 30.0  ·  ParallelSpec –"
 
