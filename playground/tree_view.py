@@ -250,15 +250,17 @@ def _final_event(event: StepEvent, final: TokenRecord) -> tuple[StepEvent, int] 
 def node_table(event: StepEvent, selected: int | None = None) -> list[str]:
     """Markdown rows of every node of a tree step: parent, depth, token, q(x), p(x), p_res(x), min(1, p_res/q), u
     (sampled runs only: in a greedy one no uniform draw decides, ``teaching.greedy_step``) and the decision; the
-    ``selected`` node's index in bold."""
+    ``selected`` node's index in bold. A node never tried shows p(x) "–", as an untried draft in the chain's
+    inspector (p(x) = 1.0000 beside "not verified" read as a contradiction)."""
     greedy = greedy_step(event)
     lines = ["| node | parent | depth | token | q(x) | p(x) | p_res(x) | min(1, p_res/q) |" + ("" if greedy else " u |")
              + " decision |", "|---|---|---|---|---|---|---|---|" + ("" if greedy else "---|") + "---|"]
     for j, (d, parent) in enumerate(zip(event.drafts, event.tree_parents)):
         ratio = min(1.0, d.p_res / d.q) if d.p_res is not None and d.q > 0 else None
         name = f"**{j}**" if j == selected else str(j)
+        p = None if d.decision == "not_verified" else d.p
         lines.append(f"| {name} | {'root' if parent < 0 else parent} | {d.position} | {_code(d.text)} | {d.q:.4f} | "
-                     f"{d.p:.4f} | {_fmt(d.p_res, '.4f')} | {_fmt(ratio, '.4f')} |"
+                     f"{_fmt(p, '.4f')} | {_fmt(d.p_res, '.4f')} | {_fmt(ratio, '.4f')} |"
                      + ("" if greedy else f" {_fmt(d.u, '.4f')} |") + f" {d.decision.replace('_', ' ')} |")
     return lines
 
@@ -289,7 +291,8 @@ def inspect_node(events: dict[str, list[StepEvent]], choice: str, decode=str) ->
         text = (f"Selected: node {node}, {_code(d.text)} (token id {d.token_id}, "
                 f"**{d.decision.replace('_', ' ')}**), depth {d.position}, "
                 f"parent {'the root' if parent < 0 else f'node {parent}'}: q(x) = {d.q:.4f}, "
-                f"p(x) = {d.p:.4f}, p_res(x) = {_fmt(d.p_res, '.4f')}"
+                f"p(x) = {_fmt(None if d.decision == 'not_verified' else d.p, '.4f')}, "
+                f"p_res(x) = {_fmt(d.p_res, '.4f')}"
                 + ("" if d.p_res is not None else " (never tried: an earlier sibling was accepted, its parent was "
                                                   "not, or the step ended)")
                 + ".")

@@ -122,6 +122,8 @@ def test_node_choices_and_the_node_inspector_show_the_nodes_numbers():
     assert any("d_2" == a.text for a in fig.layout.annotations)
     text, fig = inspect_node(events, "parallelspec+tree8|4")
     assert "**not verified**" in text and "never tried" in text and fig is None
+    # its p(x) reads "–", as an untried draft's in the chain's inspector (p(x) = 1.0000 beside "not verified")
+    assert "p(x) = –, p_res(x) = –" in text and "| **4** | 1 | 2 | `'E'` | 1.0000 | – | – | – |" in text
     text, fig = inspect_node(events, f"parallelspec+tree8|{NEXT}")
     assert "**resampled**" in text and fig is not None and list(fig.data[0].y)[:1] == [0.6]  # p at position 3
     for bad in ("parallelspec+tree8|6", "ar|0", "nothing", None):
