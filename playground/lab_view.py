@@ -22,7 +22,7 @@ def lab_figure(result: LabResult, names: dict[str, str], decode=str) -> go.Figur
     outcomes += sorted({x for dist in result.empirical.values() for x in dist} - set(outcomes))
     labels = []
     for x in outcomes:  # two outcomes may decode to the same text (e.g. partial UTF-8 bytes): keep bars apart
-        label = "".join(decode(t) for t in x) or repr(x)
+        label = _visible_ends("".join(decode(t) for t in x)) or repr(x)
         labels.append(label if label not in labels else f"{label} {list(x)}")
     traces = [go.Bar(x=labels, y=[result.exact.get(x, 0.0) for x in outcomes], name="exact law",
                      marker=dict(color="white", line=dict(color="black", width=1.5)))]
@@ -35,7 +35,8 @@ def lab_figure(result: LabResult, names: dict[str, str], decode=str) -> go.Figur
                              name=f"{mark} {name}: TV {result.tv[key]:.3f}"))
     fig = go.Figure(traces)
     # no title (the table under the chart states N, the depth and the bound): a phone would cut it off
-    fig.update_layout(barmode="group", height=420, yaxis=dict(title="probability", rangemode="tozero",
+    tallest = max((y for trace in traces for y in trace.y), default=1.0)  # autorange stopped at the tallest bar
+    fig.update_layout(barmode="group", height=420, yaxis=dict(title="probability", range=[0, min(1.05, 1.1 * tallest)],
                                                               gridcolor="#e5e7eb"),
                       xaxis=dict(title=f"outcome ({result.depth} tokens)"), margin=dict(l=55, r=10, t=35, b=10),
                       legend=_BOTTOM_LEGEND,
@@ -43,12 +44,24 @@ def lab_figure(result: LabResult, names: dict[str, str], decode=str) -> go.Figur
     return fig
 
 
+def _visible_ends(text: str) -> str:
+    """An outcome's text with its leading and trailing spaces shown as ␣ and newlines as ↵ ("I" and "I  " read the
+    same on the chart's axis)."""
+    text = text.replace("\n", "↵")
+    core = text.strip(" ")
+    if not core:
+        return "␣" * len(text)
+    start = text.index(core)
+    return "␣" * start + core + "␣" * (len(text) - start - len(core))
+
+
 #: The losslessness lab's defaults: a short prompt, and N runs per method (N = 50 took 203 s on a quiet 2-core
 #: Intel Xeon with the embedded model, fp32 on 1 thread: 8 runs of 3 tokens per N; docs/guide.md).
 LAB_PROMPT = "Once upon a time"
 LAB_DEFAULT_RUNS = 50
 LAB_INTRO = ("Each method continues the prompt by 3 tokens, N times with seeds 0..N-1 (temperature 1, top-k 2: at "
-             "most 8 outcomes); the chart sets each method's shares beside the exact law computed from the model. "
+             "most 8 outcomes of a lossless method; the broken rule also draws tokens outside the target's top 2, shown "
+             "last); the chart sets each method's shares beside the exact law computed from the model. "
              "A lossless method stays under the total-variation bound; the broken rule (PaSS that accepts every "
              "draft) does not.")
 

@@ -417,3 +417,9 @@ def test_theory_view_notes_and_lab_table():
     assert "| broken rule: always accept | 0.500 | 0.100 | ✗ fail |" in table
     figure = teaching.lab_figure(result, {"ar": "AR"})
     assert figure.layout.legend.yref == "container" and figure.layout.legend.y == 0
+    assert figure.layout.yaxis.range[1] == pytest.approx(1.05)  # room above the tallest bar (1.0): it was cut there
+    # outcomes that differ only by trailing spaces read apart ("I" and "I  " looked the same)
+    texts = {1: "I", 2: "I  ", 3: "\n "}
+    spaced = LabResult(exact={(1,): 0.4, (2,): 0.3, (3,): 0.3}, empirical={}, tv={}, bound=0.1, runs=10, depth=1)
+    assert list(teaching.lab_figure(spaced, {}, decode=texts.get).data[0].x) == ["I", "I␣␣", "↵␣"]
+    assert teaching.lab_figure(spaced, {}, decode=texts.get).layout.yaxis.range[1] == pytest.approx(0.44)
