@@ -36,6 +36,7 @@ class Lesson:
         slow_motion_s: the slow-motion delay per step (seconds of wall time) the lesson sets; 0 (full speed) for
             all but the lesson that asks to pause at a token (a delay left on from it made the next lessons' races
             take minutes).
+        ask: the question's heading ("Predict, before Run" for a guess; a lesson answered during its race says so).
     """
 
     title: str
@@ -50,6 +51,7 @@ class Lesson:
     auto_drafts: bool = False
     lab: bool = False
     slow_motion_s: float = 0.0
+    ask: str = "Predict, before Run"
 
     def values(self) -> list:
         """The race's inputs in ``build_demo``'s order: prompt, the six numeric settings, show rejected drafts,
@@ -74,7 +76,7 @@ LESSONS = (
            "Click the struck-through token: the **token inspector** says why: u ≥ min(1, p/q), the target gave it "
            "less probability than the drafter did. Then click the yellow token after it: it was drawn from the "
            "residual norm(max(0, p − q)) (the green bars).", {"temperature": 1.0, "top_k": 20}, ("acceptance_rate",),
-           slow_motion_s=0.5),
+           slow_motion_s=0.5, ask="Try it, then answer"),
     Lesson("3 · Sampled vs greedy", "Explain in simple words how a rainbow forms.", ("ar", "pass", "parallelspec"),
            "At temperature 0.8 the three texts will differ. **Is the speculative output still the model's own "
            "output?**",
@@ -134,7 +136,7 @@ def lesson_markdown(title: str | None, events: dict[str, list[StepEvent]] | None
     lesson = find_lesson(title)
     if lesson is None:
         return LESSON_HINT
-    question = f"**Predict, before Run:** {lesson.predict}"
+    question = f"**{lesson.ask}:** {lesson.predict}"
     if lesson.lab:
         return f"{question}\n\n{AFTER_LAB_PENDING}"
     if not events:
@@ -166,5 +168,5 @@ def lab_lesson_markdown(title: str | None, table: str) -> str | None:
     outside = [row[0] for row in rows if row[-1] == "✗ fail"]
     verdicts = (f"under the bound: {'; '.join(inside) or 'none'}  \n"  # "; ": a label may hold a comma
                 f"outside it: {'; '.join(outside) or 'none'}")
-    return "\n\n".join([f"**Predict, before Run:** {lesson.predict}", f"**After the lab:** {lesson.after}",
+    return "\n\n".join([f"**{lesson.ask}:** {lesson.predict}", f"**After the lab:** {lesson.after}",
                           f"**This lab:** {verdicts}"])

@@ -26,7 +26,9 @@ def test_each_lesson_is_a_valid_race_with_a_question(lesson):
     assert all(check.get("__type__") == "validate" and check.get("is_valid", True) for check in validate_inputs(*values))
     assert temperature == lesson.settings.get("temperature", 0.0)
     text = lesson_markdown(lesson.title)  # before the race: the question only, the answer's pointers after it
-    assert text.startswith("**Predict, before Run:** ") and lesson.predict in text and lesson.after not in text
+    assert text.startswith(f"**{lesson.ask}:** ") and lesson.predict in text and lesson.after not in text
+    # a question answered during the race is not headed "before Run" (lesson 2 asks to pause the race at a token)
+    assert not ("Pause" in lesson.predict and "before Run" in lesson.ask), lesson.title
     assert text.endswith(AFTER_LAB_PENDING if lesson.lab else AFTER_PENDING)
     assert lesson_values(lesson.title) == values
 
@@ -88,7 +90,7 @@ def test_the_lab_lesson_answers_with_the_lab_verdicts():
                        0.1, 50, 1, {"ar": (0, 0), "pass": (10, 20), BROKEN: (20, 20)})
     table = lab_markdown(result, {"ar": "AR", "pass": "PaSS, fixed-token"})  # a label with a comma
     text = lab_lesson_markdown(lesson.title, table)
-    assert text.startswith(f"**Predict, before Run:** {lesson.predict}") and lesson.after in text
+    assert text.startswith(f"**{lesson.ask}:** {lesson.predict}") and lesson.after in text
     assert text.endswith("under the bound: AR; PaSS, fixed-token  \noutside it: broken rule: always accept"), text
     assert lab_lesson_markdown(lesson.title, "") is None  # no table (a refused N): the question stays
     assert lab_lesson_markdown(LESSONS[0].title, table) is None  # another lesson: not answered by the lab
