@@ -272,6 +272,12 @@ STEP_BUTTON_LINES = """() => Object.fromEntries([...document.querySelectorAll('#
   return [b.innerText, new Set([...text.getClientRects()].map(r => Math.round(r.top))).size]; }))"""
 
 
+#: The page's shown bar labels (Plotly's ``text.bartext``) with their boxes in the page.
+BAR_TEXTS = """() => [...document.querySelectorAll('.js-plotly-plot text.bartext')].map(t => [t, t.getBoundingClientRect()])
+    .filter(([t, b]) => b.width > 0 && getComputedStyle(t).display !== 'none' && getComputedStyle(t).opacity !== '0')
+    .map(([t, b]) => ({x: b.x, y: b.y, width: b.width, height: b.height, text: t.textContent}))"""
+
+
 @pytest.mark.parametrize("width", [400, 1400])
 def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, tmp_path, width):
     """The layout at a phone's and a desktop's width, then the race's trace, its replay and the lab, on one page.
@@ -317,6 +323,9 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
             legend, area = plots.nth(i).locator(".legend").bounding_box(), plots.nth(i).locator(".nsewdrag").first.bounding_box()
             assert not overlaps(legend, area), f"chart {i}'s legend covers its plot area at {width} px"
             assert not overlaps(legend, plots.nth(i).locator(".g-xtitle").bounding_box()), f"chart {i}, {width} px"
+        texts = page.evaluate(BAR_TEXTS)
+        crowded = [(a["text"], b["text"]) for i, a in enumerate(texts) for b in texts[i + 1:] if overlaps(a, b)]
+        assert not crowded, f"bar labels run together at {width} px: {crowded}"  # "80% 56% 45% 22%" on a phone
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / f"browser-layout-{width}.png"), full_page=True)
         # the trace of this race, replayed on the reloaded page
