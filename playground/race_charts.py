@@ -1,7 +1,7 @@
 """Pure display helpers for the race: step events and run summaries -> what the page shows.
 
 Every function here takes ``pass_core.events`` objects (``StepEvent``, ``RunSummary``) keyed by
-method key and returns a Plotly figure, a ``gr.HighlightedText`` value or a string. Nothing here
+method key and returns a Plotly figure or a string (a pane's value: ``race_panes``). Nothing here
 touches a model, a tensor or a tokenizer, and no metric is computed here: metrics, the speed-up
 and the output comparison come from ``pass_core.events``. Names and colours of the methods come
 from ``pass_core.registry.METHODS``.
@@ -49,9 +49,6 @@ TOKEN_COLORS: dict[str, str] = {
 
 _AXIS = dict(gridcolor="#e5e7eb", zerolinecolor="#d1d5db", linecolor="#9ca3af", showline=True)
 
-#: A pane's step separator: an unlabelled zero-width space between two steps' tokens, drawn by the page's CSS
-#: (``STEP_MARK_CSS``) so that a student can count the tokens of each step.
-STEP_MARK = "\u200b"
 STEP_MARK_CSS_SELECTOR = ".token-pane .token:not(.highlighted):has(.text.unlabeled)"
 #: The step mark's look: a dotted line taller than the text, with a gap on each side and never selected with the
 #: text, so that it cannot pass for a character ("|", "l", "I") in code; the zero-width space stays unseen.
@@ -135,75 +132,10 @@ def _layout(x_title: str, y_title: str, revision: str = "race", **extra) -> dict
     return layout
 
 
-def highlighted_tokens(events: list[StepEvent], show_rejected: bool = True,
-                       step_marks: bool = True) -> list[tuple[str, str | None]]:
-    """A ``gr.HighlightedText`` value: one (text, label) pair per token, in stream order.
-
-    Args:
-        events: one method's step events so far.
-        show_rejected: keep rejected drafts (labelled "rejected draft", whitespace made
-            visible by ``visible_text``); they are not part of the output, so hiding them
-            leaves exactly the output text (once the step marks are taken out).
-        step_marks: put ``(STEP_MARK, None)`` between two steps' tokens.
-
-    Returns:
-        [(text piece, label from ``TOKEN_LABELS``, or None for a step mark)]; tokens whose piece
-        is "" (half of a multi-byte character) are left out: their text arrives with a later token.
-    """
-    return [(text, label) for text, label, _ in pane_entries(events, show_rejected, step_marks)]
-
-
-def pane_entries(events: list[StepEvent], show_rejected: bool = True,
-                 step_marks: bool = True) -> list[tuple[str, str | None, tuple[int, int] | None]]:
-    """``highlighted_tokens`` with where each entry comes from: the same (text, label) pairs in the same order,
-    each with (index into ``events``, index into that event's ``tokens``), or None for a step mark. A pane's
-    select event gives the entry's index: this maps it back to the step and token (the token inspector).
-    """
-    out = []
-    for e, event in enumerate(events):
-        step = []
-        for t, token in enumerate(event.tokens):
-            if (token.committed and token.text) or (show_rejected and not token.committed):
-                step.append((pane_piece(token), TOKEN_LABELS[token.label], (e, t)))
-        if step and out and step_marks:
-            out.append((STEP_MARK, None, None))
-        out.extend(step)
-    return out
-
-
-def pane_text(value: list[tuple[str, str | None]]) -> str:
-    """The text of a pane value (``highlighted_tokens``) without its step marks and newline marks (``pane_piece``)."""
-    return "".join(text for text, label in value if label is not None).replace(NEWLINE_MARK + "\n", "\n")
-
-
-#: Shown before a committed token's first newline: gradio draws a newline as a line break of no width, so a token
-#: "\n" (an accepted, resampled or exact one) had no colour and nothing to click, and a step looked one token short.
-NEWLINE_MARK = "↵"
-
-
-def pane_piece(token) -> str:
-    """A token's text in its pane: a committed token as written, with ``NEWLINE_MARK`` before its first newline (the
-    line break kept); a rejected draft as ``visible_text`` (not part of the output: no line break)."""
-    if not token.committed:
-        return visible_text(token.text)
-    return token.text.replace("\n", NEWLINE_MARK + "\n", 1)
-
-
 def _step_axis(events: dict[str, list[StepEvent]], first: int = 1) -> dict:
     """An x axis over steps ``first``..max(last step, ``MIN_STEPS_SHOWN``), whole steps only."""
     last = max((e.step for evs in events.values() for e in evs), default=0)
     return dict(range=[first - 0.5, max(last, MIN_STEPS_SHOWN) + 0.5], tickformat="d")
-
-
-def visible_text(text: str) -> str:
-    """A rejected draft's text with newlines, tabs and lone spaces shown as symbols.
-
-    The draft is not part of the output, so its raw whitespace would only move the text around.
-    """
-    if not text:
-        return "∅"
-    text = text.replace("\n", "↵").replace("\t", "⇥")
-    return text.replace(" ", "␣") if not text.strip() else text
 
 
 def latency_figure(events: dict[str, list[StepEvent]], names: dict[str, str] | None = None,

@@ -18,7 +18,7 @@ from pass_core.decoding.settings import DecodeSettings
 from pass_core.decoding.text import encode_prompt, spare_positions
 from pass_core.teaching.trace import make_trace, save_trace
 from playground.cost_charts import cost_view
-from playground.race_charts import highlighted_tokens
+from playground.race_panes import highlighted_tokens
 from playground.race_guards import finish, guard_lines, new_guards, prefill_warning
 from playground.trace_files import trace_path
 from playground.race_inputs import DEFAULT_RACE, MethodOffer, RaceRequest, checkbox_problem, chosen_methods, \

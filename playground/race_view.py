@@ -17,6 +17,7 @@ from pass_core.registry import METHODS
 from pass_core.decoding.settings import GREEDY_BELOW, SETTING_RANGES
 
 from . import race_charts as charts
+from .race_panes import highlighted_tokens
 from . import race_text as text
 from playground.race_inputs import ZEROGPU_MAX_S
 
@@ -159,7 +160,7 @@ def race_view(events: dict[str, list[StepEvent]], show_rejected: bool, greedy: b
                    charts.acceptance_histogram_figure(summaries, names, revision),
                    charts.position_acceptance_figure(summaries, names, revision))
     return RaceView(
-        panes={key: charts.highlighted_tokens(evs, show_rejected) for key, evs in events.items()},
+        panes={key: highlighted_tokens(evs, show_rejected) for key, evs in events.items()},
         metrics=text.metric_texts(summaries, events, baseline, greedy),
         greedy_check=text.greedy_check(events, greedy, finished, dtype),
         figures=figures,

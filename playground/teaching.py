@@ -15,7 +15,7 @@ from pass_core.decoding.inspection import TopN
 from pass_core.registry import METHODS
 from pass_core.teaching.trace import Trace
 
-from playground.race_charts import pane_entries
+from playground.race_panes import pane_entries
 # the lab's views moved to lab_view.py; re-exported for the page, the handlers and the tests
 from playground.lab_view import LAB_DEFAULT_RUNS, LAB_INTRO, LAB_PROMPT, lab_figure, lab_markdown  # noqa: F401
 
@@ -210,7 +210,7 @@ def inspect_selection(events: list[StepEvent], key: str, index: int, show_reject
     Args:
         events: the method's events as its pane shows them (``race.events_upto`` when stepping).
         key: the method's key in ``METHODS`` (its label; look-ahead methods name LA_i per draft).
-        index: the clicked entry's index in the pane's value (``race_charts.pane_entries`` order).
+        index: the clicked entry's index in the pane's value (``race_panes.pane_entries`` order).
         show_rejected: the pane shows rejected drafts (as it did when clicked).
         decode: token id -> text for the figure's axis.
 

@@ -17,7 +17,8 @@ from pass_core.drafters.trees import choose_tree_size
 from pass_core.registry import METHODS
 from pass_core.runtime.pass_cost import usable_pass_cost
 from pass_core.teaching.race import events_upto
-from playground.race_charts import highlighted_tokens, pane_colours, short_name
+from playground.race_charts import pane_colours, short_name
+from playground.race_panes import highlighted_tokens
 from playground.race_inputs import chosen_methods, whole
 from playground.teaching import INSPECTOR_HINT, inspect_selection, token_namer
 from playground.tree_view import TREE_HINT, inspect_node, node_choices, tree_figure

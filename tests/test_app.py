@@ -18,6 +18,7 @@ from pass_core.decoding.events import TOKEN_LABELS, output_text  # noqa: E402
 from pass_core.registry import METHODS  # noqa: E402
 from pass_core.decoding.settings import SETTING_RANGES  # noqa: E402
 from playground import race_charts as charts  # noqa: E402
+from playground import race_panes as panes  # noqa: E402
 from playground import race_inputs  # noqa: E402
 from playground.race_inputs import NUMERIC_INPUTS  # noqa: E402
 from playground.race_view import help_text, setting_range  # noqa: E402
@@ -125,7 +126,7 @@ def test_rejected_drafts_toggle(tiny):
     pane = list(METHODS).index("pass")
     hidden = page.rerender_panes(shown["state"], False)[pane]
     assert TOKEN_LABELS["rejected"] not in {label for _, label in hidden}
-    assert charts.pane_text(hidden) == output_text(events)
+    assert panes.pane_text(hidden) == output_text(events)
     assert len(hidden) < len(shown["pass_tokens"])
     assert page.render(shown["state"]["events"], False, True, False, True, "")[pane] == hidden
     assert page.rerender_panes(shown["state"], False)[list(METHODS).index("fixed-token")] == gr.skip()  # not racing

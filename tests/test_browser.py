@@ -22,6 +22,7 @@ import pytest
 
 from pass_core.registry import METHODS
 from playground import race_charts as charts
+from playground import race_panes as panes
 from playground.race_inputs import NUMERIC_INPUTS
 from playground.race_view import INSPECTOR_SWIPE
 from servers import free_port, require_browser
@@ -230,7 +231,7 @@ def test_blank_lines_and_step_marks_are_visible(new_page):
               StepEvent(method="pass", step=2, tokens=(TokenRecord(3, "Second", "bonus"),
                                                         TokenRecord(4, " one", "rejected"), TokenRecord(5, ".", "resampled")))]
     with gr.Blocks() as demo:
-        gr.HighlightedText(charts.highlighted_tokens(events), color_map=charts.pane_colours("pass"), show_legend=True,
+        gr.HighlightedText(panes.highlighted_tokens(events), color_map=charts.pane_colours("pass"), show_legend=True,
                            show_inline_category=False, combine_adjacent=False, elem_classes="token-pane",
                            elem_id="pane-pass")
     port = free_port()
@@ -366,13 +367,13 @@ def pane_chars(page, key: str) -> str:
     """A pane's text as the browser has it, without whitespace (gradio draws newlines as elements) and without
     step marks: what a step's tokens add can be compared with the event's token texts."""
     text = page.locator(f"#pane-{key} .textfield").evaluate("e => e.textContent")
-    return "".join(text.replace(charts.STEP_MARK, "").split())
+    return "".join(text.replace(panes.STEP_MARK, "").split())
 
 
 def step_chars(event) -> str:
     """The characters a step adds to its pane (a committed newline with a mark before it, rejected drafts shown as
     ``visible_text``), whitespace dropped."""
-    return "".join("".join((t.text.replace("\n", "↵\n", 1) if t.committed else charts.visible_text(t.text))
+    return "".join("".join((t.text.replace("\n", "↵\n", 1) if t.committed else panes.visible_text(t.text))
                            for t in event.tokens).split())
 
 

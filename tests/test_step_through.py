@@ -17,6 +17,7 @@ from pass_core.decoding.events import TOKEN_LABELS
 from pass_core.teaching.race import events_upto, race, race_order
 from pass_core.registry import METHODS
 from playground import race_charts as charts
+from playground import race_panes as panes
 from playground.stepping import MAX_STEP_DELAY_S, NEXT, PREVIOUS, RESUME, StepControl, step_position
 from playground.teaching import INSPECTOR_HINT, inspect_selection, token_namer
 from playground.race_handlers import SLOW_MOTION_CHART_GAP_S
@@ -88,12 +89,12 @@ def test_paused_race_steps_next_and_previous(tiny):
         name, index = order[n]
         grown = events_upto(events, n + 1)
         for key in page.DEFAULT_RACE:
-            assert pane_values(steps[n])[key] == charts.highlighted_tokens(grown[key]), (n, key)
+            assert pane_values(steps[n])[key] == panes.highlighted_tokens(grown[key]), (n, key)
             if key != name:
                 assert pane_values(steps[n])[key] == pane_values(steps[n - 1])[key], (n, key)
-        before, after = charts.pane_text(pane_values(steps[n - 1])[name]), charts.pane_text(pane_values(steps[n])[name])
+        before, after = panes.pane_text(pane_values(steps[n - 1])[name]), panes.pane_text(pane_values(steps[n])[name])
         # the step's tokens as the pane shows them: rejected drafts too, their whitespace made visible
-        added = "".join(t.text if t.committed else charts.visible_text(t.text) for t in events[name][index].tokens)
+        added = "".join(t.text if t.committed else panes.visible_text(t.text) for t in events[name][index].tokens)
         assert after == before + added, (n, name, before, added, after)
         grew.append(added)
     assert any(grew), "the two steps added no text: the check above saw nothing"
@@ -152,7 +153,7 @@ def test_step_buttons_after_the_race_render_from_the_state(tiny):
     assert back["state"]["events"] == state["events"]  # the whole race stays in the state
     shown = events_upto(state["events"], total - 1)
     for key in page.DEFAULT_RACE:
-        assert back[f"{key}_tokens"] == charts.highlighted_tokens(shown[key])
+        assert back[f"{key}_tokens"] == panes.highlighted_tokens(shown[key])
     assert sum(back[f"{key}_tokens"] != final[f"{key}_tokens"] for key in page.DEFAULT_RACE) == 1  # the last step
     forward = dict(zip(OUTPUT_NAMES, page.render_state(back["state"], True, step_position(total - 1, total, NEXT)),
                        strict=True))  # Next from there: the whole race again, from the state alone
@@ -165,7 +166,7 @@ def test_inspector_shows_the_events_numbers_for_a_rejected_draft(tiny):
     events = race_events(tiny)
     decode = token_namer(events)
     for key in ("pass", "parallelspec"):
-        entries = charts.pane_entries(events[key])
+        entries = panes.pane_entries(events[key])
         index = next(i for i, (_, label, _) in enumerate(entries) if label == TOKEN_LABELS["rejected"])
         e, t = entries[index][2]
         event = events[key][e]
@@ -183,7 +184,7 @@ def test_inspector_shows_the_events_numbers_for_a_rejected_draft(tiny):
         _, figure = inspect_selection(events[key], key, resampled, True, decode)
         names = [trace.name for trace in figure.data]
         assert names == ["p", "q", "residual norm(max(0, p − q))"], key
-    marks = [i for i, (_, label, _) in enumerate(charts.pane_entries(events["pass"])) if label is None]
+    marks = [i for i, (_, label, _) in enumerate(panes.pane_entries(events["pass"])) if label is None]
     assert inspect_selection(events["pass"], "pass", marks[0], True) == (INSPECTOR_HINT, None)
     assert inspect_selection(events["pass"], "pass", 10**6, True) == (INSPECTOR_HINT, None)
 
@@ -192,15 +193,15 @@ def test_pane_entries_match_the_pane(tiny):
     events = race_events(tiny)
     for show in (True, False):
         for key, evs in events.items():
-            entries = charts.pane_entries(evs, show)
-            assert [(text, label) for text, label, _ in entries] == charts.highlighted_tokens(evs, show)
+            entries = panes.pane_entries(evs, show)
+            assert [(text, label) for text, label, _ in entries] == panes.highlighted_tokens(evs, show)
             for text, label, where in entries:
                 if where is not None:
                     token = evs[where[0]].tokens[where[1]]
                     assert TOKEN_LABELS[token.label] == label
                     # a committed newline shows a mark before its line break (gradio draws a bare one unseen)
                     assert text == (token.text.replace("\n", "↵\n", 1) if token.committed
-                                    else charts.visible_text(token.text))
+                                    else panes.visible_text(token.text))
 
 
 def test_inspector_names_tokens_of_a_trace_without_the_model(tiny):

@@ -18,6 +18,7 @@ from pass_core.decoding.metrics import RunSummary, summarize
 from pass_core.registry import METHODS
 from playground import bench_html
 from playground import race_charts as charts
+from playground import race_panes as panes
 from playground import race_text
 from playground import race_inputs
 from playground.race_view import empty_output_notes, race_view
@@ -186,11 +187,11 @@ def test_panes_mark_step_boundaries():
                                                        TokenRecord(4, "c", "resampled"))),
               StepEvent(method="pass", step=3, tokens=(TokenRecord(5, "", "exact"),)),  # half a character
               StepEvent(method="pass", step=4, tokens=(TokenRecord(6, "é", "exact"),))]
-    mark = (charts.STEP_MARK, None)
-    assert charts.highlighted_tokens(events) == [("A", "exact"), mark, ("b", "accepted draft"), ("x", "rejected draft"),
+    mark = (panes.STEP_MARK, None)
+    assert panes.highlighted_tokens(events) == [("A", "exact"), mark, ("b", "accepted draft"), ("x", "rejected draft"),
                                                  ("c", "resampled"), mark, ("é", "exact")]
-    assert charts.pane_text(charts.highlighted_tokens(events, show_rejected=False)) == "Abcé"
-    assert mark not in charts.highlighted_tokens(events, step_marks=False)
+    assert panes.pane_text(panes.highlighted_tokens(events, show_rejected=False)) == "Abcé"
+    assert mark not in panes.highlighted_tokens(events, step_marks=False)
     # the page's CSS draws the mark as a bar and keeps blank lines: tests/test_browser.py measures both in Chromium
 
 
@@ -201,9 +202,9 @@ def test_a_committed_newline_has_a_visible_coloured_piece():
     tokens = (TokenRecord(1, "Hi", "exact"), TokenRecord(2, "\n", "accepted"), TokenRecord(3, "\n", "rejected"),
               TokenRecord(4, ".\n\n", "resampled"), TokenRecord(5, "\n  x", "bonus"))
     events = [StepEvent(method="pass", step=1, tokens=tokens)]
-    assert charts.highlighted_tokens(events) == [("Hi", "exact"), ("↵\n", "accepted draft"), ("↵", "rejected draft"),
+    assert panes.highlighted_tokens(events) == [("Hi", "exact"), ("↵\n", "accepted draft"), ("↵", "rejected draft"),
                                                  (".↵\n\n", "resampled"), ("↵\n  x", "bonus")]
-    assert charts.pane_text(charts.highlighted_tokens(events, show_rejected=False)) == "Hi\n.\n\n\n  x"
+    assert panes.pane_text(panes.highlighted_tokens(events, show_rejected=False)) == "Hi\n.\n\n\n  x"
 
 
 # --- bench_html -------------------------------------------------------------------------------
