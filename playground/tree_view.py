@@ -209,7 +209,8 @@ def tree_figure(events: dict[str, list[StepEvent]], revision: str = "race") -> g
 
 def node_choices(events: dict[str, list[StepEvent]]) -> list[tuple[str, str]]:
     """The current tree step's nodes of every method, for the node chooser: (label, "entry|node"), then its last
-    token (resampled or bonus) as "entry|next"."""
+    token (resampled or bonus) as "entry|next"; token texts as the figure labels them (``label``: a browser's list
+    collapsed "\\n   " to "\\n ")."""
     out = []
     for key, evs in events.items():
         event = tree_step(evs)
@@ -217,10 +218,10 @@ def node_choices(events: dict[str, list[StepEvent]]) -> list[tuple[str, str]]:
             continue
         for j, d in enumerate(event.drafts):
             out.append((f"{short_name(key)} · step {event.step} · node {j} (depth {d.position}) "
-                        f"{d.text!r} · {d.decision.replace('_', ' ')}", f"{key}|{j}"))
+                        f"'{label(d.text)}' · {d.decision.replace('_', ' ')}", f"{key}|{j}"))  # as the figure
         final = last_token(event)
         if final is not None:
-            out.append((f"{short_name(key)} · step {event.step} · {final.label} token {final.text!r}",
+            out.append((f"{short_name(key)} · step {event.step} · {final.label} token '{label(final.text)}'",
                         f"{key}|{NEXT}"))
     return out
 

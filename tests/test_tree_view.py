@@ -113,6 +113,9 @@ def test_node_choices_and_the_node_inspector_show_the_nodes_numbers():
     assert [value for _, value in choices] == [f"parallelspec+tree8|{j}" for j in range(6)] + [
         f"parallelspec+tree8|{NEXT}"]
     assert "node 2 (depth 2) 'C' · rejected" in choices[2][0]
+    spaced = tree_event()  # spaces shown as the figure shows them: a browser's list collapsed "\n   " to "\n "
+    spaced = replace(spaced, drafts=(replace(spaced.drafts[0], text="\n   "), *spaced.drafts[1:]))
+    assert "node 0 (depth 1) '\\n␣␣␣' · accepted" in node_choices({"parallelspec+tree8": [spaced]})[0][0]
     text, fig = inspect_node(events, "parallelspec+tree8|3")
     d = tree_event().drafts[3]
     assert f"node 3, `'D'` (token id {d.token_id}, **accepted**)" in text
