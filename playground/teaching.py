@@ -86,8 +86,10 @@ def inspector_markdown(event: StepEvent, method_label: str, lookahead: bool, gre
         greedy: a greedy run (no u column; the rule's greedy form); None: ``greedy_step(event)``.
     """
     greedy = greedy_step(event) if greedy is None else greedy
+    # a step that verified no draft (AR, a prefill, PaSS's last step) gives its time whole: "verification 288.3 ms"
+    # beside "verified no draft" read as a contradiction
     times = (f"drafting {event.drafting_s * 1000:.1f} ms, verification {event.verification_s * 1000:.1f} ms"
-             if event.drafts or event.drafting_s else f"{event.step_s * 1000:.1f} ms")  # AR: nothing is verified
+             if event.drafts else f"{event.step_s * 1000:.1f} ms")
     lines = [f"**{method_label}, step {event.step}**: {times}, {_count(event.forward_passes, 'target pass')}"
              + (f", {_count(event.drafter_passes, 'drafter pass')}" if event.drafter_passes else "") + "."]
     why = rejection_line(event, greedy)
