@@ -56,21 +56,24 @@ NOT_VERIFIED_NOTE = "*Not verified*: after the first rejected draft; the rule ne
 
 def rejection_line(event: StepEvent, greedy: bool) -> str:
     """One sentence on why the step's first rejected draft was rejected, from its numbers, and where the token in
-    its place came from; "" when the step rejected no draft. A tree node is tried against the residual p_res."""
+    its place came from; "" when the step rejected no draft. A tree node is tried against the residual p_res. It
+    names the draft as the step's (any token of the step shows it: "Why '\\n' (d_1)" under a selected exact '\\n'
+    read as if the selected token had been rejected)."""
     d = next((d for d in event.drafts if d.decision == "rejected"), None)
     if d is None:
         return ""
     after = next((t for t in event.tokens if t.label == "resampled"), None)
     if greedy:
         instead = f": the target's argmax {_code(after.text)} takes its place" if after else ""
-        return (f"**Why {_code(d.text)} (d_{d.position}) was rejected:** it is not the target's most likely "
-                f"token{instead}.")
+        return (f"**Why this step's draft d_{d.position}, {_code(d.text)}, was rejected:** it is not the target's "
+                f"most likely token{instead}.")
     p_name, p = ("p_res", d.p_res) if d.p_res is not None else ("p", d.p)
     ratio = min(1.0, p / d.q) if d.q > 0 else 1.0
     u = "" if d.u is None else f"u = {d.u:.3f} ≥ min(1, {p_name}/q) = {ratio:.3f}: "
     instead = (f" The {_code(after.text)} after it was drawn from norm(max(0, p − q)) instead." if after else "")
-    return (f"**Why {_code(d.text)} (d_{d.position}) was rejected:** {u}the target gives it {p_name} = {p:.3g} "
-            f"against the drafter's q = {d.q:.3g}, so it is kept only with probability {p_name}/q.{instead}")
+    return (f"**Why this step's draft d_{d.position}, {_code(d.text)}, was rejected:** {u}the target gives it "
+            f"{p_name} = {p:.3g} against the drafter's q = {d.q:.3g}, so it is kept only with probability "
+            f"{p_name}/q.{instead}")
 
 
 def inspector_markdown(event: StepEvent, method_label: str, lookahead: bool, greedy: bool | None = None) -> str:

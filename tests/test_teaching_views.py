@@ -111,15 +111,16 @@ def test_the_inspector_says_why_a_draft_was_rejected_and_draws_its_own_p_and_q()
     event = StepEvent(method="pass", step=2, tokens=tokens, drafts=(draft,), num_verified_drafts=1,
                       inspection=(PositionInspection(1, p_top, q_top, None),))
     text = inspector_markdown(event, "PaSS", lookahead=True, greedy=False)
-    why = ("**Why `' '` (d_1) was rejected:** u = 0.607 ≥ min(1, p/q) = 0.040: the target gives it p = 0.02 against "
+    why = ("**Why this step's draft d_1, `' '`, was rejected:** u = 0.607 ≥ min(1, p/q) = 0.040: the target gives it p = 0.02 against "
            "the drafter's q = 0.5, so it is kept only with probability p/q. The `'c'` after it was drawn from "
            "norm(max(0, p − q)) instead.")
     assert why in text and text.index(why) < text.index("| draft |")  # the answer before the table
     fig = inspector_figure(event, 1, decode={5: "c", 6: "d", 7: " "}.get)
     assert list(fig.data[0].x) == ["c", "d", "␣"] and fig.layout.annotations[0].x == "␣"
     assert list(fig.data[0].y) == [0.6, 0.3, 0.02] and list(fig.data[1].y) == [0.2, 0.0, 0.5]  # p(d), q(d) drawn
-    assert rejection_line(event, greedy=True) == ("**Why `' '` (d_1) was rejected:** it is not the target's most "
-                                                  "likely token: the target's argmax `'c'` takes its place.")
+    assert rejection_line(event, greedy=True) == ("**Why this step's draft d_1, `' '`, was rejected:** it is not the "
+                                                  "target's most likely token: the target's argmax `'c'` takes its "
+                                                  "place.")
     accepted = StepEvent(method="pass", step=2, tokens=tokens[:2], drafts=(DraftRecord(1, 7, " ", 0.5, 0.6, 0.1,
                                                                                        "accepted"),))
     assert rejection_line(accepted, greedy=False) == ""
