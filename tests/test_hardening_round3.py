@@ -518,15 +518,17 @@ def test_a_damaged_drafter_checkpoint_is_named_too(tiny, tmp_path):
 def test_closing_a_tab_stops_its_lab(tiny, monkeypatch):
     """A lab kept running after its tab had closed, holding the page's one lab slot for minutes (found by a
     teacher-persona helper: a new tab's lab waited "queue: 1/1"). The page's unload now stops that session's lab at
-    its next run; another session's lab runs on. The lab's runs are slowed by 0.02 s each here, so that a lab that
-    is not stopped runs on for seconds."""
+    its next run; another session's lab runs on. The lab's runs are slowed by 0.02 s each until the tab closes, so
+    that a lab that is not stopped would run on for seconds; then the other lab ends at full speed."""
     from playground import lab_handlers
 
-    real = lab_handlers.run_lab
+    real, slow = lab_handlers.run_lab, threading.Event()
+    slow.set()
 
     def slow_lab(*args, progress, **kwargs):
         def feed(done, total):
-            time.sleep(0.02)
+            if slow.is_set():
+                time.sleep(0.02)
             progress(done, total)
         return real(*args, progress=feed, **kwargs)
 
@@ -549,6 +551,7 @@ def test_closing_a_tab_stops_its_lab(tiny, monkeypatch):
     time.sleep(1.0)
     start = time.monotonic()
     unload(gone)  # its tab closed
+    slow.clear()  # a lab that missed the unload runs on to its end (4.5 s measured) and returns its table
     gone_thread.join(timeout=30)
     assert time.monotonic() - start < 2.0 and gone.result == (gr.skip(), gr.skip())
     staying_thread.join(timeout=120)
