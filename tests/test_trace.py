@@ -107,7 +107,7 @@ def test_bad_traces_are_refused_by_name(tiny, tmp_path):
     for event in zero_times["methods"]["pass"]["events"]:
         event.update(step_s=0.0, drafting_s=0.0, verification_s=0.0)
     cases["zero-times"] = (json.dumps(zero_times), r"method 'pass' has steps that took 0 s in all")
-    for variant in ("pass+banana", "ar+tree8", "pass+tree0", "pass+tree08", "pass+tree65", "pass+"):  # replayed
+    for variant in ("pass+banana", "ar+tree8", "pass+tree0", "pass+tree08", "pass+tree65", "pass+", "pass+tree²"):  # replayed
         odd = json.loads(json.dumps(good))  # as a pane named after a variant no race runs
         odd["methods"][variant] = odd["methods"].pop("pass")
         cases[f"variant-{variant}"] = (json.dumps(odd), rf"the method '{re.escape(variant)}' is not one a race runs: "

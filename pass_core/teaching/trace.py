@@ -202,8 +202,8 @@ def _check_shape(data: dict, where: str) -> None:
     for key in methods:  # a race's only variant is a token-tree entry: "parallelspec+tree8" (pass+banana replayed)
         base, plus, variant = key.partition("+")
         nodes = variant[4:] if variant.startswith("tree") else ""
-        if plus and not (METHODS[base].tree and nodes.isdigit() and 1 <= int(nodes) <= MAX_TREE_NODES
-                         and nodes == str(int(nodes))):
+        if plus and not (METHODS[base].tree and nodes.isascii() and nodes.isdigit() and nodes[0] != "0"
+                         and int(nodes) <= MAX_TREE_NODES):  # isascii: "²".isdigit(), and int("²") raises
             trees = ", ".join(k for k, m in METHODS.items() if m.tree)
             raise ValueError(f"{where}: the method {key!r} is not one a race runs: a trace holds methods and their "
                              f"token-tree entries, METHOD+treeN with N from 1 to {MAX_TREE_NODES} for {trees}.")
