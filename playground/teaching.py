@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 
 from pass_core.decoding.events import StepEvent
 from pass_core.decoding.inspection import TopN
+from pass_core.decoding.text import count
 from pass_core.registry import METHODS
 from pass_core.teaching.trace import Trace
 
@@ -93,8 +94,8 @@ def inspector_markdown(event: StepEvent, method_label: str, lookahead: bool, gre
     # beside "verified no draft" read as a contradiction
     times = (f"drafting {event.drafting_s * 1000:.1f} ms, verification {event.verification_s * 1000:.1f} ms"
              if event.drafts else f"{event.step_s * 1000:.1f} ms")
-    lines = [f"**{method_label}, step {event.step}**: {times}, {_count(event.forward_passes, 'target pass')}"
-             + (f", {_count(event.drafter_passes, 'drafter pass')}" if event.drafter_passes else "") + "."]
+    lines = [f"**{method_label}, step {event.step}**: {times}, {count(event.forward_passes, 'target pass')}"
+             + (f", {count(event.drafter_passes, 'drafter pass')}" if event.drafter_passes else "") + "."]
     why = rejection_line(event, greedy)
     lines += ["", why] if why else []
     if event.drafts:
@@ -124,11 +125,6 @@ def inspector_markdown(event: StepEvent, method_label: str, lookahead: bool, gre
 NO_DRAFT_NOTE = ("This step verified no draft: the prefill, an AR step, or a step that drafted none (too close to "
                  "max new tokens, or where drafting did not pay). Each of its tokens comes straight from the "
                  "target's p.")
-
-
-def _count(n: int, what: str) -> str:
-    """"1 target pass", "2 target passes"."""
-    return f"{n} {what}" + ("" if n == 1 else "es" if what.endswith("s") else "s")
 
 
 def _with_prob(top: TopN, token_id: int, prob: float) -> TopN:

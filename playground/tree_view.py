@@ -209,8 +209,7 @@ def tree_figure(events: dict[str, list[StepEvent]], revision: str = "race") -> g
 
 def node_choices(events: dict[str, list[StepEvent]]) -> list[tuple[str, str]]:
     """The current tree step's nodes of every method, for the node chooser: (label, "entry|node"), then its last
-    token (resampled or bonus) as "entry|next"; token texts as the figure labels them (``label``: a browser's list
-    collapsed "\\n   " to "\\n ")."""
+    token as "entry|next"; texts labelled as in the figure (``label``: a list collapsed "\\n   " to "\\n ")."""
     out = []
     for key, evs in events.items():
         event = tree_step(evs)
@@ -251,8 +250,7 @@ def _final_event(event: StepEvent, final: TokenRecord) -> tuple[StepEvent, int] 
 def node_table(event: StepEvent, selected: int | None = None) -> list[str]:
     """Markdown rows of every node of a tree step: parent, depth, token, q(x), p(x), p_res(x), min(1, p_res/q), u
     (sampled runs only: in a greedy one no uniform draw decides, ``teaching.greedy_step``) and the decision; the
-    ``selected`` node's index in bold. A node never tried shows p(x) "–", as an untried draft in the chain's
-    inspector (p(x) = 1.0000 beside "not verified" read as a contradiction)."""
+    ``selected`` node's index in bold; p(x) "–" for a node never tried, as in the chain's inspector (1.0000 there)."""
     greedy = greedy_step(event)
     lines = ["| node | parent | depth | token | q(x) | p(x) | p_res(x) | min(1, p_res/q) |" + ("" if greedy else " u |")
              + " decision |", "|---|---|---|---|---|---|---|---|" + ("" if greedy else "---|") + "---|"]
@@ -295,8 +293,7 @@ def inspect_node(events: dict[str, list[StepEvent]], choice: str, decode=str) ->
                 f"p(x) = {_fmt(None if d.decision == 'not_verified' else d.p, '.4f')}, "
                 f"p_res(x) = {_fmt(d.p_res, '.4f')}"
                 + ("" if d.p_res is not None else " (never tried: an earlier sibling was accepted, its parent was "
-                                                  "not, or the step ended)")
-                + ".")
+                                                  "not, or the step ended)") + ".")
         shown = _node_event(event, node)
     rule = TREE_RULE + (TREE_GREEDY if greedy_step(event) else "")
     markdown = "\n".join([text, "", head, "", *node_table(event, node), "", rule])
