@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -25,20 +24,29 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 # one torch thread in every process a test starts (an app, a CLI, the Space app): torch's default of one thread
 # per core runs several times slower while the other workers keep the cores busy
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-# one thread per process: robust when the CPU is shared (two threads slow down 10x under load; under xdist each
-# worker is a process of its own, one per core), and the tiny models gain nothing from more
-torch.set_num_threads(1)
 
 from servers import CHROMIUM, CHROMIUM_ARGS, in_ci, require_browser, running_server  # noqa: E402
-from tiny import save_tiny, tiny_loaded, tiny_model, tiny_tokenizer  # noqa: E402
 
 #: fixture -> the marker it implies
 MARKING_FIXTURES = {"smollm": "slow", "embedded_gguf": "slow", "chromium": "browser", "app_server": "process"}
 
 
+def runs_tests(config) -> bool:
+    """False in pytest-xdist's controller (``-n 2``), which only hands tests to its workers: it imports neither
+    torch nor the project (the 3-4 s that took came before any worker started, in every run)."""
+    return hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None)
+
+
 def pytest_configure(config):
-    """With ``-m "not slow ..."`` (make test-fast) a GGUF load fails: a test that loads the embedded model without
-    the fixtures that mark it ``slow`` fails there instead of slowing the quick subset down unseen."""
+    """In each process that runs tests: one torch thread (robust when the CPU is shared: two threads slow down 10x
+    under load; under xdist each worker is a process of its own, one per core; the tiny models gain nothing from
+    more). With ``-m "not slow ..."`` (make test-fast) a GGUF load fails: a test that loads the embedded model
+    without the fixtures that mark it ``slow`` fails there instead of slowing the quick subset down unseen."""
+    if not runs_tests(config):
+        return
+    import torch
+
+    torch.set_num_threads(1)
     if "not slow" in (config.option.markexpr or ""):
         from pass_core.runtime import models
 
@@ -54,6 +62,8 @@ def one_torch_thread():
     its default ``--backend auto`` and no ``--threads``) sets torch's threads to the machine's cores, and every
     later test of that worker then ran with two threads beside the other worker (measured in a full run: one
     sampled-law case took 19 s of wall and 24 s of CPU there, 4.2 s alone with one thread)."""
+    import torch
+
     yield
     if torch.get_num_threads() != 1:
         torch.set_num_threads(1)
@@ -123,12 +133,16 @@ def pytest_collection_modifyitems_long_tests_first(config, items):  # the name m
 @pytest.fixture(scope="session")
 def tiny():
     """A tiny random Llama (V = 259) with a byte-level tokenizer and a chat template."""
+    from tiny import tiny_loaded
+
     return tiny_loaded(seed=0)
 
 
 @pytest.fixture(scope="session")
 def tiny_folder(tmp_path_factory):
     """A tiny model saved to disk, for ``load_model(folder)`` and the CLIs."""
+    from tiny import save_tiny
+
     return save_tiny(tmp_path_factory.mktemp("tiny-model"), seed=0)
 
 
@@ -136,6 +150,8 @@ def tiny_folder(tmp_path_factory):
 def tiny_long_folder(tmp_path_factory):
     """A tiny random model with a 2,048-token context, 4 layers of width 128 and no EOS (runs go on to max new
     tokens), so that a long race lasts seconds: the app server's model."""
+    from tiny import tiny_model, tiny_tokenizer
+
     folder = tmp_path_factory.mktemp("tiny-long")
     tokenizer = tiny_tokenizer()
     model = tiny_model(len(tokenizer), seed=0, layers=4, hidden=128)

@@ -76,8 +76,27 @@ def run(loaded, key, prompt, settings, drafter=None, stream=False, **kw):
     return events if stream else list(events)
 
 
+#: AR's outputs by ``ar_key``, each with its model (holding it keeps its id from being reused by another).
+_AR: dict[tuple, tuple] = {}
+
+
+def ar_key(loaded, prompt, settings) -> tuple:
+    """What AR's output depends on: the model (its id, the float64 sum of its weights, so that a test that alters
+    them in place gets a fresh run, and its EOS ids), the prompt and the settings."""
+    model = loaded.model
+    with torch.no_grad():
+        weights = float(sum(p.sum(dtype=torch.float64) for p in model.parameters()))
+    eos = (model.config.eos_token_id, model.generation_config.eos_token_id)
+    return id(loaded), weights, repr(eos), prompt, settings
+
+
 def ar_output(loaded, prompt, settings) -> list[int]:
-    return output_token_ids(METHODS["ar"].decode(loaded, prompt, settings))
+    """AR's output token ids, run once per ``ar_key``: the cases of a test compare their method's output with the
+    same AR run (of 371 AR runs in the decoding tests' files, 330 repeated an earlier one)."""
+    key = ar_key(loaded, prompt, settings)
+    if key not in _AR:
+        _AR[key] = (loaded, output_token_ids(METHODS["ar"].decode(loaded, prompt, settings)))
+    return list(_AR[key][1])
 
 
 class Oracle(Drafter):
