@@ -35,6 +35,21 @@ def test_lookahead_for_another_model_is_refused(tiny, tmp_path):
         LookaheadEmbeddings.load(path, tiny)
 
 
+def test_a_model_whose_embeddings_change_in_place_is_checked_again():
+    """The loaded model's signature is computed once per embedding matrix (every run start checks its drafter
+    file), and again after the matrix changes in place: embeddings that fitted are then refused."""
+    from tiny import tiny_loaded
+
+    loaded = tiny_loaded(seed=0)
+    la = LookaheadEmbeddings.initialise(loaded, 2, "mean")
+    la.check_compatible(loaded)
+    la.check_compatible(loaded)  # the remembered signature
+    with torch.no_grad():
+        loaded.model.get_input_embeddings().weight.copy_(tiny_loaded(seed=1).model.get_input_embeddings().weight)
+    with pytest.raises(ValueError, match="input embeddings differ"):
+        la.check_compatible(loaded)
+
+
 def test_lookahead_for_another_width_is_refused(tiny, tmp_path):
     from tiny import tiny_loaded
 

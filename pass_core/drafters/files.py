@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import weakref
 from pathlib import Path
 
 import torch
@@ -38,6 +40,22 @@ def embedding_signature(input_embeddings: torch.Tensor) -> list[float]:
     return [round(float(x), 5) for x in weight[rows, :_SIGNATURE_DIMS].float().cpu().flatten()]
 
 
+#: id of a loaded model's embedding matrix -> (a weak reference to it, its in-place version counter, its signature):
+#: every run start checks its drafter file against the model (``check_trained_for``), and the signature was computed
+#: again each time. (Keyed by id: a tensor compares elementwise, so it cannot key a WeakKeyDictionary.)
+_LOADED_SIGNATURES: dict[int, tuple[weakref.ref, int, list[float]]] = {}
+
+
+def loaded_signature(input_embeddings: torch.Tensor) -> list[float]:
+    """``embedding_signature`` of a model's input embeddings, computed again only after they change in place
+    (torch's version counter) or for another tensor."""
+    known = _LOADED_SIGNATURES.get(id(input_embeddings))
+    if known is None or known[0]() is not input_embeddings or known[1] != input_embeddings._version:
+        known = (weakref.ref(input_embeddings), input_embeddings._version, embedding_signature(input_embeddings))
+        _LOADED_SIGNATURES[id(input_embeddings)] = known
+    return known[2]
+
+
 def signature_fingerprint(signature: list[float]) -> str:
     """Short hex fingerprint of a signature (for display and cache keys)."""
     return hashlib.sha256(json.dumps([round(x, 2) for x in signature]).encode()).hexdigest()[:12]
@@ -47,10 +65,10 @@ def signatures_match(a: list[float], b: list[float]) -> bool:
     """True when two embedding signatures come from the same model (correlation > 0.9)."""
     if len(a) != len(b) or not a:
         return False
-    ta, tb = torch.tensor(a), torch.tensor(b)
-    ta, tb = ta - ta.mean(), tb - tb.mean()
-    denom = float(ta.norm() * tb.norm())
-    return denom > 0 and float((ta * tb).sum()) / denom > 0.9
+    mean_a, mean_b = sum(a) / len(a), sum(b) / len(b)  # plain Python: 128 numbers, checked at every run start
+    da, db = [x - mean_a for x in a], [y - mean_b for y in b]
+    denom = math.sqrt(sum(x * x for x in da) * sum(y * y for y in db))
+    return denom > 0 and sum(x * y for x, y in zip(da, db)) / denom > 0.9
 
 
 def tensors_checksum(tensors: dict[str, torch.Tensor]) -> str:
@@ -157,7 +175,7 @@ def check_trained_for(loaded, path: str | Path, model_name: str, width: int, voc
         problems.append(f"d_emb {width} vs {loaded.d_emb}")
     if vocab_size != loaded.vocab_size:
         problems.append(f"vocabulary {vocab_size} vs {loaded.vocab_size}")
-    if not problems and not signatures_match(signature, embedding_signature(loaded.model.get_input_embeddings().weight)):
+    if not problems and not signatures_match(signature, loaded_signature(loaded.model.get_input_embeddings().weight)):
         problems.append("input embeddings differ")
     if problems:
         raise ValueError(f"{str(path)} was trained for model {model_name!r}, not for the loaded model {loaded.name!r} "
