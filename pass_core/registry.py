@@ -16,7 +16,7 @@ from pass_core.drafters.parallelspec.drafter import ParallelSpecDrafter
 from pass_core.drafters.prompt_lookup import PromptLookupDrafter
 from pass_core.drafters.draft_model.drafter import DraftModelDrafter
 from pass_core.drafters.draft_model.models import resolve_draft_model
-from pass_core.decoding.settings import TREE_AUTO, DecodeSettings
+from pass_core.decoding.settings import MAX_TREE_NODES, TREE_AUTO, DecodeSettings
 from pass_core.drafters.shipped import (SHIPPED_MAX_DRAFTS, SHIPPED_MAX_LOOKAHEAD, resolve_adapters, resolve_drafter,
                                         resolve_lookahead, shipped_adapters_path, shipped_drafter_path,
                                         shipped_lookahead_path, ships)
@@ -163,3 +163,20 @@ def offered_methods(model_name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     fallback would race a drafter that hardly drafts. Checks files only; loads nothing."""
     left_out = tuple(key for key, m in METHODS.items() if m.trained_for is not None and not m.trained_for(model_name))
     return tuple(key for key in METHODS if key not in left_out), left_out
+
+
+def tree_entry(key: str, nodes: int) -> str:
+    """A race's name for method ``key`` drafting a token tree of ``nodes`` nodes beside its chain (the benchmark's
+    variant name): ``tree_entry("parallelspec", 8)`` is "parallelspec+tree8". ``tree_entry_nodes`` reads it back."""
+    return f"{key}+tree{nodes}"
+
+
+def tree_entry_nodes(name: str) -> int | None:
+    """N of a token-tree entry "METHOD+treeN" (``tree_entry``): METHOD a registered tree-capable method, N from 1 to
+    ``MAX_TREE_NODES`` in ASCII digits without a leading 0 (``"²".isdigit()`` is true, and int("²") raises); None
+    for any other name (a method's own key, "pass+banana", "ar+tree8", "pass+tree0")."""
+    base, plus, variant = name.partition("+")
+    nodes = variant[4:] if variant.startswith("tree") else ""
+    if plus and base in METHODS and METHODS[base].tree and nodes.isascii() and nodes.isdigit() and nodes[0] != "0":
+        return int(nodes) if int(nodes) <= MAX_TREE_NODES else None
+    return None

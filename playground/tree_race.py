@@ -14,7 +14,7 @@ import gradio as gr
 
 from pass_core.decoding.settings import TREE_AUTO, DecodeSettings
 from pass_core.drafters.trees import choose_tree_size
-from pass_core.registry import METHODS
+from pass_core.registry import METHODS, tree_entry, tree_entry_nodes
 from pass_core.runtime.pass_cost import usable_pass_cost
 from pass_core.teaching.race import events_upto
 from playground.race_charts import pane_colours, short_name
@@ -55,15 +55,9 @@ def tree_problem(value, fused=False, auto_drafts=False) -> str | None:
     return None
 
 
-def tree_entry(key: str, nodes: int) -> str:
-    """The race's name of method ``key`` with a tree of ``nodes`` nodes: "parallelspec+tree8"."""
-    return f"{key}+tree{nodes}"
-
-
 def tree_base(entry: str) -> str | None:
     """The tree-capable method of a tree entry ("parallelspec+tree8" -> "parallelspec"), else None."""
-    base, plus, variant = entry.partition("+")
-    return base if plus and variant.startswith("tree") and base in TREE_PANES else None
+    return entry.partition("+")[0] if tree_entry_nodes(entry) is not None else None
 
 
 def tree_count(methods, tree_nodes) -> int:
@@ -117,7 +111,7 @@ def tree_outputs(events: dict, show_rejected: bool, charts_now: bool = True, rev
         entry = next((key for key in events if tree_base(key) == base), None)
         panes.append(gr.update(visible=False, value=[]) if entry is None else gr.update(
             visible=True, value=highlighted_tokens(events[entry], show_rejected),
-            label=f"{short_name(entry)}: token tree of {entry.partition('+tree')[2]} nodes"))  # as in the charts
+            label=f"{short_name(entry)}: token tree of {tree_entry_nodes(entry)} nodes"))  # as in the charts
     panel = gr.update(visible=any(tree_base(key) for key in events))
     if not charts_now:
         return (*panes, gr.skip(), gr.skip(), panel)

@@ -139,3 +139,18 @@ def test_generate_refuses_an_unusable_prompt_before_loading(prompt, message, mon
     monkeypatch.setattr(generate, "load_model", lambda *a, **k: pytest.fail("must not load the model"))
     assert generate.main(["--prompt", prompt]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_tree_entry_names_read_back_and_nothing_else_reads_as_one():
+    """One naming of a token-tree entry, shared by the race, the trace check and the page: every tree-capable
+    method with N = 1..MAX_TREE_NODES reads back; a method's own key, another variant, a method without trees,
+    N = 0, N over the maximum, a leading 0 and a non-ASCII digit do not."""
+    from pass_core.decoding.settings import MAX_TREE_NODES
+    from pass_core.registry import tree_entry, tree_entry_nodes
+
+    trees = [key for key, m in METHODS.items() if m.tree]
+    assert trees and all(tree_entry_nodes(tree_entry(key, n)) == n for key in trees for n in range(1, MAX_TREE_NODES + 1))
+    not_tree = next(key for key, m in METHODS.items() if not m.tree)
+    for name in ("pass", "pass+banana", "pass+fused", f"{not_tree}+tree8", "pass+tree0", "pass+tree08",
+                 f"pass+tree{MAX_TREE_NODES + 1}", "pass+tree²", "pass+tree", "medusa+tree8", "+tree8"):
+        assert tree_entry_nodes(name) is None, name

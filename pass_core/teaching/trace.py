@@ -185,7 +185,7 @@ def _check_values(data, where: str) -> None:
 def _check_shape(data: dict, where: str) -> None:
     """Raise ValueError, naming the field and what it should hold, when the trace's top-level fields have the
     wrong kind of value or its methods are not registered ones (a replay would show empty panes)."""
-    from pass_core.registry import METHODS  # here, not at the top: the registry imports the decoding modules
+    from pass_core.registry import METHODS, tree_entry_nodes  # here, not at the top: the registry imports the decoding modules
 
     kinds = {"settings": (dict, "an object of decode settings"), "model": (dict, "an object with name and signature"),
              "methods": (dict, "an object of method key -> {events: [...]}"), "prompt": (str, "a string")}
@@ -200,10 +200,7 @@ def _check_shape(data: dict, where: str) -> None:
         raise ValueError(f"{where} holds unknown method(s) {', '.join(map(repr, unknown))}: a trace replays "
                          f"the methods {', '.join(METHODS)}.")
     for key in methods:  # a race's only variant is a token-tree entry: "parallelspec+tree8" (pass+banana replayed)
-        base, plus, variant = key.partition("+")
-        nodes = variant[4:] if variant.startswith("tree") else ""
-        if plus and not (METHODS[base].tree and nodes.isascii() and nodes.isdigit() and nodes[0] != "0"
-                         and int(nodes) <= MAX_TREE_NODES):  # isascii: "²".isdigit(), and int("²") raises
+        if "+" in key and tree_entry_nodes(key) is None:
             trees = ", ".join(k for k, m in METHODS.items() if m.tree)
             raise ValueError(f"{where}: the method {key!r} is not one a race runs: a trace holds methods and their "
                              f"token-tree entries, METHOD+treeN with N from 1 to {MAX_TREE_NODES} for {trees}.")
