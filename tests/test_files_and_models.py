@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -167,6 +168,32 @@ def test_two_processes_needing_the_same_gguf_dequantise_it_once(tmp_path, monkey
     assert (folders[0] / "model.safetensors").read_bytes() == b"weights"
     monkeypatch.setattr(sources, "FileLock", None)  # a read-only cache could not be locked: not needed once filled
     assert sources.dequantised_folder(gguf) == folders[0] and len(calls) == 1
+
+
+def test_a_dequantisation_that_fails_while_saving_leaves_no_half_model(tmp_path, monkeypatch):
+    """A full disk (or Ctrl-C) while the dequantised model is written: the error reaches the caller, and neither the
+    temporary folder (up to 540 MB for the embedded model) nor a cache entry is left behind."""
+    import transformers
+
+    from pass_core.runtime import sources
+
+    monkeypatch.setenv("PASS_PLAYGROUND_CACHE", str(tmp_path / "cache"))
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF")
+
+    class HalfWritten:
+        config = None
+
+        def save_pretrained(self, folder):
+            (Path(folder) / "model.safetensors").write_bytes(b"half")
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, **k: HalfWritten())
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", lambda *a, **k: HalfWritten())
+    with pytest.raises(OSError, match="No space left"):
+        sources.dequantised_folder(gguf, progress=lambda message: None)
+    models = tmp_path / "cache" / "models"
+    assert [p.name for p in models.iterdir() if not p.name.endswith(".lock")] == []
 
 
 # --------------------------------------------------------------- the embedded model

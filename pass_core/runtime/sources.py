@@ -106,8 +106,12 @@ def _dequantise(gguf: Path, folder: Path, progress) -> None:
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+    except BaseException:  # a full disk, Ctrl-C: half a model (up to 540 MB) is not left behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     try:
         tmp.rename(folder)
     except OSError:  # another process finished first (where file locks do not hold: some network file systems)
