@@ -75,6 +75,10 @@ def split_variant(name: str) -> tuple[str, dict]:
     return key, changes
 
 
+#: The ``method_notes`` key of a run stopped with Ctrl-C (``run_bench``): its report holds the rounds made.
+INTERRUPTED = "interrupted"
+
+
 def schedule(methods: list[str], lookaheads: list[int], temperatures: list[float],
              num_prompts: int, repeats: int) -> list[RunKey]:
     """The run order: per T, prompt and repeat, AR first, then AR on other backends and the peers, then every
@@ -144,10 +148,16 @@ def run_bench(loaded, prompts: list[BenchPrompt], methods: list[str], lookaheads
             methods.remove(m)
             notes[m] = f"skipped: {exc}"
             print(f"{m}: skipped: {exc}", file=sys.stderr)
-    runs = []
-    for key in tqdm(schedule(methods, lookaheads, temperatures, len(prompts), repeats),
-                    desc="bench", unit="run", disable=not progress, file=sys.stderr):
-        runs.append(BenchRun(key, prompts[key.prompt_index].category, run(key)))
+    runs, keys = [], schedule(methods, lookaheads, temperatures, len(prompts), repeats)
+    try:
+        for key in tqdm(keys, desc="bench", unit="run", disable=not progress, file=sys.stderr):
+            runs.append(BenchRun(key, prompts[key.prompt_index].category, run(key)))
+    except KeyboardInterrupt:  # Ctrl-C: a report of the complete rounds (every method on a prompt), not nothing
+        group = len(keys) // (len(temperatures) * len(prompts) * repeats)  # the runs of one (T, prompt, repeat)
+        kept = len(runs) - len(runs) % group
+        notes[INTERRUPTED] = (f"Ctrl-C after {len(runs)} of {len(keys)} runs: this report holds the first {kept}, "
+                              f"every method on the same {kept // group} prompt(s) and repeat(s)")
+        runs = runs[:kept]
     return runs, notes
 
 
@@ -262,5 +272,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"BUG: greedy output differs from AR for {', '.join(bad)} (the decoders must be lossless).",
               file=sys.stderr)
         return 1
+    if INTERRUPTED in notes:  # after the report of the rounds made, the shell's code for Ctrl-C
+        print(f"{INTERRUPTED}: {notes[INTERRUPTED]}", file=sys.stderr)
+        return 130
     return 1 if failed else 0
 
