@@ -313,16 +313,16 @@ def test_training_curves_of_the_files_used_reach_the_report(tiny, tmp_path, monk
     assert "Held-out top-1 agreement of the drafts against training positions seen" in page
 
 
-def test_a_run_where_every_method_was_skipped_fails(tmp_path, tiny_folder, capsys, keep_threads):
-    """A suite whose prompt no method can take (too long for the context) skips every method: that used to print
-    "0 runs" and exit 0, as if the comparison had passed."""
+def test_a_run_where_no_prompt_fits_fails(tmp_path, tiny_folder, capsys, keep_threads):
+    """A suite whose only prompt is too long for the context: that used to print "0 runs" and exit 0, as if the
+    comparison had passed; now the prompt is left out with its reason, and nothing left to run exits 2."""
     suite = tmp_path / "suite.jsonl"
     suite.write_text(json.dumps({"category": "chat", "prompt": "a" * 600}) + "\n", encoding="utf-8")
     rc = bench.main(["--suite", str(suite), "--model", str(tiny_folder), "--methods", "pass", "--max-new-tokens", "4",
                      "--no-progress", "--threads", "1", "--backend", "fp32"])
     err = capsys.readouterr().err
-    assert rc == 1 and "pass: skipped: The prompt is" in err
-    assert "error: no run was made: every method was skipped (the reasons are above)" in err
+    assert rc == 2 and "prompt 1 (chat): left out: The prompt is 6" in err
+    assert "error: none of the 1 prompts fits the model's context (the reasons are above)" in err
 
 
 def test_ctrl_c_mid_run_writes_the_report_of_the_complete_rounds(tmp_path, tiny_folder, capsys, keep_threads,
@@ -362,3 +362,20 @@ def test_ctrl_c_mid_run_writes_the_report_of_the_complete_rounds(tmp_path, tiny_
     assert report["method_notes"][bench.INTERRUPTED].startswith("Ctrl-C after 3 of 4 runs: this report holds the "
                                                                  "first 2")
     assert "| pass |" in captured.out and "interrupted: Ctrl-C after 3 of 4 runs" in captured.err
+
+
+def test_a_prompt_longer_than_the_context_is_left_out_with_a_note(tmp_path, tiny_folder, capsys, keep_threads):
+    """A suite prompt that does not fit the model's context (the tiny model's 512 positions) is left out before any
+    run, for every method, and named in the report's notes; the other prompts run (one such prompt of the quick
+    suite stopped a benchmark on a small model with a traceback in the middle of its runs)."""
+    suite = tmp_path / "suite.jsonl"
+    rows = [{"category": "chat", "prompt": "Hello there"}, {"category": "code", "prompt": "x" * 600}]
+    suite.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    out = tmp_path / "bench.json"
+    args = ["--model", str(tiny_folder), "--methods", "pass", "--max-new-tokens", "4", "--json", str(out),
+            "--no-progress", "--threads", "1", "--backend", "fp32"]
+    assert bench.main(["--suite", str(suite), *args]) == 0
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert {(r["method"], r["prompt_index"]) for r in report["runs"]} == {("ar", 0), ("pass", 0)}
+    assert report["method_notes"]["prompt 2 (code)"].startswith("left out: The prompt is 6")
+    assert "prompt 2 (code): left out:" in capsys.readouterr().err

@@ -31,7 +31,7 @@ from pass_core.runtime.pass_cost import cpu_busy, cpu_load, measure_pass_cost, p
 from pass_core.registry import BASELINE, METHODS
 from pass_core.decoding.settings import TREE_AUTO, DecodeSettings
 from pass_core.bench.copies import load_backend_copies, method_backend, split_backend
-from pass_core.bench.suites import SUITES, BenchPrompt, load_suite  # noqa: F401 (part of the bench's API)
+from pass_core.bench.suites import SUITES, BenchPrompt, fitting_prompts, load_suite  # noqa: F401 (the bench's API)
 from pass_core.bench.cli import build_parser, csv_values
 from pass_core.bench.peers import PEERS, check_peers, generate_peer, wall_time_note
 
@@ -156,7 +156,7 @@ def run_bench(loaded, prompts: list[BenchPrompt], methods: list[str], lookaheads
         group = len(keys) // (len(temperatures) * len(prompts) * repeats)  # the runs of one (T, prompt, repeat)
         kept = len(runs) - len(runs) % group
         notes[INTERRUPTED] = (f"Ctrl-C after {len(runs)} of {len(keys)} runs: this report holds the first {kept}, "
-                              f"every method on the same {kept // group} prompt(s) and repeat(s)")
+                              f"{kept // group} complete round(s) of every method on one prompt and repeat")
         runs = runs[:kept]
     return runs, notes
 
@@ -206,6 +206,12 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    given, (prompts, left_out) = len(prompts), fitting_prompts(loaded, prompts, base, max(lookaheads))
+    for name, note in left_out.items():
+        print(f"{name}: {note}", file=sys.stderr)
+    if given and not prompts:
+        print(f"error: none of the {given} prompts fits the model's context (the reasons are above).", file=sys.stderr)
+        return 2
     print(f"model: {loaded.describe()}; {len(prompts)} prompts", file=sys.stderr)
     load, cores = cpu_load()
     if loaded.device.type == "cpu" and cpu_busy(load, cores):
@@ -219,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         runs, notes = run_bench(loaded, prompts, methods, lookaheads, temperatures, base, args.repeats,
                                 progress=not args.no_progress, models=models) if prompts else ([], {})
     notes.update(skipped)
+    notes.update(left_out)
     if any(m in PEERS for m in methods):
         notes["hf-* peers"] = wall_time_note()
     backends = {m: method_backend(m, loaded) for m in methods}

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from pass_core.decoding.text import encode_prompt, spare_positions
 from pass_core.drafters.shipped import assets_dir
 
 SUITES = ("quick", "full")
@@ -43,3 +44,20 @@ def load_suite(suite: str) -> list[BenchPrompt]:
     if not prompts:
         raise ValueError(f"Suite {path} holds no prompts.")
     return prompts
+
+
+def fitting_prompts(loaded, prompts: list[BenchPrompt], settings, num_lookahead: int
+                    ) -> tuple[list[BenchPrompt], dict[str, str]]:
+    """The prompts that fit ``loaded``'s context beside ``settings.max_new_tokens`` new tokens and the spare
+    positions of ``num_lookahead`` drafts (``text.encode_prompt``), and a note for each one left out ("prompt 3
+    (chat)" -> why), so that every method runs on the same prompts (a suite prompt too long for a small model
+    stopped the benchmark with a traceback in the middle of its runs)."""
+    kept, notes = [], {}
+    for n, p in enumerate(prompts, 1):
+        try:
+            encode_prompt(loaded.tokenizer, p.prompt, settings.chat_template, loaded.max_positions,
+                          settings.max_new_tokens, "--max-new-tokens", spare_positions(num_lookahead))
+            kept.append(p)
+        except ValueError as err:
+            notes[f"prompt {n} ({p.category})"] = f"left out: {err}"
+    return kept, notes
