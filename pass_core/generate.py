@@ -145,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         interrupted = True
         print(f"\ninterrupted (Ctrl-C) after {len(events)} steps: what follows covers those steps.", file=sys.stderr)
     wall = time.perf_counter() - start
+    if not args.json:
+        print()  # ends the output's line: the notes below go to stderr, which a terminal shows on the same line
     failed = ""  # the output comes first: a trace that cannot be written loses nothing else
     if args.trace:
         try:
@@ -167,7 +169,6 @@ def main(argv: list[str] | None = None) -> int:
         }
         print(json.dumps(out, ensure_ascii=False))
         return _end(failed, interrupted)
-    print()
     seen = {tok.label for e in events for tok in e.tokens if tok.committed or args.show_rejected}
     legend = " ".join(f"{colours[k]}{k}{RESET if colours[k] else ''}" for k in colours if k in seen)
     print(f"\n[{legend}]" + ("" if colours is ANSI else " (colours on a terminal only)"))
