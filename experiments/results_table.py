@@ -42,6 +42,12 @@ def fmt(entry, key, spec):
     return format(entry[key], spec)
 
 
+def ratio(entry):
+    """A speed-up as '1.01x', or '-' for a method the run left out."""
+    value = fmt(entry, "speedup_vs_fastest_ar", ".2f")
+    return value if value == "-" else f"{value}x"
+
+
 def main(one, two):
     (r1, a), (r2, b) = rows(one), rows(two)
     print(f"Fastest AR: {next(iter(a.values()))['fastest_ar']} at 1 thread "
@@ -54,7 +60,7 @@ def main(one, two):
         e1, e2 = a.get(m), b.get(m)
         e = e2 or e1
         exact = e.get("exact_match_rate")
-        print(f"| {m} | {e['backend']} | {fmt(e1, 'speedup_vs_fastest_ar', '.2f')}x | {fmt(e2, 'speedup_vs_fastest_ar', '.2f')}x "
+        print(f"| {m} | {e['backend']} | {ratio(e1)} | {ratio(e2)} "
               f"| {fmt(e1, 'tokens_per_s', '.1f')} / {fmt(e2, 'tokens_per_s', '.1f')} "
               f"| {fmt(e, 'mean_accepted_tokens', '.2f')} "
               f"| {fmt(e, 'tokens_per_forward_pass', '.2f')} | {'-' if exact is None else f'{exact:.0%}'} |")
