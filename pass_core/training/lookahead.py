@@ -26,8 +26,8 @@ from tqdm.auto import tqdm
 from pass_core.runtime.outputs import check_output_path, write_text_atomically
 from pass_core.decoding.cache import new_cache
 from pass_core.decoding.settings import SETTING_RANGES
-from pass_core.training.data import (corpus_answers, default_prompt_file, describe_data, generate_self_data,
-                                     parse_answers, prompt_lengths, read_prompts)
+from pass_core.training.data import (check_answers, corpus_answers, default_prompt_file, describe_data,
+                                     generate_self_data, prompt_lengths, read_prompts)
 from pass_core.drafters.lookahead.embeddings import LookaheadEmbeddings
 from pass_core.drafters.lookahead.adapters import GatedLoRA
 from pass_core.training.lookahead_batch import lookahead_logits
@@ -150,8 +150,8 @@ def train(args) -> dict:
                  if not (math.isfinite(rate) and rate > 0)]
     if bad_rates:
         raise ValueError(f"{', '.join(bad_rates)}: a learning rate must be a positive number.")
-    for part in args.answers.split(",") if args.answers else ():  # CORPUS:COUNT, before any data
-        parse_answers(part.strip())
+    if args.answers:  # CORPUS:COUNT and the corpus wheels, before any data
+        check_answers(args.answers)
     check_output_path(args.out, "--out", "lookahead.safetensors")  # before hours of data and training
     if args.report:  # the report was written last, so a bad path lost it after the whole run
         check_output_path(args.report, "--report", "report.json")

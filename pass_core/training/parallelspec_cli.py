@@ -8,6 +8,8 @@ import argparse
 from pass_core.decoding.settings import SETTING_RANGES
 from pass_core.runtime.models import DEFAULT_MODEL
 from pass_core.runtime.outputs import check_output_path
+from pass_core.training.corpora import corpus_path
+from pass_core.training.data import check_answers
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -62,7 +64,8 @@ def check_arguments(args) -> None:
 
     Raises:
         ValueError: k outside the page's range of draft counts, a count below 1, a learning rate that is not
-            positive, or an ``--out`` that cannot be written (``outputs.check_output_path``).
+            positive, an ``--answers`` or ``--corpus`` whose corpus is unknown or not installed, or an ``--out``
+            that cannot be written (``outputs.check_output_path``).
     """
     low, high, _ = SETTING_RANGES["num_lookahead"]
     if not low <= args.num_draft <= high:
@@ -78,5 +81,9 @@ def check_arguments(args) -> None:
         raise ValueError("--draft-vocab, --sampled-copies and --warmup must be 0 or more.")
     if not args.lr > 0:
         raise ValueError(f"--lr must be a positive learning rate, got {args.lr}.")
+    if args.answers:  # CORPUS:COUNT and the corpus wheels: else refused after the training prompts' data
+        check_answers(args.answers)
+    if args.corpus != "none":
+        corpus_path(args.corpus)
     if args.out:
         check_output_path(args.out, "--out", "drafter.safetensors")
