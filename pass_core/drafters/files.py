@@ -19,6 +19,10 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 #: Rows / leading dims of the input embedding matrix sampled for the model signature.
+#: This project's file formats -> what a file of that format is for, said when one is given where another is read.
+_FORMAT_USES = {"pass-lookahead/1": "look-ahead embeddings: use it with method 'pass' (--lookahead)",
+                "pass-lora/1": "look-ahead embeddings with adapters: use it with method 'pass-lora' (--adapters)",
+                "pass-parallelspec/1": "a ParallelSpec drafter: use it with method 'parallelspec' (--drafter)"}
 _SIGNATURE_ROWS = 16
 _SIGNATURE_DIMS = 8
 
@@ -140,8 +144,9 @@ def read_model_file(path: str | Path, what: str, fmt: str) -> tuple[dict[str, st
     except (SafetensorError, OSError, ValueError, RuntimeError) as err:
         raise ValueError(f"{str(path)!r} is not a readable safetensors {what} ({err}).") from err
     if meta.get("format") != fmt:
+        use = _FORMAT_USES.get(meta.get("format"))
         raise ValueError(f"{str(path)!r} is a safetensors file but not a {what} of format {fmt!r} "
-                         f"(format {meta.get('format')!r}).")
+                         f"(format {meta.get('format')!r})" + (f"; it holds {use}." if use else "."))
     if "sha256" not in meta:
         raise ValueError(f"{str(path)!r} carries no checksum ('sha256' in its metadata), so it cannot be checked for "
                          f"alteration: every {what} this project writes carries one. Use an intact copy of the "

@@ -181,16 +181,8 @@ class LookaheadEmbeddings:
             ValueError: missing file, a corrupt or foreign file, a file of the other kind (embeddings
                 only vs with adapters), or one trained for another model (the message names both models).
         """
-        what, fmt, other = (("PaSS look-ahead adapter file", ADAPTER_FORMAT, FORMAT) if adapters
-                            else ("PaSS look-ahead file", FORMAT, ADAPTER_FORMAT))
-        try:
-            meta, tensors = read_model_file(path, what, fmt)
-        except ValueError as err:
-            if f"(format {other!r})" in str(err):
-                hint = ("it holds embeddings only: use it with method 'pass'" if adapters
-                        else "it holds look-ahead adapters too: use it with method 'pass-lora'")
-                raise ValueError(f"{err} Note: {hint}.") from err
-            raise
+        what, fmt = ("PaSS look-ahead adapter file", ADAPTER_FORMAT) if adapters else ("PaSS look-ahead file", FORMAT)
+        meta, tensors = read_model_file(path, what, fmt)  # a file of the other kind: the message says its method
         if "lookahead" not in tensors:
             raise ValueError(f"{str(path)!r} holds no 'lookahead' tensor: not a PaSS look-ahead file.")
         try:
