@@ -31,7 +31,9 @@ def test_bench_pass_cost_only(tiny_folder, tmp_path, capsys):
                        "--threads", "1"]) == 0
     report = json.loads(out.read_text())
     assert report["pass_cost"]["widths"] == list(range(1, 17)) and report["runs"] == []
-    assert "| w (tokens per pass) | ms | c(w) |" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "| w (tokens per pass) | ms | c(w) |" in captured.out
+    assert "(model loaded, the pass-cost curve)" in captured.err and "0 runs" not in captured.err
     with pytest.raises(SystemExit):
         bench.main(["--suite", "none", "--model", str(tiny_folder)])  # runs nothing: refused
 

@@ -255,7 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     report["wall_s"] = time.perf_counter() - start
     if runs:
         print(markdown_report(report))
-    print(f"\nwall time {report['wall_s']:.1f} s (model loaded, warm-up and {len(runs)} runs)", file=sys.stderr)
+    did = f"warm-up and {len(runs)} runs" if prompts else "the pass-cost curve"  # --suite none: the curve alone
+    print(f"\nwall time {report['wall_s']:.1f} s (model loaded, {did})", file=sys.stderr)
     failed = not runs and bool(prompts)  # each method skipped (a prompt too long for every one): nothing measured
     if failed:
         print("error: no run was made: every method was skipped (the reasons are above), so nothing was measured.",
