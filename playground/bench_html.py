@@ -193,8 +193,16 @@ def main(argv: list[str] | None = None) -> int:
         if not isinstance(summary, dict) or not all(isinstance(v, dict) and all(isinstance(e, dict) for e in v.values())
                                                     for v in summary.values()):
             raise ValueError("not a benchmark report (no 'summary'); write one with python -m pass_core.bench --json")
-        write_html(report, argv[1])
     except (OSError, ValueError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else err  # not the path twice
+        print(f"error: {argv[0]}: {reason}", file=sys.stderr)
+        return 1
+    try:
+        write_html(report, argv[1])
+    except OSError as err:  # the output's problem, named as such (it was blamed on the report)
+        print(f"error: {argv[1]} could not be written: {err.strerror or err}", file=sys.stderr)
+        return 1
+    except ValueError as err:  # a report whose figures cannot be drawn
         print(f"error: {argv[0]}: {err}", file=sys.stderr)
         return 1
     print(f"wrote {argv[1]}", file=sys.stderr)

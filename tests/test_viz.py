@@ -271,7 +271,11 @@ def test_bench_html_command_line(tmp_path, capsys):
 
 def test_bench_html_command_line_refuses_what_is_not_a_report(tmp_path, capsys):
     assert bench_html.main([str(tmp_path / "missing.json"), str(tmp_path / "x.html")]) == 1
-    assert "missing.json" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"error: {tmp_path / 'missing.json'}: No such file or directory\n"
+    (tmp_path / "b.json").write_text(json.dumps(fake_report()), encoding="utf-8")  # a good report, no folder to write
+    assert bench_html.main([str(tmp_path / "b.json"), str(tmp_path / "no-folder" / "x.html")]) == 1
+    assert capsys.readouterr().err == (f"error: {tmp_path / 'no-folder' / 'x.html'} could not be written: No such "
+                                       "file or directory\n")
     (tmp_path / "bad.json").write_text("{not json", encoding="utf-8")
     assert bench_html.main([str(tmp_path / "bad.json"), str(tmp_path / "x.html")]) == 1
     (tmp_path / "other.json").write_text('{"a": 1}', encoding="utf-8")
