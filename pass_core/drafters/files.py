@@ -18,11 +18,14 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
+#: The metadata "format" of this project's files: look-ahead embeddings (method ``pass``), look-ahead embeddings with
+#: adapters (``pass-lora``, an extension) and ParallelSpec drafters.
+LOOKAHEAD_FORMAT, ADAPTER_FORMAT, PARALLELSPEC_FORMAT = "pass-lookahead/1", "pass-lora/1", "pass-parallelspec/1"
+#: Each format -> what a file of it is for, said when one is given where another is read.
+_FORMAT_USES = {LOOKAHEAD_FORMAT: "look-ahead embeddings: use it with method 'pass' (--lookahead)",
+                ADAPTER_FORMAT: "look-ahead embeddings with adapters: use it with method 'pass-lora' (--adapters)",
+                PARALLELSPEC_FORMAT: "a ParallelSpec drafter: use it with method 'parallelspec' (--drafter)"}
 #: Rows / leading dims of the input embedding matrix sampled for the model signature.
-#: This project's file formats -> what a file of that format is for, said when one is given where another is read.
-_FORMAT_USES = {"pass-lookahead/1": "look-ahead embeddings: use it with method 'pass' (--lookahead)",
-                "pass-lora/1": "look-ahead embeddings with adapters: use it with method 'pass-lora' (--adapters)",
-                "pass-parallelspec/1": "a ParallelSpec drafter: use it with method 'parallelspec' (--drafter)"}
 _SIGNATURE_ROWS = 16
 _SIGNATURE_DIMS = 8
 

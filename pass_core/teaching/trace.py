@@ -185,7 +185,7 @@ def _check_values(data, where: str) -> None:
 def _check_shape(data: dict, where: str) -> None:
     """Raise ValueError, naming the field and what it should hold, when the trace's top-level fields have the
     wrong kind of value or its methods are not registered ones (a replay would show empty panes)."""
-    from pass_core.registry import METHODS, tree_entry_nodes  # here, not at the top: the registry imports the decoding modules
+    from pass_core.registry import METHODS, tree_entry_nodes  # here: the registry imports the decoding modules
 
     kinds = {"settings": (dict, "an object of decode settings"), "model": (dict, "an object with name and signature"),
              "methods": (dict, "an object of method key -> {events: [...]}"), "prompt": (str, "a string")}

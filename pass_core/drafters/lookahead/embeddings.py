@@ -13,12 +13,9 @@ from pathlib import Path
 import torch
 
 from pass_core.drafters.lookahead.adapters import GatedLoRA
-from pass_core.drafters.files import (check_trained_for, embedding_signature, read_model_file, signature_fingerprint,
-                          write_model_file)
-
-FORMAT = "pass-lookahead/1"
-#: Files with look-ahead embeddings and look-ahead adapters (method ``pass-lora``, an extension).
-ADAPTER_FORMAT = "pass-lora/1"
+from pass_core.drafters.files import (ADAPTER_FORMAT, check_trained_for, embedding_signature,
+                                       read_model_file, signature_fingerprint, write_model_file)
+from pass_core.drafters.files import LOOKAHEAD_FORMAT as FORMAT
 
 
 @dataclass

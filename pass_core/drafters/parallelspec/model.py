@@ -31,10 +31,10 @@ from transformers import DynamicCache, LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
 
 from pass_core.drafters.files import (check_trained_for, embedding_signature, read_model_file, signature_fingerprint,
-                          write_model_file)
+                                       write_model_file)
+from pass_core.drafters.files import PARALLELSPEC_FORMAT as FORMAT
 from pass_core.drafters.parallelspec.layout import causal_mask, final_norm, read_features
 
-FORMAT = "pass-parallelspec/1"
 _CONFIG_FIELDS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
                   "rms_norm_eps", "rope_parameters", "hidden_act", "max_position_embeddings")
 
