@@ -240,9 +240,9 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         ui.wire_remeasure(holder, ui.state, ui.cost_plot, ui.cost_md, slots)
         # the teaching panels' events, before the race's listener (Run's listeners run in order: ``wire_panels``)
         after_race = wire_panels(ui.state, inputs, ui.wire_lessons, ui.wire_whatif, run=ui.run_btn)
-        outputs = [*ui.panes, *ui.metrics, ui.greedy_md, ui.latency_plot, ui.cumulative_plot, ui.hist_plot,
-                   ui.position_plot, ui.theory_plot, ui.theory_md, ui.cost_plot, ui.cost_md, *ui.tree.outputs,
-                   ui.trace_download, ui.run_md, ui.lookahead_md, ui.state]
+        outputs = [*ui.panes, ui.newest_css, *ui.metrics, ui.greedy_md, ui.latency_plot, ui.cumulative_plot,
+                   ui.hist_plot, ui.position_plot, ui.theory_plot, ui.theory_md, ui.cost_plot, ui.cost_md,
+                   *ui.tree.outputs, ui.trace_download, ui.run_md, ui.lookahead_md, ui.state]
         # preprocess=False: every value reaches validate_inputs as sent, for it to refuse by name (a component's
         # own check, e.g. of the methods' choices, would answer an API caller with a bare "400 Bad Request")
         run_event = ui.run_btn.click(on_run, [*inputs, ui.tree_nodes], outputs, api_name="race",

@@ -74,3 +74,35 @@ def visible_text(text: str) -> str:
         return "∅"
     text = text.replace("\n", "↵").replace("\t", "⇥")
     return text.replace(" ", "␣") if not text.strip() else text
+
+
+#: The characters JavaScript's ``String.trim`` removes: gradio's pane draws no element for a piece of a token that is
+#: blank by that rule (Python's ``str.strip`` also removes \x1c-\x1f and \x85, which the browser keeps).
+JS_BLANK = " \t\n\v\f\r\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029" \
+           "\u202f\u205f\u3000\ufeff"
+#: The newest step's outline while stepping through a race (``newest_step_css``): dark, so that it shows on every
+#: token colour, and outside the token box, so that the colours stay as the legend has them.
+NEWEST_STEP_OUTLINE = "outline: 2px solid #111827; outline-offset: 1px; border-radius: 3px"
+
+
+def drawn_pieces(text: str) -> int:
+    """How many token boxes gradio's ``HighlightedText`` draws for a pane entry's ``text``: one per piece between
+    newlines that is not blank (``JS_BLANK``)."""
+    return sum(1 for piece in text.split("\n") if piece.strip(JS_BLANK))
+
+
+def newest_step_css(event: StepEvent | None, pane_id: str) -> str:
+    """A ``<style>`` element that outlines the tokens of ``event``, the newest step of the pane ``#pane_id`` (its last
+    tokens), for the step-through: "Next step" then shows what that one step wrote. "" for no step (``event``
+    None) or a step with nothing drawn.
+
+    Each step is counted twice, with and without its rejected drafts, and the page's ``body.hide-rejected`` class
+    (the "show rejected drafts" toggle, ``race_view.HIDE_REJECTED_JS``) picks the count, so the outline stays right
+    when the toggle changes while the race is paused. The boxes are counted as gradio draws them
+    (``drawn_pieces``; the CSS ``:nth-last-child(-n+N of .token-container)`` skips its line breaks)."""
+    rules = []
+    for body, show_rejected in (("body:not(.hide-rejected)", True), ("body.hide-rejected", False)):
+        drawn = sum(drawn_pieces(text) for text, _, _ in pane_entries([event], show_rejected, False)) if event else 0
+        if drawn:
+            rules.append(f"{body} #{pane_id} .token-container:nth-last-child(-n+{drawn} of .token-container) .token")
+    return f"<style>{', '.join(rules)} {{{NEWEST_STEP_OUTLINE}}}</style>" if rules else ""

@@ -172,7 +172,7 @@ def step_line(events: dict[str, list[StepEvent]], order: list[tuple[str, int]], 
     tokens = len(event.new_token_ids)
     where = f"step {position} of the {len(order)} computed so far" if live else f"step {position} of {len(order)}"
     return (f"**Paused** after {where} of the race: {label} step {event.step} "
-            f"({tokens} new token{'s' * (tokens != 1)}, {event.step_s * 1000:.1f} ms). "
+            f"({tokens} new token{'s' * (tokens != 1)}, {event.step_s * 1000:.1f} ms; outlined in its pane). "
             "*Next step* and *Previous step* move one step on the shared compute clock; "
             + ("*Resume* runs on." if live else "*Resume* shows the whole race."))
 

@@ -29,8 +29,8 @@ from playground.race_inputs import RaceRequest
 PANES = [f"{key}_tokens" for key in METHODS]
 #: the tree entries' panes, the tree figure and its node chooser (``tree_race.tree_outputs``)
 TREE_OUTPUTS = [*(f"{key}_tree_tokens" for key in TREE_PANES), "tree_figure", "tree_node", "tree_panel"]
-OUTPUT_NAMES = [*PANES, *page.METRIC_LABELS, "greedy_check", "latency", "cumulative", "histogram", "positions",
-                "theory", "theory_text", "cost", "cost_text", *TREE_OUTPUTS, "trace", "run_info", "lookahead", "state"]
+OUTPUT_NAMES = [*PANES, "newest_step", *page.METRIC_LABELS, "greedy_check", "latency", "cumulative", "histogram",
+                "positions", "theory", "theory_text", "cost", "cost_text", *TREE_OUTPUTS, "trace", "run_info", "lookahead", "state"]
 #: What the race and replay endpoints return to ``gradio_client``: neither gr.State nor a layout block (the tree
 #: panel's accordion) is part of the API.
 API_OUTPUT_NAMES = [name for name in OUTPUT_NAMES if name not in ("tree_panel", "state")]

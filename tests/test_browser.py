@@ -377,6 +377,14 @@ def step_chars(event) -> str:
                            for t in event.tokens).split())
 
 
+def outlined_chars(page, key: str) -> str:
+    """The text of the pane's token boxes drawn with an outline (the step-through's newest step), whitespace dropped
+    as in ``pane_chars``; an outlined step mark stays in (``panes.STEP_MARK``): it is not one of the step's tokens."""
+    text = page.locator(f"#pane-{key} .token").evaluate_all(
+        "els => els.filter(e => getComputedStyle(e).outlineStyle !== 'none').map(e => e.textContent).join('')")
+    return "".join(text.split())
+
+
 #: The step number of the run line's "Paused after step N of ...", read and checked in one go in the page (a busy
 #: page may be between two renders of the run line when Python reads it): null until the line says it. textContent,
 #: not innerText: while the race's event is pending gradio may hide the line, and innerText leaves hidden text out.
@@ -399,7 +407,8 @@ def paused_position(page) -> int:
 @pytest.mark.parametrize("width", [1400, 400])
 def test_step_through_and_token_inspector(new_page, race_page_url, tmp_path, width):
     """Pause a race, press Next step twice: the panes grew by exactly those two steps' tokens (checked against the
-    race's trace, whose order ``race_order`` reproduces); Previous step takes one back. Then click a rejected draft:
+    race's trace, whose order ``race_order`` reproduces), and exactly those tokens are outlined, in the pane of the
+    step's method alone; Previous step takes one back. Then click a rejected draft:
     the inspector's q, p, min(1, p/q), u and decision equal the event's. At a desktop's and a phone's width;
     saves browser-step-through-WIDTH.png, browser-inspector-WIDTH.png and browser-inspector-page-WIDTH.png."""
     import re
@@ -424,6 +433,7 @@ def test_step_through_and_token_inspector(new_page, race_page_url, tmp_path, wid
             return page.wait_for_function(PAUSED_AT, timeout=60_000).json_value()
 
         seen = [(paused_position(page), {key: pane_chars(page, key) for key in ("ar", "pass", "parallelspec")})]
+        outlined = []  # after each Next: the outlined text of each pane
         for _ in range(2):
             page.locator("#next-button").click()
             before = seen[-1][0]
@@ -436,6 +446,7 @@ def test_step_through_and_token_inspector(new_page, race_page_url, tmp_path, wid
                 raise AssertionError(f"Next did not move the race from step {before}; the run line says "
                                      f"{page.locator('#run-line').inner_text()!r}") from err
             seen.append((position(), {key: pane_chars(page, key) for key in ("ar", "pass", "parallelspec")}))
+            outlined.append({key: outlined_chars(page, key) for key in seen[-1][1]})
             page.wait_for_function(f"() => document.querySelector('#step-echo-text').textContent.startsWith("
                                    f"'Paused after step {seen[-1][0]} of')", timeout=30_000)
             assert echo.is_visible() and echo.inner_text().endswith(")."), echo.inner_text()  # the whole sentence
@@ -458,6 +469,9 @@ def test_step_through_and_token_inspector(new_page, race_page_url, tmp_path, wid
             for key in before:
                 grown = step_chars(trace.events[name][index]) if key == name else ""
                 assert after[key] == before[key] + grown, (n, key)
+        for (n, _), lines in zip(seen, outlined):
+            name, index = order[n]
+            assert lines == {key: step_chars(trace.events[name][index]) if key == name else "" for key in lines}, n
         # the inspector: click a rejected draft in the PaSS pane
         rejected = page.locator(charts.rejected_css_selector().replace(".token-pane", "#pane-pass")).first
         page.evaluate("window.scrollTo(0, 0)")  # the top of the page, as after reading the run line's start

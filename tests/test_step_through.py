@@ -235,3 +235,35 @@ def test_step_buttons_before_any_race_say_what_to_do(tiny):
     for fn in steppers:
         out = dict(zip(OUTPUT_NAMES, fn(None, True), strict=True))
         assert out["run_info"] == page.NOTHING_TO_STEP and "Run a race" in out["run_info"]
+
+
+def test_the_newest_step_is_outlined_by_counting_its_boxes_with_and_without_rejected_drafts(tiny):
+    """A step-through frame outlines the last N token boxes of the newest step's pane, N counted as gradio draws
+    them (a newline splits a box, a blank piece has none), once with the rejected drafts shown and once without; the
+    whole race outlines nothing (the browser check: ``test_browser.py::test_step_through_and_token_inspector``)."""
+    from pass_core.decoding.events import StepEvent, TokenRecord
+
+    assert panes.drawn_pieces("a\nb") == 2 and panes.drawn_pieces("\n") == 0 and panes.drawn_pieces(" \u00a0") == 0
+    assert panes.drawn_pieces("\u200b") == 1 and panes.drawn_pieces("x\n\n ") == 1  # gradio keeps U+200B
+    # " a" and "↵\n": two boxes; the blank " " none; the rejected draft "b" one more
+    committed = [TokenRecord(1, " a", "accepted"), TokenRecord(2, "\n", "exact"), TokenRecord(3, " ", "resampled")]
+    event = StepEvent("pass", 1, (*committed[:2], TokenRecord(4, "b", "rejected"), committed[2]))
+    css = panes.newest_step_css(event, "pane-pass")
+    assert ("body:not(.hide-rejected) #pane-pass .token-container:nth-last-child(-n+3 of .token-container)" in css
+            and "body.hide-rejected #pane-pass .token-container:nth-last-child(-n+2 of .token-container)" in css), css
+    assert panes.newest_step_css(None, "pane-pass") == ""
+    from playground.race_handlers import newest_css
+
+    tree = {"parallelspec+tree8": [event], "pass+banana": [event]}  # a tree entry's step: in its tree pane
+    assert "#pane-parallelspec-tree .token-container" in newest_css(tree, [("parallelspec+tree8", 0)], 1)
+    assert newest_css(tree, [("pass+banana", 0)], 1) == "" == newest_css(tree, [("parallelspec+tree8", 0)], 0)
+    events = race_events(tiny)
+    order = race_order(events)
+    name, index = order[4]
+    out = dict(zip(OUTPUT_NAMES, page.render_state(
+        {"events": events, "greedy": False, "fused": False, "finished": True, "note": "", "show": {}}, True, 5),
+        strict=True))
+    assert out["newest_step"] == panes.newest_step_css(events[name][index], f"pane-{name}") != ""
+    whole = page.render_state({"events": events, "greedy": False, "fused": False, "finished": True, "note": "",
+                               "show": {}}, True, None)
+    assert dict(zip(OUTPUT_NAMES, whole, strict=True))["newest_step"] == ""
