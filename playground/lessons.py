@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pass_core.decoding.events import StepEvent
 from pass_core.decoding.metrics import summarize
 from pass_core.decoding.settings import SETTING_RANGES
+from pass_core.registry import METHODS
+from playground.race_inputs import NUMERIC_INPUTS
 from playground.race_text import finish_line, metric_texts
 from playground.race_view import METRIC_LABELS
 
@@ -60,6 +62,19 @@ class Lesson:
         return [self.prompt, *(numbers[name] for name in ("num_lookahead", "temperature", "top_k", "top_p",
                                                             "max_new_tokens", "seed")),
                 True, self.fused, list(self.methods), self.chat_template, self.auto_drafts]
+
+    def preset_line(self) -> str:
+        """What picking the lesson set, in one italic line: the methods it races (the panes of the others are
+        hidden) and every setting it changes from the page's defaults, e.g. "*Set for you: AR and PaSS;
+        temperature 1, top-k 20; slow motion 0.5 s per step.*"."""
+        names = [METHODS[key].short_name for key in self.methods if key in METHODS]
+        methods = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names)
+        settings = [f"{NUMERIC_INPUTS[name][0]} {value:g}" for name, value in self.settings.items()]
+        settings += [label for flag, label in ((self.fused, "fused step on"), (not self.chat_template,
+                     "chat template off"), (self.auto_drafts, "cost-aware draft lengths on")) if flag]
+        parts = [methods, ", ".join(settings)] + ([f"slow motion {self.slow_motion_s:g} s per step"]
+                                                  if self.slow_motion_s else [])
+        return f"*Set for you: {'; '.join(filter(None, parts))}.*"
 
 
 LESSONS = (
@@ -136,7 +151,7 @@ def lesson_markdown(title: str | None, events: dict[str, list[StepEvent]] | None
     lesson = find_lesson(title)
     if lesson is None:
         return LESSON_HINT
-    question = f"**{lesson.ask}:** {lesson.predict}"
+    question = f"**{lesson.ask}:** {lesson.predict}  \n{lesson.preset_line()}"
     if lesson.lab:
         return f"{question}\n\n{AFTER_LAB_PENDING}"
     if not events:

@@ -9,6 +9,7 @@ import pytest
 from pass_core.decoding.events import StepEvent, TokenRecord
 from pass_core.decoding.metrics import summarize
 from pass_core.registry import METHODS
+from playground.race_inputs import NUMERIC_INPUTS
 from playground.lessons import AFTER_LAB_PENDING, AFTER_PENDING, LESSON_HINT, LESSONS, lab_lesson_markdown, \
     lesson_markdown, lesson_values
 from playground.race_handlers import validate_inputs
@@ -31,6 +32,15 @@ def test_each_lesson_is_a_valid_race_with_a_question(lesson):
     assert not ("Pause" in lesson.predict and "before Run" in lesson.ask), lesson.title
     assert text.endswith(AFTER_LAB_PENDING if lesson.lab else AFTER_PENDING)
     assert lesson_values(lesson.title) == values
+    # the question says what the lesson set: its methods and every setting it changes (lesson 2 raced AR and PaSS
+    # with the other panes hidden, and nothing said so)
+    preset = text.split("\n")[1]
+    assert preset.startswith("*Set for you: ") and preset == lesson.preset_line(), preset
+    for key in METHODS:
+        assert (METHODS[key].short_name in preset) == (key in lesson.methods), (key, preset)
+    for name, value in lesson.settings.items():
+        assert f"{NUMERIC_INPUTS[name][0]} {value:g}" in preset, (name, preset)
+    assert ("slow motion" in preset) == (lesson.slow_motion_s > 0), preset
 
 
 def test_five_or_six_lessons_and_an_unknown_one():
