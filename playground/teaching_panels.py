@@ -11,6 +11,8 @@ once the race, or for the lab's lesson the lab, has finished shows what to look 
 
 from __future__ import annotations
 
+import functools
+
 import gradio as gr
 
 from playground.lessons import LESSON_HINT, LESSONS, find_lesson, lab_lesson_markdown, lesson_markdown, lesson_values
@@ -96,7 +98,8 @@ def whatif_accordion():
                               min_width=220)
             typed = gr.Textbox(TYPED_EXAMPLE, label="c(w) typed in: c(1), c(2), …", elem_id="whatif-typed",
                                info="used with 'typed in'; divided by c(1)", min_width=220)
-        plot = gr.Plot(label="predicted tokens per step and speed-up", elem_id="whatif-plot")
+        # hidden until there is a chart: an error or a refusal left an empty plot box over its message
+        plot = gr.Plot(label="predicted tokens per step and speed-up", elem_id="whatif-plot", visible=False)
         text = gr.Markdown(elem_id="whatif-text")
 
     def wire(state: gr.State, inputs: list, run: gr.Button) -> None:
@@ -104,11 +107,21 @@ def whatif_accordion():
         # once ran side by side, and the slower answer (the one for the curve no longer chosen) could land last
         gr.on([accordion.expand, alpha.release, k.release, drafter_cost.release, preset.change, typed.submit,
                typed.blur],  # blur: typed text then Tab or a click elsewhere kept the old curve's numbers
-              whatif_view, [alpha, k, preset, typed, drafter_cost, state], [plot, text], concurrency_limit=1,
-              trigger_mode="always_last", api_visibility="private", show_progress="hidden",
+              plot_shown(whatif_view), [alpha, k, preset, typed, drafter_cost, state], [plot, text],
+              concurrency_limit=1, trigger_mode="always_last", api_visibility="private", show_progress="hidden",
               preprocess=False)  # whatif_view names a bad value (gradio's check answered "Could not preprocess")
 
     return wire
+
+
+def plot_shown(view):
+    """``view`` (``whatif.whatif_view``: a figure or None, and its text) for the page: the plot shown with its figure,
+    hidden when there is none (bad input, no curve yet), so the message does not sit under an empty plot box."""
+    @functools.wraps(view)  # keeps its name: the page's checks find the listener as "whatif_view"
+    def shown(*args):
+        fig, text = view(*args)
+        return gr.update(value=fig, visible=fig is not None), text
+    return shown
 
 
 def wire_panels(state: gr.State, inputs: list, *wires, run: gr.Button):

@@ -127,3 +127,21 @@ def test_this_machine_says_how_long_ar_steps_took_beside_the_curves_one_token_pa
     quick = dict(state, events=dict(events, ar=[StepEvent("ar", i + 1, (TokenRecord(9, "t", "target"),),
                                                           step_s=0.08) for i in range(6)]))
     assert "AR steps took" not in whatif.whatif_view(0.3, 3, whatif.MACHINE, "", 0.0, quick)[1]
+
+
+def test_the_plot_is_hidden_while_the_panel_has_nothing_to_draw(tiny):
+    """A refusal (no race yet on "this machine") or a bad value sat under a large empty plot box on the page; the
+    plot is now hidden until there is a chart to draw, and shown with it."""
+    from playground import page
+
+    demo = page.build_demo(tiny)
+    (view,) = [fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "whatif_view"]
+    (plot,) = [c for c in demo.blocks.values() if getattr(c, "elem_id", None) == "whatif-plot"]
+    assert plot.visible is False  # before the panel first answers
+    for args, message in (((0.5, 3, whatif.MACHINE, "", 0.0, None), whatif.NO_MACHINE_CURVE),
+                          ((0.5, 3, whatif.TYPED, "1, x, 2", 0.0, None), "⚠ c(w) typed in: 'x' is not a number"),
+                          ((None, 3, whatif.FLAT, "", 0.0, None), "⚠ draft acceptance α is empty")):
+        shown, text = view.fn(*args)
+        assert shown["visible"] is False and text.startswith(message), args
+    shown, text = view.fn(0.5, 3, whatif.FLAT, "", 0.0, None)
+    assert shown["visible"] is True and shown["value"].data and "cost curve flat c(w) = 1" in text
