@@ -106,3 +106,32 @@ def test_untrained_drafters_offers_every_method_again(other, monkeypatch):
     offered = tuple(key for key in METHODS if key not in TRAINED)  # warmed up: the methods the page offers
     assert built == [(other.name, offered, {"untrained_drafters": False}),
                      (other.name, tuple(METHODS), {"untrained_drafters": True})]
+
+
+def test_a_hub_id_without_network_is_read_from_the_local_cache_at_once(tmp_path, monkeypatch):
+    """Where the hub's name does not resolve, a hub id is loaded from the local Hugging Face cache alone: a cached
+    model loads, an uncached one fails at once naming the missing network (the hub client retried a failed name
+    lookup for 52 s before giving up)."""
+    import socket
+    import time
+
+    import huggingface_hub.constants
+    from tiny import save_tiny
+
+    def no_name(*args, **kwargs):
+        raise socket.gaierror(-2, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_name)
+    snapshot = tmp_path / "models--org--tiny" / "snapshots" / ("a" * 40)  # the hub client's cache layout
+    snapshot.mkdir(parents=True)
+    save_tiny(snapshot)
+    (tmp_path / "models--org--tiny" / "refs").mkdir()
+    (tmp_path / "models--org--tiny" / "refs" / "main").write_text("a" * 40)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)  # tests/conftest.py sets it: not here
+    start = time.monotonic()
+    with pytest.raises(ValueError) as err:
+        load_model("org/missing", device="cpu")
+    assert time.monotonic() - start < 10, str(err.value)
+    assert "org/missing (local Hugging Face cache: the hub's name does not resolve here" in str(err.value)
+    assert "local Hugging Face cache" in load_model("org/tiny", device="cpu").source

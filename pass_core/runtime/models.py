@@ -17,10 +17,12 @@ from pathlib import Path
 import torch
 
 from pass_core.runtime.sources import (EMBEDDED_GGUF, EMBEDDED_PACKAGE, cache_root, check_cache_croppable,  # noqa: F401
-                            embedded_gguf_path, load_gguf, load_pretrained)
+                                       embedded_gguf_path, hub_reachable, load_gguf, load_pretrained)
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 DEFAULT_HUB_REPO = "HuggingFaceTB/SmolLM2-135M-Instruct"
+#: Why a hub id was looked for in the local Hugging Face cache only (``sources.hub_reachable`` said no).
+HUB_OFFLINE = "the hub's name does not resolve here: no network"
 
 
 @dataclass
@@ -176,6 +178,13 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "au
         model, tokenizer = out[0], out[1]
         return out
 
+    def from_hub(repo: str) -> str:  # the source's name, "" when it failed (``errors`` says why)
+        online = hub_reachable()
+        progress(f"Loading {repo} from the hub (needs the network unless it is in the local Hugging Face cache)"
+                 if online else f"Loading {repo} from the local Hugging Face cache ({HUB_OFFLINE})")
+        where = f"hub repo {repo}" if online else f"hub repo {repo} (local Hugging Face cache: {HUB_OFFLINE})"
+        return where if attempt(where, lambda: load_pretrained(repo, torch_dtype, local_only=not online)) else ""
+
     source = ""
     if name == DEFAULT_MODEL:
         gguf = embedded_gguf_path()
@@ -183,9 +192,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "au
             out = attempt(f"embedded GGUF {gguf}", lambda: load_gguf(gguf, torch_dtype, progress))
             source = out[2] if out else ""
         if model is None:
-            progress(f"Loading {DEFAULT_HUB_REPO} from the hub")
-            if attempt(f"hub repo {DEFAULT_HUB_REPO}", lambda: load_pretrained(DEFAULT_HUB_REPO, torch_dtype)):
-                source = f"hub repo {DEFAULT_HUB_REPO}"
+            source = from_hub(DEFAULT_HUB_REPO)
     elif name.endswith(".gguf"):
         path = Path(name).expanduser()
         if not path.is_file():
@@ -197,10 +204,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "au
         if attempt(f"local folder {name}", lambda: load_pretrained(str(Path(name).expanduser()), torch_dtype)):
             source = f"local folder {Path(name).name}"
     elif "/" in name and not name.startswith((".", "/")):
-        progress(f"Loading {name} from the hub (needs the network unless it is in the local Hugging Face cache; "
-                 "offline, the hub client retries for about a minute before it gives up)")
-        if attempt(f"hub repo {name}", lambda: load_pretrained(name, torch_dtype)):
-            source = f"hub repo {name}"
+        source = from_hub(name)
     else:
         raise ValueError(
             f"Unknown model {name!r}: use {DEFAULT_MODEL!r}, a hub id like 'org/name', "

@@ -9,7 +9,10 @@ import hashlib
 import importlib.util
 import os
 import shutil
+import socket
 import tempfile
+import threading
+from urllib.parse import urlparse
 from pathlib import Path
 
 import torch
@@ -118,8 +121,35 @@ def _dequantise(gguf: Path, folder: Path, progress) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def load_pretrained(ref: str, dtype: torch.dtype) -> tuple[object, object]:
-    """(model, tokenizer) from a hub id or a local folder (``from_pretrained``, no remote code).
+#: Seconds ``hub_reachable`` waits for the hub's name to resolve.
+HUB_LOOKUP_S = 5.0
+
+
+def hub_reachable(timeout_s: float = HUB_LOOKUP_S) -> bool:
+    """Whether the Hugging Face hub's host name (``huggingface_hub.constants.ENDPOINT``, HF_ENDPOINT's) resolves
+    within ``timeout_s`` seconds. Without it, a hub download fails whatever the hub client does, yet the client
+    retries a failed name lookup five times with back-off (52 s measured here, per file) before it gives up; a hub
+    id is then loaded from the local Hugging Face cache alone (``load_pretrained(local_only=True)``)."""
+    from huggingface_hub import constants
+
+    host = urlparse(constants.ENDPOINT).hostname
+    answer = []
+
+    def lookup():
+        try:
+            answer.append(bool(socket.getaddrinfo(host, 443)))
+        except OSError:  # socket.gaierror: no such name or no name server
+            answer.append(False)
+
+    worker = threading.Thread(target=lookup, daemon=True)  # getaddrinfo takes no timeout of its own
+    worker.start()
+    worker.join(timeout_s)
+    return bool(host) and bool(answer) and answer[0]
+
+
+def load_pretrained(ref: str, dtype: torch.dtype, local_only: bool = False) -> tuple[object, object]:
+    """(model, tokenizer) from a hub id or a local folder (``from_pretrained``, no remote code). ``local_only``: a
+    hub id from the local Hugging Face cache only (transformers' ``local_files_only``: no network, no retries).
 
     Raises:
         ValueError: a local folder without ``config.json`` (not a saved transformers model).
@@ -132,8 +162,8 @@ def load_pretrained(ref: str, dtype: torch.dtype) -> tuple[object, object]:
         raise ValueError(f"The folder {folder.name!r} has no config.json, so it is not a saved transformers model "
                          "(save one with "
                          "model.save_pretrained(folder) and tokenizer.save_pretrained(folder)).")
-    tokenizer = AutoTokenizer.from_pretrained(ref, trust_remote_code=False)
-    model = AutoModelForCausalLM.from_pretrained(ref, dtype=dtype, trust_remote_code=False)
+    tokenizer = AutoTokenizer.from_pretrained(ref, trust_remote_code=False, local_files_only=local_only)
+    model = AutoModelForCausalLM.from_pretrained(ref, dtype=dtype, trust_remote_code=False, local_files_only=local_only)
     return model, tokenizer
 
 
