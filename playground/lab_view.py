@@ -107,10 +107,23 @@ def same_outcomes_line(result: LabResult, names: dict[str, str]) -> str:
     return "  \n".join(lines)
 
 
+def separate_drafter_line(result: LabResult) -> str:
+    """What ParallelSpec's row measures, when it ran: its drafts come from a separate drafter model, yet its TV,
+    like PaSS's, is to the target's exact law, not the drafter's; with its accepted and judged drafts of this lab."""
+    if "parallelspec" not in result.tv:
+        return ""
+    accepted, judged = result.drafts.get("parallelspec", (0, 0))
+    kept = f" kept {accepted} of its {judged} judged drafts and" if judged else ""
+    return ("ParallelSpec drafts with a separate drafter model, but its row, like PaSS's, is the total variation "
+            f"between its outputs and the target's exact law, not the drafter's: speculative sampling{kept} "
+            "replaced each rejected draft with a draw from the target's residual, so its TV tests that rule, not how "
+            "well the drafter guesses (that shows in acceptance).")
+
+
 def lab_markdown(result: LabResult, names: dict[str, str]) -> str:
     """The lab's table: total-variation distance per method (and the broken rule) against the bound, with pass /
-    fail; then the check's power at this N (``lab_power_line``) and, when methods drew identical outcomes, why
-    (``same_outcomes_line``)."""
+    fail; then what ParallelSpec's row measures (``separate_drafter_line``), the check's power at this N
+    (``lab_power_line``) and, when methods drew identical outcomes, why (``same_outcomes_line``)."""
     lines = [f"{result.runs} seeded runs of {result.depth} tokens per method; TV must stay under the bound "
              f"{result.bound:.3f} (what sampling noise allows for {result.runs} runs).", "",
              "| method | TV distance | bound | lossless? |", "|---|---|---|---|"]
@@ -118,5 +131,6 @@ def lab_markdown(result: LabResult, names: dict[str, str]) -> str:
         name = names.get(key, "broken rule: always accept" if key == BROKEN else key)
         verdict = "✓ pass" if result.passed(key) else "✗ fail"
         lines.append(f"| {name} | {tv:.3f} | {result.bound:.3f} | {verdict} |")
-    notes = [line for line in (lab_power_line(result), same_outcomes_line(result, names)) if line]
+    notes = [line for line in (separate_drafter_line(result), lab_power_line(result),
+                               same_outcomes_line(result, names)) if line]
     return "\n".join(lines) + "".join(f"\n\n{note}" for note in notes)

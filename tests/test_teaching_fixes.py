@@ -127,6 +127,26 @@ def test_lab_table_states_the_power_and_why_lookahead_methods_agree():
     assert "none of their" not in lab_markdown(accepted, {}) and "same accepted drafts" in lab_markdown(accepted, {})
 
 
+def test_lab_table_says_what_parallelspecs_row_measures():
+    """The table gave ParallelSpec (a separate drafter model) a TV beside PaSS's with no word on what it is compared
+    with: one sentence now says it is the total variation to the target's exact law, not the drafter's, with the
+    drafts speculative sampling kept in this lab (from ``LabResult.drafts``); without ParallelSpec, no sentence."""
+    from pass_core.teaching.lab import BROKEN, LabResult, total_variation, tv_bound
+    from playground.lab_view import lab_markdown
+
+    shares = {(57, 5248, 1535): 0.4, (6403, 1980, 253): 0.6}
+    empirical = {"pass": shares, "parallelspec": {(57, 5248, 18948): 0.4, (6403, 1980, 253): 0.6},
+                 BROKEN: BROKEN_SHARES}
+    result = LabResult(LAW, empirical, {k: total_variation(LAW, v) for k, v in empirical.items()}, tv_bound(LAW, 30),
+                       30, 3, drafts={"pass": (0, 30), "parallelspec": (17, 22), BROKEN: (60, 60)})
+    text = " ".join(lab_markdown(result, {"pass": "PaSS", "parallelspec": "ParallelSpec"}).split())
+    assert "ParallelSpec drafts with a separate drafter model, but its row, like PaSS's, is the total variation " \
+           "between its outputs and the target's exact law, not the drafter's" in text
+    assert "speculative sampling kept 17 of its 22 judged drafts" in text and "not how well the drafter guesses" in text
+    without = LabResult(LAW, {"pass": shares}, {"pass": result.tv["pass"]}, result.bound, 30, 3)
+    assert "separate drafter" not in lab_markdown(without, {"pass": "PaSS"})
+
+
 def test_an_emptied_lab_n_box_is_called_empty_and_the_lesson_choice_has_a_name():
     """An emptied N box said "got None", which the visitor never typed; the lessons' radio group had no label, so
     screen readers read gradio's placeholder "Radio"."""
