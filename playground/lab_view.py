@@ -107,23 +107,30 @@ def same_outcomes_line(result: LabResult, names: dict[str, str]) -> str:
     return "  \n".join(lines)
 
 
+#: The methods whose drafts come from a model of their own (``separate_drafter_line``).
+SEPARATE_DRAFTERS = ("parallelspec", "draft-model")
+
+
 def separate_drafter_line(result: LabResult) -> str:
-    """What ParallelSpec's row measures, when it ran: its drafts come from a separate drafter model, yet its TV,
-    like PaSS's, is to the target's exact law, not the drafter's; with its accepted and judged drafts of this lab."""
-    if "parallelspec" not in result.tv:
+    """What the rows of the methods with a drafter model of their own (``SEPARATE_DRAFTERS``) measure, when any ran:
+    like every row, the total variation to the target's exact law, not to the drafter's; with the drafts speculative
+    sampling kept of each in this lab (``LabResult.drafts``). "" when none ran."""
+    ran = [key for key in SEPARATE_DRAFTERS if key in result.tv]
+    if not ran:
         return ""
-    accepted, judged = result.drafts.get("parallelspec", (0, 0))
-    kept = f" kept {accepted} of its {judged} judged drafts and" if judged else ""
-    return ("ParallelSpec drafts with a separate drafter model, but its row, like PaSS's, is the total variation "
-            f"between its outputs and the target's exact law, not the drafter's: speculative sampling{kept} "
-            "replaced each rejected draft with a draw from the target's residual, so its TV tests that rule, not how "
-            "well the drafter guesses (that shows in acceptance).")
+    kept = [f"{METHODS[key].short_name} {accepted} of {judged}" for key in ran
+            for accepted, judged in [result.drafts.get(key, (0, 0))] if judged]
+    subject = " and ".join(METHODS[key].short_name for key in ran)
+    verb = "draft with a model of their own" if len(ran) > 1 else "drafts with a model of its own"
+    return (f"{subject} {verb}, yet every row compares the outputs with the target's exact law: speculative sampling "
+            "keeps a draft or draws from the target's residual, so a pass tests that rule, not the drafter"
+            + (f" (drafts kept here: {', '.join(kept)})." if kept else "."))
 
 
 def lab_markdown(result: LabResult, names: dict[str, str]) -> str:
     """The lab's table: total-variation distance per method (and the broken rule) against the bound, with pass /
-    fail; then what ParallelSpec's row measures (``separate_drafter_line``), the check's power at this N
-    (``lab_power_line``) and, when methods drew identical outcomes, why (``same_outcomes_line``)."""
+    fail; then what the rows of methods with their own drafter model measure (``separate_drafter_line``), the
+    check's power at this N (``lab_power_line``) and, when methods drew identical outcomes, why (``same_outcomes_line``)."""
     lines = [f"{result.runs} seeded runs of {result.depth} tokens per method; TV must stay under the bound "
              f"{result.bound:.3f} (what sampling noise allows for {result.runs} runs).", "",
              "| method | TV distance | bound | lossless? |", "|---|---|---|---|"]

@@ -148,7 +148,8 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
                                       f"{LAB_DEFAULT_RUNS} takes about 3.5 minutes (embedded model)", "lab-runs",
                                       (LAB_MIN_RUNS, MAX_RUNS))
             lab_btn = gr.Button("Run lab", variant="primary", scale=1)
-        lab_plot = gr.Plot(label="empirical distributions vs the exact law")
+        lab_plot = gr.Plot(label="empirical distributions vs the exact law", elem_id="lab-plot",
+                           visible=False)  # shown with the first lab's chart: an empty plot box stood over the tab
         lab_md = gr.Markdown(elem_id="lab-table")
     state = gr.State(None)
     timer = gr.Timer(1.0, active=not holder.ready)

@@ -178,7 +178,9 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         session, stop = getattr(request, "session_hash", None), threading.Event()
         labs[session] = stop
         try:
-            return lab_handler(loaded, prompt, runs, progress, decode=holder.token_text, stop=stop)
+            figure, table = lab_handler(loaded, prompt, runs, progress, decode=holder.token_text, stop=stop)
+            # the plot is hidden until the first lab (an empty plot box stood over the tab): shown with its chart
+            return (figure if isinstance(figure, dict) else gr.update(value=figure, visible=True)), table
         finally:
             if labs.get(session) is stop:
                 del labs[session]

@@ -355,11 +355,13 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
         page.get_by_role("button", name="Run lab").click()
         page.get_by_text(lab_runs_problem(10)).first.wait_for(timeout=15_000)
         assert runs.input_value() == "10"
+        assert not page.locator("#lab-plot").is_visible()  # no empty plot box before a lab, nor after a refusal
         runs.fill("50")
         page.get_by_role("button", name="Run lab").click()
         page.get_by_text("✗ fail").first.wait_for(timeout=120_000)
         table = page.locator("#lab-table").inner_text()
         assert table.count("✓ pass") == len(METHODS) and table.count("✗ fail") == 1
+        page.locator("#lab-plot .js-plotly-plot").wait_for(timeout=30_000)  # the lab's chart, shown
         page.screenshot(path=str(ARTIFACTS / f"browser-lab-{width}.png"), full_page=True)
 
 

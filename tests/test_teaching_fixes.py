@@ -129,8 +129,9 @@ def test_lab_table_states_the_power_and_why_lookahead_methods_agree():
 
 def test_lab_table_says_what_parallelspecs_row_measures():
     """The table gave ParallelSpec (a separate drafter model) a TV beside PaSS's with no word on what it is compared
-    with: one sentence now says it is the total variation to the target's exact law, not the drafter's, with the
-    drafts speculative sampling kept in this lab (from ``LabResult.drafts``); without ParallelSpec, no sentence."""
+    with: one sentence now says every row compares with the target's exact law, not the drafter's, with the drafts
+    speculative sampling kept in this lab (from ``LabResult.drafts``); with the draft model too, both are named;
+    without either, no sentence."""
     from pass_core.teaching.lab import BROKEN, LabResult, total_variation, tv_bound
     from playground.lab_view import lab_markdown
 
@@ -140,11 +141,14 @@ def test_lab_table_says_what_parallelspecs_row_measures():
     result = LabResult(LAW, empirical, {k: total_variation(LAW, v) for k, v in empirical.items()}, tv_bound(LAW, 30),
                        30, 3, drafts={"pass": (0, 30), "parallelspec": (17, 22), BROKEN: (60, 60)})
     text = " ".join(lab_markdown(result, {"pass": "PaSS", "parallelspec": "ParallelSpec"}).split())
-    assert "ParallelSpec drafts with a separate drafter model, but its row, like PaSS's, is the total variation " \
-           "between its outputs and the target's exact law, not the drafter's" in text
-    assert "speculative sampling kept 17 of its 22 judged drafts" in text and "not how well the drafter guesses" in text
+    assert "ParallelSpec drafts with a model of its own, yet every row compares the outputs with the target's exact " \
+           "law" in text and "(drafts kept here: ParallelSpec 17 of 22)." in text, text
     without = LabResult(LAW, {"pass": shares}, {"pass": result.tv["pass"]}, result.bound, 30, 3)
-    assert "separate drafter" not in lab_markdown(without, {"pass": "PaSS"})
+    assert "model of its own" not in lab_markdown(without, {"pass": "PaSS"})
+    both = LabResult(LAW, {**empirical, "draft-model": shares}, {**result.tv, "draft-model": result.tv["pass"]},
+                     result.bound, 30, 3, drafts={**result.drafts, "draft-model": (9, 40)})
+    assert "ParallelSpec and draft model draft with a model of their own" in lab_markdown(both, {}) and \
+        "(drafts kept here: ParallelSpec 17 of 22, draft model 9 of 40)." in lab_markdown(both, {})
 
 
 def test_an_emptied_lab_n_box_is_called_empty_and_the_lesson_choice_has_a_name():
