@@ -27,7 +27,8 @@ from playground.race_text import baseline_label
 from playground.race_view import METRIC_LABELS, race_view
 from playground.stepping import StepControl, paused_updates, step_line
 from playground.theory_view import theory_view
-from playground.tree_race import tree_base, tree_count, tree_outputs, tree_problem, with_trees
+from playground.tree_race import TREE_PANES, tree_base, tree_count, tree_outputs, tree_pane_values, tree_problem, \
+    with_trees
 
 UPDATE_INTERVAL_S = 0.5  # at most 2 page updates per second of wall time at the start of a race (UI cost <= 5 %)
 CHART_EVERY = 4  # charts redraw on every 4th page update (figures are the browser's heaviest work)
@@ -271,12 +272,23 @@ def rerender_panes(state, show_rejected):
                  for key in METHODS)
 
 
+#: Where ``render``'s tree panes start, counted from the end: the tree outputs (``tree_outputs``: the panes, the tree
+#: figure, its node chooser and panel), then the trace, the run line, the drafter line and the state.
+TREE_PANES_FROM_END = len(TREE_PANES) + 3 + 4
+
+
 def with_panes_for(outputs: tuple, show_rejected: bool) -> tuple:
-    """A race update (``render``'s outputs) with its panes re-rendered for ``show_rejected``: the value the
-    toggle has *now*, which the visitor may have changed since the race started (the state holds the events)."""
-    if not isinstance(outputs[-1], dict):  # "waiting for the model": no panes in this update
+    """A race update (``render``'s outputs) with its panes, the tree entries' too, re-rendered for ``show_rejected``:
+    the value the toggle has *now*, which the visitor may have changed since the race started (the state holds the
+    events). The tree panes too: their rejected drafts, hidden by the page's CSS but still boxes on the page, put
+    the step-through's outline of the newest step (counted without them) on the wrong boxes."""
+    state = outputs[-1]
+    # "waiting for the model", or a paused race's heartbeat (``gr.skip()``, a dict too): no panes in this update
+    if not isinstance(state, dict) or "events" not in state:
         return outputs
-    return (*rerender_panes(outputs[-1], show_rejected), *outputs[len(METHODS):])
+    at = len(outputs) - TREE_PANES_FROM_END
+    return (*rerender_panes(state, show_rejected), *outputs[len(METHODS):at], *tree_pane_values(state, show_rejected),
+            *outputs[at + len(TREE_PANES):])
 
 
 def pane_visibility(methods):

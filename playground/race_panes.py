@@ -76,10 +76,6 @@ def visible_text(text: str) -> str:
     return text.replace(" ", "␣") if not text.strip() else text
 
 
-#: The characters JavaScript's ``String.trim`` removes: gradio's pane draws no element for a piece of a token that is
-#: blank by that rule (Python's ``str.strip`` also removes \x1c-\x1f and \x85, which the browser keeps).
-JS_BLANK = " \t\n\v\f\r\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029" \
-           "\u202f\u205f\u3000\ufeff"
 #: The newest step's outline while stepping through a race (``newest_step_css``): dark, so that it shows on every
 #: token colour, and outside the token box, so that the colours stay as the legend has them.
 NEWEST_STEP_OUTLINE = "outline: 2px solid #111827; outline-offset: 1px; border-radius: 3px"
@@ -87,8 +83,9 @@ NEWEST_STEP_OUTLINE = "outline: 2px solid #111827; outline-offset: 1px; border-r
 
 def drawn_pieces(text: str) -> int:
     """How many token boxes gradio's ``HighlightedText`` draws for a pane entry's ``text``: one per piece between
-    newlines that is not blank (``JS_BLANK``)."""
-    return sum(1 for piece in text.split("\n") if piece.strip(JS_BLANK))
+    newlines that is not empty. The panes keep gradio's ``show_whitespaces=True``: a piece of spaces, a tab or a
+    no-break space has a box too (only with ``show_whitespaces=False`` does gradio leave out a blank piece's box)."""
+    return sum(1 for piece in text.split("\n") if piece)
 
 
 def newest_step_css(event: StepEvent | None, pane_id: str) -> str:

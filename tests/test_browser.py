@@ -499,3 +499,66 @@ def test_step_through_and_token_inspector(new_page, race_page_url, tmp_path, wid
         page.locator("#inspector-plot .js-plotly-plot").wait_for(timeout=30_000)
         page.locator("#inspector").screenshot(path=str(ARTIFACTS / f"browser-inspector-{width}.png"))
         page.screenshot(path=str(ARTIFACTS / f"browser-inspector-page-{width}.png"), full_page=True)
+
+
+#: The text of each pane's outlined token boxes (the step-through's newest step), box by box: pane id -> texts.
+OUTLINED_BOXES = """() => Object.fromEntries([...document.querySelectorAll('.token-pane')].map(pane => [pane.id,
+  [...pane.querySelectorAll('.token')].filter(t => getComputedStyle(t).outlineStyle !== 'none')
+    .map(t => t.querySelector('.text').textContent)]).filter(([, texts]) => texts.length))"""
+
+
+def test_the_outline_covers_whitespace_tokens_of_a_replayed_step(new_page, race_page_url, tmp_path):
+    """A replayed trace whose tokens hold newlines, spaces, a tab and a no-break space, stepped through on a phone's
+    width from its last step back to its first: at every step exactly the boxes of that step are outlined, in its
+    own pane alone, with the rejected drafts shown and hidden (the toggle pressed while paused). The outline had
+    counted a blank piece as no box (gradio's panes draw one: ``show_whitespaces``) and began a token or two late."""
+    import dataclasses
+    import time
+
+    from pass_core.decoding.settings import DecodeSettings
+    from pass_core.teaching.race import race, race_order
+    from pass_core.teaching.trace import make_trace, save_trace
+    from tiny import tiny_loaded
+
+    loaded, settings = tiny_loaded(seed=0), DecodeSettings(num_lookahead=2, temperature=1.0, max_new_tokens=8, seed=3)
+    decoders = {key: METHODS[key].decode(loaded, "Hello there", settings, METHODS[key].find_files(loaded, 2)[0])
+                for key in ("ar", "pass")}
+    events = {key: [] for key in decoders}
+    for name, event in race(decoders):
+        events[name].append(event)
+    texts = iter(["a\nb", " ", "\t", "\u00a0", "x\n", "\n\n", "  y", "c d\n e"] * 40)
+    drafts = iter([" ", "\n", "z"] * 40)
+    events = {key: [dataclasses.replace(e, tokens=tuple(dataclasses.replace(
+        t, text=next(texts) if t.committed else next(drafts)) for t in e.tokens)) for e in evs]
+        for key, evs in events.items()}
+    saved = save_trace(make_trace(loaded, "Hello there", settings, events), tmp_path / "blank-tokens.json")
+    order = race_order(events)
+
+    def boxes(name, index, show):  # the step's boxes as gradio draws them: a piece between newlines, if not empty
+        entries = panes.pane_entries([events[name][index]], show, False)
+        return {f"pane-{name}": [p for text, _, _ in entries for p in text.split("\n") if p]}
+
+    with in_process_page(new_page, race_page_url, 400) as page:
+        page.locator("#trace-upload input[type=file]").set_input_files(str(saved))
+        page.wait_for_timeout(1000)
+        page.locator("#replay-button").click()
+        page.get_by_text("Replay of a trace").first.wait_for(timeout=30_000)
+        page.locator("#pause-button").click()
+        position = paused_position(page)
+        assert position == len(order)
+        toggle = page.get_by_label("show rejected drafts")
+        while True:
+            name, index = order[position - 1]
+            for show in (True, False, True):
+                if toggle.is_checked() != show:
+                    toggle.click()
+                end, seen = time.monotonic() + 15, None
+                while time.monotonic() < end and seen != boxes(name, index, show):
+                    seen = page.evaluate(OUTLINED_BOXES)
+                    time.sleep(0.2)
+                assert seen == boxes(name, index, show), (position, show, events[name][index].tokens)
+            if position == 1:
+                break
+            page.locator("#previous-button").click()
+            page.wait_for_function(f"() => ({PAUSED_AT})() === {position - 1}", timeout=30_000)
+            position -= 1

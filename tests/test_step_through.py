@@ -239,18 +239,22 @@ def test_step_buttons_before_any_race_say_what_to_do(tiny):
 
 def test_the_newest_step_is_outlined_by_counting_its_boxes_with_and_without_rejected_drafts(tiny):
     """A step-through frame outlines the last N token boxes of the newest step's pane, N counted as gradio draws
-    them (a newline splits a box, a blank piece has none), once with the rejected drafts shown and once without; the
-    whole race outlines nothing (the browser check: ``test_browser.py::test_step_through_and_token_inspector``)."""
+    them (a newline splits a box, an empty piece has none, a blank one has one: the panes keep gradio's
+    ``show_whitespaces``), once with the rejected drafts shown and once without; the whole race outlines nothing
+    (the browser checks: ``test_browser.py::test_step_through_and_token_inspector``,
+    ``test_browser.py::test_the_outline_covers_whitespace_tokens_of_a_replayed_step``)."""
     from pass_core.decoding.events import StepEvent, TokenRecord
 
-    assert panes.drawn_pieces("a\nb") == 2 and panes.drawn_pieces("\n") == 0 and panes.drawn_pieces(" \u00a0") == 0
-    assert panes.drawn_pieces("\u200b") == 1 and panes.drawn_pieces("x\n\n ") == 1  # gradio keeps U+200B
-    # " a" and "↵\n": two boxes; the blank " " none; the rejected draft "b" one more
+    assert panes.drawn_pieces("a\nb") == 2 and panes.drawn_pieces("\n") == 0 and panes.drawn_pieces("") == 0
+    # a blank piece has its box (it had none here, and the outline began a token or two late)
+    assert panes.drawn_pieces(" \u00a0") == panes.drawn_pieces("\t") == panes.drawn_pieces("\u200b") == 1
+    assert panes.drawn_pieces("x\n\n ") == 2
+    # " a", "↵\n" and the blank " ": three boxes; the rejected draft "b" one more
     committed = [TokenRecord(1, " a", "accepted"), TokenRecord(2, "\n", "exact"), TokenRecord(3, " ", "resampled")]
     event = StepEvent("pass", 1, (*committed[:2], TokenRecord(4, "b", "rejected"), committed[2]))
     css = panes.newest_step_css(event, "pane-pass")
-    assert ("body:not(.hide-rejected) #pane-pass .token-container:nth-last-child(-n+3 of .token-container)" in css
-            and "body.hide-rejected #pane-pass .token-container:nth-last-child(-n+2 of .token-container)" in css), css
+    assert ("body:not(.hide-rejected) #pane-pass .token-container:nth-last-child(-n+4 of .token-container)" in css
+            and "body.hide-rejected #pane-pass .token-container:nth-last-child(-n+3 of .token-container)" in css), css
     assert panes.newest_step_css(None, "pane-pass") == ""
     from playground.race_handlers import newest_css
 
@@ -267,3 +271,29 @@ def test_the_newest_step_is_outlined_by_counting_its_boxes_with_and_without_reje
     whole = page.render_state({"events": events, "greedy": False, "fused": False, "finished": True, "note": "",
                                "show": {}}, True, None)
     assert dict(zip(OUTPUT_NAMES, whole, strict=True))["newest_step"] == ""
+
+
+def test_a_toggle_mid_race_rerenders_the_tree_panes_and_leaves_a_paused_races_heartbeat_alone(tiny):
+    """The "show rejected drafts" toggle changed mid-race: each race update is re-rendered for it
+    (``with_panes_for``), the tree entries' panes too (their rejected drafts, hidden by the page's CSS but still boxes
+    on the page, put the newest step's outline on the wrong boxes); a paused race's heartbeat (``gr.skip()`` for
+    every output, a dict too) passes as it is (it raised KeyError: the race died and Next did nothing more)."""
+    from pass_core.decoding.events import StepEvent, TokenRecord
+    from playground.race_handlers import with_panes_for
+    from playground.tree_race import TREE_PANES
+
+    events = race_events(tiny)
+    tokens = (TokenRecord(1, "a", "accepted"), TokenRecord(2, "b", "rejected"), TokenRecord(3, "c", "resampled"))
+    events["parallelspec+tree8"] = [StepEvent("parallelspec+tree8", 1, tokens, step_s=0.01)]
+    state = {"events": events, "greedy": False, "fused": False, "finished": False, "note": "", "show": {}}
+    frame = page.render_state(state, True, None)
+    out = dict(zip(OUTPUT_NAMES, frame, strict=True))
+    assert TOKEN_LABELS["rejected"] in {label for _, label in out["parallelspec_tree_tokens"]["value"]}
+    hidden = dict(zip(OUTPUT_NAMES, with_panes_for(frame, False), strict=True))
+    tree_pane = hidden["parallelspec_tree_tokens"]
+    assert tree_pane["visible"] and [text for text, _ in tree_pane["value"]] == ["a", "c"], tree_pane
+    assert hidden["pass_tokens"] == panes.highlighted_tokens(events["pass"], False)
+    assert all(hidden[name] == out[name] for name in OUTPUT_NAMES if not name.endswith("_tokens")), "only panes change"
+    assert len(TREE_PANES) == sum(name.endswith("_tree_tokens") for name in OUTPUT_NAMES)
+    heartbeat = (gr.skip(),) * len(frame)
+    assert with_panes_for(heartbeat, False) == heartbeat
