@@ -17,6 +17,8 @@ from playground.race_text import finish_line, metric_texts
 from playground.race_view import METRIC_LABELS
 
 _DEFAULTS = {name: default for name, (_, _, default) in SETTING_RANGES.items()}
+#: The token-tree setting's value for a chain (no tree): ``tree_race.TREE_CHOICES``'s first, its default.
+CHAIN = 0
 
 
 @dataclass(frozen=True)
@@ -57,16 +59,18 @@ class Lesson:
 
     def values(self) -> list:
         """The race's inputs in ``build_demo``'s order: prompt, the six numeric settings, show rejected drafts,
-        fused, methods, chat template, cost-aware draft lengths."""
+        fused, methods, chat template, cost-aware draft lengths, token tree (``CHAIN``: a tree left on from an
+        earlier race would add tree entries the lesson does not talk about)."""
         numbers = {**_DEFAULTS, **self.settings}
         return [self.prompt, *(numbers[name] for name in ("num_lookahead", "temperature", "top_k", "top_p",
                                                             "max_new_tokens", "seed")),
-                True, self.fused, list(self.methods), self.chat_template, self.auto_drafts]
+                True, self.fused, list(self.methods), self.chat_template, self.auto_drafts, CHAIN]
 
     def preset_line(self) -> str:
         """What picking the lesson set, in one italic line: the methods it races (the panes of the others are
-        hidden) and every setting it changes from the page's defaults, e.g. "*Set for you: AR and PaSS;
-        temperature 1, top-k 20; slow motion 0.5 s per step.*"."""
+        hidden) and every setting it changes from the page's defaults (``values`` sets the others to them), e.g.
+        "*Set for you: AR and PaSS; temperature 1, top-k 20; slow motion 0.5 s per step; every other setting at its
+        default.*"."""
         names = [METHODS[key].short_name for key in self.methods if key in METHODS]
         methods = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names)
         settings = [f"{NUMERIC_INPUTS[name][0]} {value:g}" for name, value in self.settings.items()]
@@ -74,7 +78,7 @@ class Lesson:
                      "chat template off"), (self.auto_drafts, "cost-aware draft lengths on")) if flag]
         parts = [methods, ", ".join(settings)] + ([f"slow motion {self.slow_motion_s:g} s per step"]
                                                   if self.slow_motion_s else [])
-        return f"*Set for you: {'; '.join(filter(None, parts))}.*"
+        return f"*Set for you: {'; '.join(filter(None, parts))}; every other setting at its default.*"
 
 
 LESSONS = (

@@ -241,7 +241,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                          queue=False, show_progress="hidden")
         ui.wire_remeasure(holder, ui.state, ui.cost_plot, ui.cost_md, slots)
         # the teaching panels' events, before the race's listener (Run's listeners run in order: ``wire_panels``)
-        after_race = wire_panels(ui.state, inputs, ui.wire_lessons, ui.wire_whatif, run=ui.run_btn)
+        after_race = wire_panels(ui.state, [*inputs, ui.tree_nodes], ui.wire_lessons, ui.wire_whatif, run=ui.run_btn)
         outputs = [*ui.panes, ui.newest_css, *ui.metrics, ui.greedy_md, ui.latency_plot, ui.cumulative_plot,
                    ui.hist_plot, ui.position_plot, ui.theory_plot, ui.theory_md, ui.cost_plot, ui.cost_md,
                    *ui.tree.outputs, ui.trace_download, ui.run_md, ui.lookahead_md, ui.state]

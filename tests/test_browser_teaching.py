@@ -122,15 +122,23 @@ def test_each_lesson_asks_first_then_explains_with_its_race_numbers(new_page, ti
     summed step time); and the finish view, in the run line and the strip, names the method with the highest
     tokens/s in the metric box. The lab's lesson answers after Run lab instead, with the lab's verdicts. Run again:
     the question comes back while the race runs, then the new numbers. At this desktop width the strip, the finish
-    view (after lesson 1) and the what-if panel (at the end) fit the page (``fits_the_width``)."""
+    view (after lesson 1) and the what-if panel (at the end) fit the page (``fits_the_width``). A token tree chosen
+    before is set back to a chain by the lesson (it would race tree entries the lesson does not talk about)."""
     page = open_page(new_page, tiny_page_url, 1400)
     labels = {"tokens_per_s": "tokens/s", "speedup": "speed-up vs AR", "tokens_per_forward_pass":
               "tokens per forward pass", "mean_accepted_tokens": "mean accepted tokens per verification step",
               "acceptance_rate": "draft acceptance rate"}
+    open_settings(page)
+    tree = page.locator("#input-tree_nodes input")
+    tree.click()  # a token tree left on from an earlier race: a lesson sets it back to a chain
+    page.get_by_role("option").filter(has_text="8 nodes").first.click()
+    assert tree.input_value() == "8 nodes"
     for lesson in LESSONS:
         page.locator("#lesson-choice").get_by_label(lesson.title, exact=True).check()
         page.wait_for_function("q => document.querySelector('#lesson-text').innerText.replace(/\\s+/g, ' ')"
                                ".includes(q)", arg=plain(lesson.predict), timeout=10_000)
+        page.wait_for_function("() => document.querySelector('#input-tree_nodes input').value === 'chain (no tree)'",
+                               timeout=5_000)
         assert plain(lesson.after) not in shown(page, "#lesson-text"), lesson.title  # not before the race
         assert page.get_by_label("prompt", exact=True).input_value() == lesson.prompt
         for key, method in METHODS.items():

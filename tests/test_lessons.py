@@ -10,6 +10,7 @@ from pass_core.decoding.events import StepEvent, TokenRecord
 from pass_core.decoding.metrics import summarize
 from pass_core.registry import METHODS
 from playground.race_inputs import NUMERIC_INPUTS
+from playground.tree_race import TREE_CHOICES
 from playground.lessons import AFTER_LAB_PENDING, AFTER_PENDING, LESSON_HINT, LESSONS, lab_lesson_markdown, \
     lesson_markdown, lesson_values
 from playground.race_handlers import validate_inputs
@@ -20,8 +21,10 @@ from playground.race_view import race_view
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.title)
 def test_each_lesson_is_a_valid_race_with_a_question(lesson):
     values = lesson.values()
-    assert len(values) == 12  # build_demo's race inputs
-    prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show, fused, methods, chat, auto = values
+    assert len(values) == 13  # build_demo's race inputs and the token tree
+    prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show, fused, methods, chat, auto, tree \
+        = values
+    assert tree == TREE_CHOICES[0][1] == 0  # a chain: a tree left on from an earlier race is set off
     assert prompt == lesson.prompt and methods == list(lesson.methods) and show is True
     assert all(key in METHODS for key in methods) and len(methods) >= 2
     assert all(check.get("__type__") == "validate" and check.get("is_valid", True) for check in validate_inputs(*values))
