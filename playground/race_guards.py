@@ -10,6 +10,8 @@ come from ``pass_core.decoding.text``, the load from ``pass_core.runtime.machine
 
 from __future__ import annotations
 
+import contextlib
+
 from pass_core.decoding.settings import DecodeSettings
 from pass_core.runtime.machine_load import LoadMeter, busy_line
 from pass_core.runtime.pass_cost import CostCurves
@@ -23,6 +25,20 @@ def new_guards(prompt: str, settings: DecodeSettings, curves: CostCurves, prefil
     warning are kept with the race's prompt and settings."""
     return {"meter": LoadMeter(), "load": "", "prefill": prefill, "source": (prompt, settings),
             "refused": (curves.refused, curves.problem) if curves.refused is not None else None}
+
+
+@contextlib.contextmanager
+def off_the_clock(guards: dict | None):
+    """While a race waits (paused for the step-through, or slow motion's wait after a step), its load meter counts
+    nothing (``LoadMeter.pause``): the race computes nothing then, so other programs cannot slow it down."""
+    meter = (guards or {}).get("meter")
+    if meter is not None:
+        meter.pause()
+    try:
+        yield
+    finally:
+        if meter is not None:
+            meter.resume()
 
 
 def finish(guards: dict | None) -> None:

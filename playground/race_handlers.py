@@ -19,7 +19,7 @@ from pass_core.decoding.text import encode_prompt, spare_positions
 from pass_core.teaching.trace import make_trace, save_trace
 from playground.cost_charts import cost_view
 from playground.race_panes import highlighted_tokens, newest_step_css
-from playground.race_guards import finish, guard_lines, new_guards, prefill_warning
+from playground.race_guards import finish, guard_lines, new_guards, off_the_clock, prefill_warning
 from playground.trace_files import trace_path
 from playground.race_inputs import DEFAULT_RACE, MethodOffer, RaceRequest, checkbox_problem, chosen_methods, \
     hide_paths, input_problems, methods_problem, prompt_problem, whole, zerogpu_duration
@@ -206,9 +206,10 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
             events[name].append(event)
             tokens += len(event.tokens)
             if control is not None and control.paused:
-                yield from paused_updates(control, events, lambda position: render(
-                    events, show_rejected, settings.greedy, settings.fused, False, note, position=position, live=True,
-                    **show), gr.skip)
+                with off_the_clock(show["guards"]):  # a paused race computes nothing: not a busy race
+                    yield from paused_updates(control, events, lambda position: render(
+                        events, show_rejected, settings.greedy, settings.fused, False, note, position=position,
+                        live=True, **show), gr.skip)
                 continue
             if control is not None and control.delay_s:  # slow motion: every step on the page, then a wait
                 now = time.monotonic()
@@ -217,7 +218,8 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
                     last_chart, chart_draws = now, chart_draws + 1
                 yield render(events, show_rejected, settings.greedy, settings.fused, False, note, charts_now,
                              theory_now=(chart_draws - 1) % THEORY_EVERY == 0, **show)
-                control.sleep(control.delay_s)
+                with off_the_clock(show["guards"]):
+                    control.sleep(control.delay_s)
                 continue
             now = time.monotonic()
             if now - last >= min(update_interval_s * (1 + tokens / TOKENS_PER_EXTRA_S), MAX_UPDATE_GAP_S):

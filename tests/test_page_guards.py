@@ -551,3 +551,36 @@ def test_a_race_under_load_says_so_and_keeps_a_refused_curve_out(tiny, measured,
     assert "The machine was busy during this race" in final["run_info"] and "timings are unreliable" in final["run_info"]
     assert final["state"]["show"]["curve"] is None and "not physical and was refused" in final["cost_text"]
     assert whatif_view(0.6, 3, MACHINE, "", 0.1, final["state"]) == (None, NO_MACHINE_CURVE)
+
+
+def test_a_paused_race_is_not_called_busy_for_what_ran_while_it_waited(tiny, monkeypatch):
+    """Other programs that fill every core only while a race is paused (a teacher's browser, say) do not make it a
+    busy race: the race computed nothing then (``LoadMeter.pause``). The counters are simulated: both cores busy
+    with other programs inside the pause's window, idle otherwise; this process's own CPU time is real. Counted over
+    the whole wall time, the 3-s pause alone made the race busy (others about 2 cores, every core saturated)."""
+    import os
+
+    from playground.stepping import RESUME, StepControl
+
+    window, clock = [float("inf"), float("inf")], {"last": None, "others": 0.0, "total": 0.0}
+
+    def sample(stat_path: str = "/proc/stat"):
+        now, own = time.monotonic(), sum(os.times()[:2])
+        if clock["last"] is not None:
+            clock["total"] += 2 * (now - clock["last"])
+            clock["others"] += 2 * max(0.0, min(now, window[1]) - max(clock["last"], window[0]))
+        clock["last"] = now
+        return CpuSample(now, own, clock["others"] + own, 1e6 + clock["total"], 2)  # only differences count
+
+    monkeypatch.setattr(machine_load, "sample", sample)
+    control = StepControl()
+    control.pause()  # the race stops after its first step
+    outs = page.race_handler(tiny, RaceRequest("Hello there", 2, 1.0, 0, 1.0, 8, 0, True, False),
+                             update_interval_s=0.0, control=control)
+    assert "Paused" in dict(zip(OUTPUT_NAMES, next(outs), strict=True))["run_info"]
+    window[0] = time.monotonic()
+    time.sleep(3.0)
+    window[1] = time.monotonic()
+    control.move(RESUME)
+    final = dict(zip(OUTPUT_NAMES, list(outs)[-1], strict=True))
+    assert "Finished" in final["run_info"] and "busy" not in final["run_info"], final["run_info"]

@@ -98,26 +98,51 @@ class MachineLoad:
 
 def load_between(start: CpuSample, end: CpuSample) -> MachineLoad:
     """``MachineLoad`` from ``start`` to ``end`` (``sample``s, ``end`` taken later)."""
-    wall = max(end.wall_s - start.wall_s, 1e-9)
-    own = max(0.0, end.own_cpu_s - start.own_cpu_s)
+    return load_over([(start, end)])
+
+
+def load_over(spans: list[tuple[CpuSample, CpuSample]]) -> MachineLoad:
+    """``MachineLoad`` over the (start, end) ``sample`` pairs of ``spans`` together: their wall, own and machine CPU
+    times summed (the spans of a race that ran, without its pauses: ``LoadMeter.pause``)."""
+    wall = max(sum(end.wall_s - start.wall_s for start, end in spans), 1e-9)
+    own = max(0.0, sum(end.own_cpu_s - start.own_cpu_s for start, end in spans))
     load, cores = cpu_load()
     other = saturated = None
-    if None not in (start.busy_s, end.busy_s, start.total_s, end.total_s) and end.total_s > start.total_s:
-        busy, total = end.busy_s - start.busy_s, end.total_s - start.total_s
+    known = [(start, end) for start, end in spans if None not in (start.busy_s, end.busy_s, start.total_s, end.total_s)]
+    total = sum(end.total_s - start.total_s for start, end in known)
+    if known and len(known) == len(spans) and total > 0:
+        busy = sum(end.busy_s - start.busy_s for start, end in known)
         other = max(0.0, busy - own) / wall
         saturated = busy >= SATURATED * total
     return MachineLoad(wall, own / wall, other, saturated, load, cores)
 
 
 class LoadMeter:
-    """Measures the machine's load from its creation on: ``LoadMeter().load()`` at any later time."""
+    """Measures the machine's load from its creation on: ``LoadMeter().load()`` at any later time. Between
+    ``pause()`` and ``resume()`` nothing is counted: a paused race computes nothing (the step-through, slow
+    motion's waits), so what other programs do then cannot slow it down (a teacher's paused race was called busy
+    for the browser's own work while it waited)."""
 
     def __init__(self, stat_path: str = "/proc/stat"):
         self.stat_path = stat_path
-        self.start = sample(stat_path)
+        self.start: CpuSample | None = sample(stat_path)
+        self.spans: list[tuple[CpuSample, CpuSample]] = []  # the counted spans that have ended
+
+    def pause(self) -> None:
+        """Stop counting (no-op when paused already)."""
+        if self.start is not None:
+            self.spans.append((self.start, sample(self.stat_path)))
+            self.start = None
+
+    def resume(self) -> None:
+        """Count again (no-op unless paused)."""
+        if self.start is None:
+            self.start = sample(self.stat_path)
 
     def load(self) -> MachineLoad:
-        return load_between(self.start, sample(self.stat_path))
+        """The load over every counted span so far (the one running now included)."""
+        running = [(self.start, sample(self.stat_path))] if self.start is not None else []
+        return load_over(self.spans + running)
 
 
 def busy_line(load: MachineLoad | None) -> str:
