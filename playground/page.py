@@ -44,7 +44,7 @@ from playground.teaching_panels import wire_panels
 from playground.tree_race import inspector_outputs, tree_choice, tree_count, tree_pane_values, wire_tree
 # the handlers, re-exported: tests and API users reach them as playground.page.<name>
 from playground.race_handlers import (CHART_EVERY, DEFAULT_RACE, drafters_for, gpu_duration,  # noqa: F401
-                                      pane_visibility, race_handler, race_keys, render, render_state,
+                                      pane_visibility, race_handler, race_keys, render, render_state, replay_panes,
                                       rerender_panes, user_error, validate_inputs, with_panes_for)
 from playground.replay import replay_handler  # noqa: F401  (re-exported too)
 
@@ -251,7 +251,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                                      concurrency_limit=1, preprocess=False, show_progress="minimal",
                                      show_progress_on=ui.run_md,  # progress and a refusal: on the run line only
                                      validator=functools.partial(validate_inputs, offer=offer))
-        ui.replay_btn.click(lambda path, show: replay_handler(path, show, holder.loaded),
+        replay_event = ui.replay_btn.click(lambda path, show: replay_handler(path, show, holder.loaded),
                             [ui.trace_upload, ui.show_rejected], outputs, api_name="replay", concurrency_limit=4,
                             show_progress_on=ui.run_md)  # a refused file: one mark, not one on every output
         for button, direction in ((ui.pause_btn, "pause"), (ui.previous_btn, PREVIOUS), (ui.next_btn, NEXT),
@@ -259,6 +259,10 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
             wire_step_button(button, on_step(direction), [ui.state, ui.show_rejected], outputs,
                              echo=direction != RESUME)  # after Resume, no "Paused after step ..." under the buttons
         private = dict(api_visibility="private", queue=False)
+        # a replay shows the panes of the trace's methods only (one ticked but not in the trace stood empty, as if it
+        # had written nothing); Run shows the ticked methods' again
+        replay_event.success(replay_panes, ui.state, ui.panes, **private)
+        ui.run_btn.click(pane_visibility, ui.methods, ui.panes, show_progress="hidden", **private)
         # preprocess=False: set_delay names a bad value (the slider's own check logged a traceback)
         ui.slow_motion.change(on_slow_motion, ui.slow_motion, None, preprocess=False, **private)
         for key, pane in zip(METHODS, ui.panes):

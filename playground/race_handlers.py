@@ -297,3 +297,9 @@ def pane_visibility(methods):
     """Show the panes of the chosen methods only (Run asks for two or more)."""
     chosen = set(methods or ())
     return tuple(gr.update(visible=key in chosen) for key in METHODS)
+
+
+def replay_panes(state):
+    """The panes of a replayed race's methods (``pane_visibility`` of its events' names); nothing changes without
+    one (a refused file)."""
+    return pane_visibility(list(state["events"])) if state else (gr.skip(),) * len(METHODS)

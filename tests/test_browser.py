@@ -511,8 +511,9 @@ def test_the_outline_covers_whitespace_tokens_of_a_replayed_step(new_page, race_
     """A replayed trace whose tokens hold newlines, spaces, a tab and a no-break space, stepped through on a phone's
     width from its last step back to its first: at every step exactly the boxes of that step are outlined, in its
     own pane alone, and at each step with a rejected draft also with the rejected drafts hidden and shown again (the
-    toggle pressed while paused). The outline had
-    counted a blank piece as no box (gradio's panes draw one: ``show_whitespaces``) and began a token or two late."""
+    toggle pressed while paused). The replay shows the panes of the trace's two methods only, and Run the ticked
+    methods' again. The outline had counted a blank piece as no box (gradio's panes draw one:
+    ``show_whitespaces``) and began a token or two late."""
     import dataclasses
     import time
 
@@ -544,6 +545,9 @@ def test_the_outline_covers_whitespace_tokens_of_a_replayed_step(new_page, race_
         page.wait_for_timeout(1000)
         page.locator("#replay-button").click()
         page.get_by_text("Replay of a trace").first.wait_for(timeout=30_000)
+        # the trace raced AR and PaSS: ParallelSpec, ticked on the page, has no pane in the replay (it stood empty)
+        page.locator("#pane-parallelspec").wait_for(state="hidden", timeout=10_000)
+        assert page.locator("#pane-pass").is_visible() and page.locator("#pane-ar").is_visible()
         page.locator("#pause-button").click()
         position = paused_position(page)
         assert position == len(order)
@@ -565,3 +569,6 @@ def test_the_outline_covers_whitespace_tokens_of_a_replayed_step(new_page, race_
             page.locator("#previous-button").click()
             page.wait_for_function(f"() => ({PAUSED_AT})() === {position - 1}", timeout=30_000)
             position -= 1
+        page.locator("#resume-button").click()
+        race_on(page, max_new_tokens=4)  # a race of the ticked methods: all three panes again
+        page.locator("#pane-parallelspec").wait_for(state="visible", timeout=10_000)
