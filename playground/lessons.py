@@ -94,7 +94,8 @@ LESSONS = (
            "(rejected) token. Why did verification refuse it?**",
            "Click the struck-through token: the **token inspector** says why: u ≥ min(1, p/q), the target gave it "
            "less probability than the drafter did. Then click the yellow token after it: it was drawn from the "
-           "residual norm(max(0, p − q)) (the green bars).", {"temperature": 1.0, "top_k": 20}, ("acceptance_rate",),
+           "residual norm(max(0, p − q)) (the green bars).", {"temperature": 1.0, "top_k": 20, "max_new_tokens": 48},
+           ("acceptance_rate",),
            slow_motion_s=0.5, ask="Try it, then answer"),
     Lesson("3 · Sampled vs greedy", "Explain in simple words how a rainbow forms.", ("ar", "pass", "parallelspec"),
            "At temperature 0.8 the three texts will differ. **Is the speculative output still the model's own "

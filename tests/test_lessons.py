@@ -25,6 +25,9 @@ def test_each_lesson_is_a_valid_race_with_a_question(lesson):
     prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show, fused, methods, chat, auto, tree \
         = values
     assert tree == TREE_CHOICES[0][1] == 0  # a chain: a tree left on from an earlier race is set off
+    # slow motion waits after every step of every method: at most about a minute of a class's time in waits alone
+    # (lesson 2 at 96 tokens took about 100 s on the embedded model)
+    assert lesson.slow_motion_s * max_new_tokens * len(lesson.methods) <= 60, lesson.title
     assert prompt == lesson.prompt and methods == list(lesson.methods) and show is True
     assert all(key in METHODS for key in methods) and len(methods) >= 2
     assert all(check.get("__type__") == "validate" and check.get("is_valid", True) for check in validate_inputs(*values))
