@@ -130,7 +130,8 @@ def separate_drafter_line(result: LabResult) -> str:
 def lab_markdown(result: LabResult, names: dict[str, str]) -> str:
     """The lab's table: total-variation distance per method (and the broken rule) against the bound, with pass /
     fail; then what the rows of methods with their own drafter model measure (``separate_drafter_line``), the
-    check's power at this N (``lab_power_line``) and, when methods drew identical outcomes, why (``same_outcomes_line``)."""
+    check's power at this N (``lab_power_line``) and, when methods drew identical outcomes, why
+    (``same_outcomes_line``)."""
     lines = [f"{result.runs} seeded runs of {result.depth} tokens per method; TV must stay under the bound "
              f"{result.bound:.3f} (what sampling noise allows for {result.runs} runs).", "",
              "| method | TV distance | bound | lossless? |", "|---|---|---|---|"]

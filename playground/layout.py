@@ -102,7 +102,7 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
                                         visible=key in offer.default,
                                         min_width=320)  # on a phone, one pane per line
                      for key, m in METHODS.items()]
-        # the step-through's outline of the newest step: a <style> (race_handlers.newest_css), never shown itself
+        # the step-through's outline of the newest step: a <style> (stepping.newest_css), never shown itself
         newest_css = gr.HTML("", elem_id="newest-step", visible="hidden", padding=False)
         tree = tree_panel()  # the tree entries' panes (hidden until one races), the step's tree, a node chooser
         with gr.Accordion("Token inspector", open=True, elem_id="inspector"):

@@ -251,9 +251,10 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                                      concurrency_limit=1, preprocess=False, show_progress="minimal",
                                      show_progress_on=ui.run_md,  # progress and a refusal: on the run line only
                                      validator=functools.partial(validate_inputs, offer=offer))
+        # a refused file: one mark, on the run line, not one on every output
         replay_event = ui.replay_btn.click(lambda path, show: replay_handler(path, show, holder.loaded),
-                            [ui.trace_upload, ui.show_rejected], outputs, api_name="replay", concurrency_limit=4,
-                            show_progress_on=ui.run_md)  # a refused file: one mark, not one on every output
+                                           [ui.trace_upload, ui.show_rejected], outputs, api_name="replay",
+                                           concurrency_limit=4, show_progress_on=ui.run_md)
         for button, direction in ((ui.pause_btn, "pause"), (ui.previous_btn, PREVIOUS), (ui.next_btn, NEXT),
                                   (ui.resume_btn, RESUME)):  # busy; one press at a time
             wire_step_button(button, on_step(direction), [ui.state, ui.show_rejected], outputs,

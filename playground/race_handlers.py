@@ -18,17 +18,16 @@ from pass_core.decoding.settings import DecodeSettings
 from pass_core.decoding.text import encode_prompt, spare_positions
 from pass_core.teaching.trace import make_trace, save_trace
 from playground.cost_charts import cost_view
-from playground.race_panes import highlighted_tokens, newest_step_css
+from playground.race_panes import highlighted_tokens
 from playground.race_guards import finish, guard_lines, new_guards, off_the_clock, prefill_warning
 from playground.trace_files import trace_path
 from playground.race_inputs import DEFAULT_RACE, MethodOffer, RaceRequest, checkbox_problem, chosen_methods, \
     hide_paths, input_problems, methods_problem, prompt_problem, whole, zerogpu_duration
 from playground.race_text import baseline_label
 from playground.race_view import METRIC_LABELS, race_view
-from playground.stepping import StepControl, paused_updates, step_line
+from playground.stepping import StepControl, newest_css, paused_updates, step_line
 from playground.theory_view import theory_view
-from playground.tree_race import TREE_PANES, tree_base, tree_count, tree_outputs, tree_pane_values, tree_problem, \
-    with_trees
+from playground.tree_race import TREE_PANES, tree_count, tree_outputs, tree_pane_values, tree_problem, with_trees
 
 UPDATE_INTERVAL_S = 0.5  # at most 2 page updates per second of wall time at the start of a race (UI cost <= 5 %)
 CHART_EVERY = 4  # charts redraw on every 4th page update (figures are the browser's heaviest work)
@@ -73,7 +72,7 @@ def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finishe
            guards: dict | None = None, headline: str | None = None) -> tuple:
     """Every output of the race (``race_view`` of the events so far), in ``build_demo``'s output order: one pane
     per registered method (empty when not racing; the page hides it), the step-through's outline of the newest step
-    (``newest_css``; "" for the whole race), 5 metrics, greedy check, 4 figures (or
+    (``stepping.newest_css``; "" for the whole race), 5 metrics, greedy check, 4 figures (or
     ``gr.skip()`` unless ``charts_now``: Plotly redraws are the browser's heaviest work), the theory figure and
     its sentences (``theory_view.theory_view``; skipped like the figures), the trace download (``trace_path``;
     skipped when None), run line, drafter line, ``gr.State`` dict. ``revision``: the figures' ``uirevision``,
@@ -118,17 +117,6 @@ def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finishe
          "show": dict(chat_template=chat_template, run_note=run_note, dtype=dtype, revision=revision, curve=curve,
                       baseline=baseline, guards=guards, headline=headline)},
     )
-
-
-def newest_css(events: dict, order: list[tuple[str, int]], position: int) -> str:
-    """The outline of the step the step-through stopped after (``race_panes.newest_step_css``): step ``position``
-    of ``order`` (``race_order(events)``), in its method's pane, or in its tree entry's pane. "" before the first
-    step."""
-    if not 1 <= position <= len(order):
-        return ""
-    name, index = order[position - 1]
-    pane = f"pane-{name}" if name in METHODS else f"pane-{tree_base(name)}-tree" if tree_base(name) else None
-    return newest_step_css(events[name][index], pane) if pane else ""
 
 
 def render_state(state: dict, show_rejected: bool, position: int | None, live: bool = False) -> tuple:

@@ -13,7 +13,9 @@ import threading
 import time
 
 from pass_core.decoding.events import StepEvent
+from pass_core.registry import METHODS, tree_entry_nodes
 from playground.race_charts import short_name
+from playground.race_panes import newest_step_css
 
 #: Slow motion: the page's range for the delay per step, in seconds.
 MAX_STEP_DELAY_S = 2.0
@@ -175,6 +177,18 @@ def step_line(events: dict[str, list[StepEvent]], order: list[tuple[str, int]], 
             f"({tokens} new token{'s' * (tokens != 1)}, {event.step_s * 1000:.1f} ms; outlined in its pane). "
             "*Next step* and *Previous step* move one step on the shared compute clock; "
             + ("*Resume* runs on." if live else "*Resume* shows the whole race."))
+
+
+def newest_css(events: dict, order: list[tuple[str, int]], position: int) -> str:
+    """The outline of the step the step-through stopped after (``race_panes.newest_step_css``): step ``position``
+    of ``order`` (``race_order(events)``), in its method's pane, or in its tree entry's pane. "" before the first
+    step."""
+    if not 1 <= position <= len(order):
+        return ""
+    name, index = order[position - 1]
+    tree_base = name.partition("+")[0] if tree_entry_nodes(name) is not None else None  # "pass+tree8": "pass"
+    pane = f"pane-{name}" if name in METHODS else f"pane-{tree_base}-tree" if tree_base else None
+    return newest_step_css(events[name][index], pane) if pane else ""
 
 
 PAUSE_IDLE_S = 300.0  # a paused race resumes by itself after 5 minutes without a step-through press

@@ -256,7 +256,7 @@ def test_the_newest_step_is_outlined_by_counting_its_boxes_with_and_without_reje
     assert ("body:not(.hide-rejected) #pane-pass .token-container:nth-last-child(-n+4 of .token-container)" in css
             and "body.hide-rejected #pane-pass .token-container:nth-last-child(-n+3 of .token-container)" in css), css
     assert panes.newest_step_css(None, "pane-pass") == ""
-    from playground.race_handlers import newest_css
+    from playground.stepping import newest_css
 
     tree = {"parallelspec+tree8": [event], "pass+banana": [event]}  # a tree entry's step: in its tree pane
     assert "#pane-parallelspec-tree .token-container" in newest_css(tree, [("parallelspec+tree8", 0)], 1)

@@ -108,10 +108,10 @@ def load_over(spans: list[tuple[CpuSample, CpuSample]]) -> MachineLoad:
     own = max(0.0, sum(end.own_cpu_s - start.own_cpu_s for start, end in spans))
     load, cores = cpu_load()
     other = saturated = None
-    known = [(start, end) for start, end in spans if None not in (start.busy_s, end.busy_s, start.total_s, end.total_s)]
-    total = sum(end.total_s - start.total_s for start, end in known)
-    if known and len(known) == len(spans) and total > 0:
-        busy = sum(end.busy_s - start.busy_s for start, end in known)
+    counted = all(None not in (start.busy_s, end.busy_s, start.total_s, end.total_s) for start, end in spans)
+    total = sum(end.total_s - start.total_s for start, end in spans) if counted else 0.0
+    if total > 0:
+        busy = sum(end.busy_s - start.busy_s for start, end in spans)
         other = max(0.0, busy - own) / wall
         saturated = busy >= SATURATED * total
     return MachineLoad(wall, own / wall, other, saturated, load, cores)
