@@ -114,17 +114,23 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
             metrics = [gr.Textbox(label=label, info=METRIC_FORMULAS[key], interactive=False, min_width=180)
                        for key, label in METRIC_LABELS.items()]
         run_md = gr.Markdown(elem_id="run-line")
+        # every plot hidden until it has a figure (``plot_boxes.shown_plot``): six empty boxes stood here
         with gr.Row():  # each chart at least 420 px wide: on a phone they stack in one column
-            latency_plot = gr.Plot(label="latency per step", min_width=420)
-            cumulative_plot = gr.Plot(label="tokens vs compute time", min_width=420)
+            latency_plot = gr.Plot(label="latency per step", min_width=420, visible=False, elem_id="latency-plot")
+            cumulative_plot = gr.Plot(label="tokens vs compute time", min_width=420, visible=False,
+                                      elem_id="cumulative-plot")
         with gr.Row():
-            hist_plot = gr.Plot(label="accepted drafts per verification step", min_width=420)
-            position_plot = gr.Plot(label="acceptance by position", min_width=420)
+            hist_plot = gr.Plot(label="accepted drafts per verification step", min_width=420, visible=False,
+                                elem_id="histogram-plot")
+            position_plot = gr.Plot(label="acceptance by position", min_width=420, visible=False,
+                                    elem_id="positions-plot")
         with gr.Accordion("Theory beside measurement", open=True):
-            theory_plot = gr.Plot(label="accepted drafts: measured vs theory")  # one line on a phone
+            theory_plot = gr.Plot(label="accepted drafts: measured vs theory", visible=False,  # one line on a phone
+                                  elem_id="theory-plot")
             theory_md = gr.Markdown(THEORY_BEFORE_RACE, elem_id="theory-sentences")
         with gr.Accordion("Pass cost on this machine", open=True):
-            cost_plot = gr.Plot(label="pass cost c(w) and steps")  # one line on a phone
+            cost_plot = gr.Plot(label="pass cost c(w) and steps", visible=False,  # one line on a phone
+                                elem_id="cost-plot")
             cost_md = gr.Markdown(COST_WAITING, elem_id="cost-sentences")
             wire_remeasure = remeasure_button()  # with a progress indicator; refused while a race runs
         wire_whatif = whatif_accordion()  # "What if…": alpha, k and a cost curve -> predicted speed-up

@@ -36,6 +36,7 @@ from playground.layout import lay_out
 from playground.page_guards import CANCEL_RACE_JS, CLEAR_STEP_ECHO_JS, MEASURING_NOTE, SCROLL_TO_INSPECTOR_JS, \
     SCROLL_TO_PANES_JS, STEP_WAIT_S, STOPPED_NOTE, RaceSlots, stop_handler, stopped_frame, \
     wire_step_button  # noqa: F401
+from playground.plot_boxes import shown_plot
 from playground.race_inputs import RaceRequest, cap_for_zerogpu, hide_paths, method_offer, methods_problem, whole
 from playground.race_view import HIDE_REJECTED_JS, METRIC_LABELS, PAGE_CSS  # noqa: F401  (re-exported)
 from playground.stepping import NEXT, PREVIOUS, RESUME, StepControl, step_position
@@ -180,7 +181,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         try:
             figure, table = lab_handler(loaded, prompt, runs, progress, decode=holder.token_text, stop=stop)
             # the plot is hidden until the first lab (an empty plot box stood over the tab): shown with its chart
-            return (figure if isinstance(figure, dict) else gr.update(value=figure, visible=True)), table
+            return shown_plot(figure), table
         finally:
             if labs.get(session) is stop:
                 del labs[session]

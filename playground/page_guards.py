@@ -19,6 +19,7 @@ from pass_core.runtime.pass_cost import pass_cost_curves
 from pass_core.teaching.race import events_upto
 from pass_core.teaching.trace import make_trace, save_trace
 from playground.cost_charts import cost_view
+from playground.plot_boxes import shown_plot
 from playground.race_guards import finish
 
 STOPPED_NOTE = "**Stopped.** The panes show what each method had produced when you pressed Stop."
@@ -181,7 +182,8 @@ def remeasure_outputs(loaded, state, progress=None) -> tuple:
                     guards=dict(state["show"].get("guards") or {}, refused=refused))
         state = dict(state, show=show)
         events, revision = events_upto(state["events"], state.get("position")), show["revision"]
-    return (*cost_view(events, curves.used, revision, refused), state)
+    figure, text = cost_view(events, curves.used, revision, refused)
+    return shown_plot(figure), text, state
 
 
 def remeasure_button():
@@ -202,7 +204,8 @@ def remeasure_button():
                 gr.Warning(str(refused))
                 return gr.skip(), gr.skip(), gr.skip()
         button.click(on_remeasure, state, [cost_plot, cost_md, state], concurrency_limit=1, show_progress="full",
-                     show_progress_on=cost_plot, api_visibility="private")  # one bar, over the chart only
+                     show_progress_on=cost_md, api_visibility="private")  # one bar, over the sentences (the
+        # chart is hidden until it has a figure: a bar over it would not be seen before the first race)
     return wire
 
 

@@ -18,6 +18,7 @@ from pass_core.decoding.settings import DecodeSettings
 from pass_core.decoding.text import encode_prompt, spare_positions
 from pass_core.teaching.trace import make_trace, save_trace
 from playground.cost_charts import cost_view
+from playground.plot_boxes import shown_plot
 from playground.race_panes import highlighted_tokens
 from playground.race_guards import finish, guard_lines, new_guards, off_the_clock, prefill_warning
 from playground.trace_files import trace_path
@@ -102,9 +103,9 @@ def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finishe
         newest,
         *(view.metrics[key] for key in METRIC_LABELS),
         view.greedy_check,
-        *(view.figures or (gr.skip(),) * 4),
-        *theory,
-        *cost,
+        *map(shown_plot, view.figures or (gr.skip(),) * 4),  # each plot box shown once it has a figure
+        shown_plot(theory[0]), theory[1],
+        shown_plot(cost[0]), cost[1],
         *tree_outputs(shown, show_rejected, charts_now, revision),
         gr.skip() if trace_path is None else str(trace_path),
         view.run_line,

@@ -16,6 +16,7 @@ import functools
 import gradio as gr
 
 from playground.lessons import LESSON_HINT, LESSONS, find_lesson, lab_lesson_markdown, lesson_markdown, lesson_values
+from playground.plot_boxes import shown_plot
 from playground.whatif import K_MAX, MACHINE, PRESETS, TYPED_EXAMPLE, whatif_view
 
 WHATIF_INTRO = ("Predicted tokens per step and speed-up over AR from three numbers: how often a draft is accepted "
@@ -120,7 +121,7 @@ def plot_shown(view):
     @functools.wraps(view)  # keeps its name: the page's checks find the listener as "whatif_view"
     def shown(*args):
         fig, text = view(*args)
-        return gr.update(value=fig, visible=fig is not None), text
+        return shown_plot(fig), text
     return shown
 
 

@@ -84,11 +84,31 @@ def test_default_race_fills_its_panes_metrics_and_charts(tiny):
     assert re.search(r"\*\*PaSS\*\* .* \d+ forward passes", final["run_info"])
     for key in DRAFTING:  # each file note is labelled with its method's label
         assert f"**{METHODS[key].label}:**" in final["lookahead"], key
-    assert len(final["latency"].data) == 3 and len(final["cumulative"].data) == 3
-    assert len(final["histogram"].data) == 2 and len(final["positions"].data) == 4  # AR drafts nothing
+    assert len(final["latency"]["value"].data) == 3 and len(final["cumulative"]["value"].data) == 3
+    assert len(final["histogram"]["value"].data) == 2  # AR drafts nothing
+    assert len(final["positions"]["value"].data) == 4
     events = final["state"]["events"]
     for key in page.DEFAULT_RACE:
         assert sum(len(e.new_token_ids) for e in events[key]) == 10, key
+
+
+#: The race's plots, each hidden until it has a figure (``plot_boxes.shown_plot``).
+RACE_PLOTS = ("latency", "cumulative", "histogram", "positions", "theory", "cost")
+
+
+def test_the_race_plots_are_hidden_until_a_race_draws_them(tiny, fixed_pass_cost):
+    """Before the first race the page stood six empty plot boxes (each with a placeholder icon) over the sentences
+    that say what will appear there: each plot now starts hidden and is shown with its first figure."""
+    demo = page.build_demo(tiny)
+    labels = ("latency per step", "tokens vs compute time", "accepted drafts per verification step",
+              "acceptance by position", "accepted drafts: measured vs theory", "pass cost c(w) and steps")
+    plots = {c.label: c for c in demo.blocks.values() if isinstance(c, gr.Plot) and c.label in labels}
+    assert set(plots) == set(labels) and not any(plot.visible for plot in plots.values())
+    outs = run(tiny, update_interval_s=0.0)
+    for name in RACE_PLOTS[:4]:  # the race's four charts from its first update on
+        assert outs[0][name]["visible"] is True, name
+    for name in RACE_PLOTS:  # and the theory and the pass cost with them by the end
+        assert outs[-1][name]["visible"] is True and outs[-1][name]["value"].data, name
 
 
 @pytest.mark.parametrize("methods", [("ar", "pass"), ("ar", "parallelspec"), ("pass", "parallelspec"),
@@ -99,7 +119,7 @@ def test_any_two_or_more_methods_race(tiny, methods):
     assert tuple(events) == methods  # pane (registry) order, whatever order they were ticked in
     for key in METHODS:
         assert bool(final[f"{key}_tokens"]) == (key in methods), key
-    assert len(final["latency"].data) == len(methods) == len(final["cumulative"].data)
+    assert len(final["latency"]["value"].data) == len(methods) == len(final["cumulative"]["value"].data)
     checks = final["greedy_check"]
     assert checks.count("✓") == len(methods) - 1 and "✗" not in checks
 
@@ -156,7 +176,7 @@ def test_sampling_and_fused_extension(tiny):
     events = final["state"]["events"]
     # fused: the next step's drafting rides on the verification pass, so PaSS pays fewer than 2 passes a step
     assert sum(e.forward_passes for e in events["pass"]) < 2 * len(events["pass"])
-    legend = [t.name for t in final["latency"].data]
+    legend = [t.name for t in final["latency"]["value"].data]
     assert legend == ["AR", "PaSS (fused)", "ParallelSpec"]  # only fusable methods are marked
 
 

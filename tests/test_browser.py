@@ -97,6 +97,10 @@ def test_the_headless_shell_is_preferred_and_chromium_is_the_fallback(monkeypatc
     assert servers.find_chromium().name == "chromium"
 
 
+#: The race's plots (``layout.lay_out``), each hidden until it has a figure.
+RACE_PLOT_IDS = ("latency-plot", "cumulative-plot", "histogram-plot", "positions-plot", "theory-plot", "cost-plot")
+
+
 def test_page_races_and_draws(app_server, new_page):
     ARTIFACTS.mkdir(exist_ok=True)
     page = new_page(1400, 1000)
@@ -127,8 +131,12 @@ def test_page_races_and_draws(app_server, new_page):
     assert page.locator(".token-pane .token").count() == 0
     for method in METHODS.values():  # the page offers every registered method
         assert page.get_by_label(method.label, exact=True).count() == 1, method.key
+    # no race yet: no empty plot box stands on the page (six did, each with a placeholder icon)
+    assert [p for p in RACE_PLOT_IDS if page.locator(f"#{p}").is_visible()] == []
     page.get_by_role("button", name="Run").click()
     page.get_by_text("Finished.").first.wait_for(timeout=90_000)
+    for plot in RACE_PLOT_IDS[:4]:  # the race's four charts, drawn (the theory and cost views are checked apart)
+        page.locator(f"#{plot} .js-plotly-plot .main-svg").first.wait_for(timeout=30_000)
     assert page.locator(".validation-error:visible").count() == 0  # the last mark went with the good value
     for key in ("ar", "pass", "parallelspec"):  # the default race
         pane = page.locator(f"#pane-{key}")

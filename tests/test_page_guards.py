@@ -175,7 +175,9 @@ def test_a_refused_curve_is_greyed_and_the_last_good_one_used(tiny, measured):
     measured += [GOOD, NOT_PHYSICAL]
     final = run(tiny, max_new_tokens=6)[-1]
     assert final["state"]["show"]["curve"] is GOOD and "refused" not in final["cost_text"]
-    fig, text, state = page_guards.remeasure_outputs(tiny, final["state"])  # the re-measure button
+    shown, text, state = page_guards.remeasure_outputs(tiny, final["state"])  # the re-measure button
+    fig = shown["value"]  # a figure: its plot shown (``plot_boxes.shown_plot``)
+    assert shown["visible"] is True
     assert "not physical and was refused" in text and "c(2) = 0.60" in text and "last physical curve" in text
     grey = [t for t in fig.data if t.name.startswith("refused")]
     assert len(grey) == 1 and list(grey[0].y) == NOT_PHYSICAL["c"]

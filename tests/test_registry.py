@@ -80,7 +80,7 @@ def test_app_races_a_registered_method(tiny, echo):
     assert all(not panes[key] for key in METHODS if key not in ("ar", "echo"))
     texts = final[len(METHODS):]
     assert any("Echo output is identical to AR" in str(t) for t in texts)
-    latency = next(t for t in texts if hasattr(t, "data"))
+    latency = next(t["value"] for t in texts if hasattr(t.get("value") if isinstance(t, dict) else None, "data"))
     assert [(tr.name, tr.line.color) for tr in latency.data] == [("AR", METHODS["ar"].colour), ("Echo", ECHO_COLOUR)]
 
 

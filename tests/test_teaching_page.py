@@ -33,11 +33,14 @@ def test_theory_sentence_for_each_drafting_method(tiny):
     for key in DRAFTING:  # check_theory's sentence, with this run's numbers, one per drafting method
         assert f"{METHODS[key].short_name}: alpha = " in final["theory_text"], key
     assert "predicted speed-up" in final["theory_text"]
-    names = {trace.name for trace in final["theory"].data}
+    names = {trace.name for trace in final["theory"]["value"].data}
     assert {n.split(":")[0] for n in names} == {METHODS[key].short_name for key in DRAFTING}
     assert any("theory (α =" in n for n in names) and any("measured" in n for n in names)
     without_ar = run(tiny, methods=["pass", "parallelspec"], update_interval_s=0.0)[-1]
-    assert without_ar["theory"] is None and without_ar["theory_text"] == THEORY_NEEDS_AR
+    # nothing to draw: the plot is emptied and hidden (``plot_boxes.shown_plot``), its sentence says why
+    assert without_ar["theory"] == gr.update(value=None, visible=False)
+    assert without_ar["theory_text"] == THEORY_NEEDS_AR
+    assert final["theory"]["visible"] is True
 
 
 @pytest.mark.sampling
@@ -241,7 +244,7 @@ def test_cost_view_after_a_race_and_auto_draft_lengths(tiny, fixed_pass_cost):
     refused, tests/test_pass_cost.py checks the measurement) beside each drafting method's tokens and cost per step; with cost-aware draft lengths every step of a drafting method says which k it chose, and the
     inspector shows it. A replay has no curve and says so."""
     final = run(tiny, max_new_tokens=16, update_interval_s=0.0, auto_drafts=True)[-1]
-    names = [trace.name for trace in final["cost"].data]
+    names = [trace.name for trace in final["cost"]["value"].data]
     assert names[0].startswith("c(w) (")
     for key in DRAFTING:
         assert f"{METHODS[key].short_name}: tokens per step" in " ".join(names), key
@@ -253,4 +256,4 @@ def test_cost_view_after_a_race_and_auto_draft_lengths(tiny, fixed_pass_cost):
     from playground.teaching import inspector_markdown
     assert "Draft length: auto: k = " in inspector_markdown(events["pass"][1], "PaSS", lookahead=True)
     replay = dict(zip(OUTPUT_NAMES, page.replay_handler(final["trace"], True), strict=True))
-    assert replay["cost"] is None and "does not carry the cost" in replay["cost_text"]
+    assert replay["cost"] == gr.update(value=None, visible=False) and "does not carry the cost" in replay["cost_text"]
