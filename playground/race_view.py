@@ -62,6 +62,7 @@ PAGE_CSS = f"""
 {charts.rejected_css_selector()} {{text-decoration: line-through}}
 body.hide-rejected {charts.rejected_css_selector().removesuffix(" .text")} {{display: none}}
 #step-echo:has(#step-echo-text:empty) {{display: none}}
+.row:not(:has(> *)) {{display: none}}  /* a row of plots not drawn yet (hidden until their figures): no gap */
 #settings-checks .form > .block {{min-width: 200px !important}}
 #inspector-text table {{display: block; overflow-x: auto; max-width: 100%}}
 #inspector-text th, #inspector-text td {{white-space: nowrap; padding: 2px 8px}}

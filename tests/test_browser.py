@@ -99,6 +99,9 @@ def test_the_headless_shell_is_preferred_and_chromium_is_the_fallback(monkeypatc
 
 #: The race's plots (``layout.lay_out``), each hidden until it has a figure.
 RACE_PLOT_IDS = ("latency-plot", "cumulative-plot", "histogram-plot", "positions-plot", "theory-plot", "cost-plot")
+#: How many of the page's rows have nothing in them yet still take part in the layout (each adds a gap).
+EMPTY_ROWS_SHOWN = ("() => [...document.querySelectorAll('.row')].filter(r => !r.children.length && "
+                    "getComputedStyle(r).display !== 'none').length")
 
 
 def test_page_races_and_draws(app_server, new_page):
@@ -133,6 +136,7 @@ def test_page_races_and_draws(app_server, new_page):
         assert page.get_by_label(method.label, exact=True).count() == 1, method.key
     # no race yet: no empty plot box stands on the page (six did, each with a placeholder icon)
     assert [p for p in RACE_PLOT_IDS if page.locator(f"#{p}").is_visible()] == []
+    assert page.evaluate(EMPTY_ROWS_SHOWN) == 0  # nor the gaps of their rows
     page.get_by_role("button", name="Run").click()
     page.get_by_text("Finished.").first.wait_for(timeout=90_000)
     for plot in RACE_PLOT_IDS[:4]:  # the race's four charts, drawn (the theory and cost views are checked apart)
