@@ -147,7 +147,9 @@ def tree_panel() -> SimpleNamespace:
                                     min_width=320) for key in TREE_PANES]
     with gr.Accordion("Token tree of this step", open=True, elem_id="tree-panel", visible=False) as panel:
         gr.Markdown(TREE_HINT)
-        plot = gr.Plot(label="the step's token tree: accepted path, rejected and untried nodes", elem_id="tree-plot")
+        # a label of one line on a phone too (two lines covered the top of the figure there); the legend under
+        # the figure and the sentences over it say what each mark is
+        plot = gr.Plot(label="the step's token tree", elem_id="tree-plot")
         node = gr.Dropdown([], label="inspect a node of the step's tree (shown in the token inspector)",
                            elem_id="tree-node", interactive=False)
     return SimpleNamespace(panes=panes, plot=plot, node=node, panel=panel, outputs=[*panes, plot, node, panel])

@@ -53,6 +53,11 @@ def test_tree_figure_and_node_inspector(new_page, race_page_url, tmp_path, width
         page.locator("#tree-panel").screenshot(path=str(ARTIFACTS / f"browser-tree-{width}.png"))
         page.locator("#inspector").screenshot(path=str(ARTIFACTS / f"browser-tree-inspector-{width}.png"))
         page.screenshot(path=str(ARTIFACTS / f"browser-tree-page-{width}.png"), full_page=True)
+        # the plot's label badge holds one line (two lines at 400 px covered the top of the figure)
+        badge = page.locator("#tree-plot [data-testid='block-label']").bounding_box()
+        line = page.locator("#tree-plot [data-testid='block-label']").evaluate(
+            "e => parseFloat(getComputedStyle(e).lineHeight) || 1.5 * parseFloat(getComputedStyle(e).fontSize)")
+        assert badge["height"] < 2 * line, (badge, line)
         for part in ("#tree-plot", "#tree-node", "#inspector-text", "#pane-parallelspec-tree"):  # nothing clipped
             box = page.locator(part).bounding_box()
             assert box["x"] >= 0 and box["x"] + box["width"] <= width + 1, (part, box)
