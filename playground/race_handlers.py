@@ -31,7 +31,7 @@ from playground.theory_view import theory_view
 from playground.tree_race import TREE_PANES, tree_count, tree_outputs, tree_pane_values, tree_problem, with_trees
 
 UPDATE_INTERVAL_S = 0.5  # at most 2 page updates per second of wall time at the start of a race (UI cost <= 5 %)
-CHART_EVERY = 4  # charts redraw on every 4th page update, from the 4th (figures: the browser's heaviest work)
+CHART_EVERY = 4  # charts redraw on every 4th page update (figures are the browser's heaviest work)
 THEORY_EVERY = 4  # during a race the theory view redraws with every 4th chart redraw (and at the end, when paused)
 SLOW_MOTION_CHART_GAP_S = 1.0  # slow motion shows every step in the panes, the charts at most once a second
 TOKENS_PER_EXTRA_S = 400  # each 400 tokens on the page add 1 s between updates, so long races stay responsive
@@ -153,7 +153,7 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
     one (``tree_race.with_trees``). Yields the outputs of ``render`` at most
     every ``update_interval_s`` seconds of wall time (the gap grows by ``update_interval_s`` per
     ``TOKENS_PER_EXTRA_S`` tokens already shown, to at most ``MAX_UPDATE_GAP_S``, so that the browser keeps up;
-    Stop takes effect at the next update; the figures redraw on every ``CHART_EVERY``-th update, not the first),
+    Stop takes effect at the next update; the figures redraw on every ``CHART_EVERY``-th update),
     and once more at the end; ``run_note`` goes into the run line. ``inspect``: events carry the token
     inspector's data (``DecodeSettings.inspect``). The last yield offers the race as a JSON trace
     (``pass_core.trace``) to download. ``control``: the step-through buttons (``playground.stepping``): while paused the
@@ -185,7 +185,7 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
         if show["guards"]["prefill"]:  # said before the long first step, not after it
             gr.Warning(show["guards"]["prefill"].replace("**", ""))
             yield render({key: [] for key in keys}, show_rejected, settings.greedy, settings.fused, False, note,
-                         False, **show)  # no figure: nothing to draw yet
+                         **show)
         decoders = {key: METHODS[key].decode(loaded, prompt, settings, found[key]) for key in keys}
         decoders, note = with_trees(loaded, prompt, settings, keys, found, decoders, note, r.tree_nodes)
         events = {key: [] for key in decoders}  # a tree entry races beside its method (``tree_race``)
@@ -213,9 +213,8 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
             now = time.monotonic()
             if now - last >= min(update_interval_s * (1 + tokens / TOKENS_PER_EXTRA_S), MAX_UPDATE_GAP_S):
                 last = now
-                # not the first update: it holds one step, and the latency chart starts at step 2 (empty charts)
-                charts_now = updates % CHART_EVERY == CHART_EVERY - 1
-                theory_now = updates % (CHART_EVERY * THEORY_EVERY) == CHART_EVERY - 1
+                charts_now = updates % CHART_EVERY == 0
+                theory_now = updates % (CHART_EVERY * THEORY_EVERY) == 0
                 updates += 1
                 yield render(events, show_rejected, settings.greedy, settings.fused, False, note, charts_now,
                              theory_now=theory_now, **show)
