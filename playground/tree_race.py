@@ -17,6 +17,7 @@ from pass_core.drafters.trees import choose_tree_size
 from pass_core.registry import METHODS, tree_entry, tree_entry_nodes
 from pass_core.runtime.pass_cost import usable_pass_cost
 from pass_core.teaching.race import events_upto
+from playground.plot_boxes import shown_plot
 from playground.race_charts import pane_colours, short_name
 from playground.race_panes import highlighted_tokens
 from playground.race_inputs import chosen_methods, whole
@@ -116,7 +117,7 @@ def tree_outputs(events: dict, show_rejected: bool, charts_now: bool = True, rev
     if not charts_now:
         return (*panes, gr.skip(), gr.skip(), panel)
     choices = node_choices(events)
-    return (*panes, tree_figure(events, revision),
+    return (*panes, shown_plot(tree_figure(events, revision)),  # no tree step yet: no empty plot box
             gr.update(choices=choices, value=None, interactive=bool(choices)), panel)
 
 
@@ -149,7 +150,7 @@ def tree_panel() -> SimpleNamespace:
         gr.Markdown(TREE_HINT)
         # a label of one line on a phone too (two lines covered the top of the figure there); the legend under
         # the figure and the sentences over it say what each mark is
-        plot = gr.Plot(label="the step's token tree", elem_id="tree-plot")
+        plot = gr.Plot(label="the step's token tree", elem_id="tree-plot", visible=False)  # until a tree step
         node = gr.Dropdown([], label="inspect a node of the step's tree (shown in the token inspector)",
                            elem_id="tree-node", interactive=False)
     return SimpleNamespace(panes=panes, plot=plot, node=node, panel=panel, outputs=[*panes, plot, node, panel])
@@ -158,7 +159,7 @@ def tree_panel() -> SimpleNamespace:
 def inspector_outputs(markdown: str, figure=None) -> tuple:
     """The token inspector's two outputs: its ``markdown`` and ``figure`` (a Plotly figure, or None), the figure's
     box hidden while there is none (an empty plot box stood 230 px tall under the hint, pushing the metrics down)."""
-    return markdown, gr.update(value=figure, visible=figure is not None)
+    return markdown, shown_plot(figure)
 
 
 def wire_tree(parts: SimpleNamespace, holder, state, show_rejected, inspector: list, method_panes=()) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import gradio as gr
 import pytest
 
 from playground.race_inputs import RaceRequest
@@ -171,7 +172,7 @@ def test_a_race_with_trees_has_tree_entries_panes_trace_and_replay(tiny):
     pane = final[f"{TREE_PANES[TREE_PANES.index('parallelspec')]}_tree_tokens"]
     assert pane["visible"] and pane["value"] and "4 nodes" in pane["label"]
     assert all(not final[f"{key}_tree_tokens"]["visible"] for key in TREE_PANES if key != "parallelspec")
-    assert final["tree_figure"] is not None and final["tree_node"]["choices"]
+    assert final["tree_figure"]["visible"] and final["tree_figure"]["value"].data and final["tree_node"]["choices"]
     assert final["tree_panel"] == {"__type__": "update", "visible": True}  # the panel shows with a tree entry
     assert "Token tree:** ParallelSpec 4 nodes" in final["lookahead"]
     trace = load_trace(final["trace"])
@@ -190,9 +191,11 @@ def test_a_race_with_trees_has_tree_entries_panes_trace_and_replay(tiny):
         upto = page.events_upto(events, position)["parallelspec+tree4"]
         steps = [e.step for e in upto if e.tree_parents]
         if not steps:
-            assert shown["tree_figure"] is None and shown["tree_node"]["choices"] == []
+            # no tree step yet: no figure, and no empty plot box (``plot_boxes.shown_plot``)
+            assert shown["tree_figure"] == gr.update(value=None, visible=False) and shown["tree_node"]["choices"] == []
         else:
-            assert f"step {steps[-1]}<br>" in shown["tree_figure"].layout.annotations[0].text
+            assert shown["tree_figure"]["visible"] is True
+            assert f"step {steps[-1]}<br>" in shown["tree_figure"]["value"].layout.annotations[0].text
             assert all(f"step {steps[-1]} ·" in name for name, _ in shown["tree_node"]["choices"])
 
 
