@@ -81,8 +81,10 @@ def pass_cost_markdown(curve: dict, points: dict[str, tuple[float, float, float]
     threads = count(curve["threads"], "thread")
     lines = [f"This machine ({curve['device']}, {curve['dtype']}, {threads}): a one-token pass takes "
              f"{curve['ms'][0]:.1f} ms; {widths}. A step wins over AR when it yields more tokens than it costs in AR "
-             "steps. These lines average every step after the first (prefill), gated and plain steps included; "
-             "*Theory beside measurement* counts verification steps only, so its numbers differ."]
+             "steps. " + ("These lines average every step after the first (prefill), gated and plain steps included; "
+                          "*Theory beside measurement* counts verification steps only, so its numbers differ."
+                          if any(key != "ar" for key in points or {}) else
+                          "A race puts each drafting method's tokens and cost per step beside the curve.")]
     if busy_warning(curve):
         lines.append(f"**{busy_warning(curve)}**")
     if curve.get("confirmed_dips"):  # pass_cost._measure: the same dip in two measurements
@@ -97,9 +99,10 @@ def pass_cost_markdown(curve: dict, points: dict[str, tuple[float, float, float]
 
 
 #: The cost chart's text before a race, and for a replay (the curve belongs to the machine that raced).
-COST_WAITING = "*The pass cost of this machine and each method's tokens and cost per step appear after a race.*"
+COST_WAITING = ("*The pass cost of this machine and each method's tokens and cost per step appear after a race "
+                "(Re-measure pass cost draws the curve alone now).*")
 COST_NO_CURVE = ("*No pass-cost curve: a replayed trace does not carry the cost of the machine that ran it; run a "
-                 "race here to see this machine's.*")
+                 "race here, or press Re-measure pass cost, to see this machine's.*")
 
 
 def refused_line(refused: tuple[dict, str], used: dict | None) -> str:

@@ -164,7 +164,11 @@ def test_remeasure_counts_its_passes(tiny, monkeypatch):
     monkeypatch.setattr(pass_cost, "_CURVES", {})
     monkeypatch.setattr(pass_cost, "_GOOD", {})
     calls = []
-    page_guards.remeasure_outputs(tiny, None, lambda value, desc=None, unit=None: calls.append((value, desc, unit)))
+    shown, text, _ = page_guards.remeasure_outputs(tiny, None, lambda value, desc=None, unit=None: calls.append(
+        (value, desc, unit)))
+    # before any race: the curve alone, drawn, and its text speaks of no method's lines (there are none yet)
+    assert shown["visible"] is True and [t.name for t in shown["value"].data][0].startswith("c(w)")
+    assert "These lines average" not in text and "A race puts each drafting method's tokens" in text
     counts = [value for value, _, _ in calls[1:]]
     total = 4 * len(pass_cost.DEFAULT_WIDTHS)  # three timed rounds and the warm-up, every width
     assert calls[0][0] == (0, None) and counts == [(i, total) for i in range(1, total + 1)]
@@ -179,6 +183,7 @@ def test_a_refused_curve_is_greyed_and_the_last_good_one_used(tiny, measured):
     fig = shown["value"]  # a figure: its plot shown (``plot_boxes.shown_plot``)
     assert shown["visible"] is True
     assert "not physical and was refused" in text and "c(2) = 0.60" in text and "last physical curve" in text
+    assert "These lines average every step" in text  # after a race: the methods' lines are drawn
     grey = [t for t in fig.data if t.name.startswith("refused")]
     assert len(grey) == 1 and list(grey[0].y) == NOT_PHYSICAL["c"]
     assert list(next(t for t in fig.data if t.name.startswith("c(w)")).y) == GOOD["c"]  # the black line: GOOD
