@@ -54,7 +54,8 @@ def theory_markdown(checks: dict[str, TheoryCheck], names: dict[str, str] | None
 
 #: Shown in place of the theory chart when it cannot be drawn.
 THEORY_NEEDS_AR = "*Theory beside measurement needs AR in the race: its steps are the unit of cost.*"
-THEORY_WAITING = "*Theory beside measurement appears once a drafting method has verified drafts.*"
+THEORY_WAITING = ("*Theory beside measurement appears once a drafting method has verified drafts and AR has run a "
+                  "step after its prefill (AR's steps are the unit of cost).*")
 #: Shown before the first race.
 THEORY_BEFORE_RACE = "*Theory beside measurement appears after a race with AR and a drafting method.*"
 

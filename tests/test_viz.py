@@ -4,6 +4,7 @@ report, and the rooms (``pass_core`` imports neither plotly nor gradio)."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import os
 import subprocess
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pass_core.bench import run as bench
-from pass_core.decoding.events import StepEvent, TokenRecord
+from pass_core.decoding.events import DraftRecord, StepEvent, TokenRecord
 from pass_core.decoding.metrics import RunSummary, summarize
 from pass_core.registry import METHODS
 from playground import bench_html
@@ -415,6 +416,15 @@ def test_theory_view_notes_and_lab_table():
 
     assert theory_view.theory_view({"pass": [], "parallelspec": []}) == (None, theory_view.THEORY_NEEDS_AR)
     assert theory_view.theory_view({"ar": [], "pass": []}) == (None, theory_view.THEORY_WAITING)
+    # a drafting method has verified drafts, AR only its prefill: the note names what is missing (it said only
+    # "once a drafting method has verified drafts", beside metrics that showed PaSS's accepted drafts)
+    ar = timed("ar", [5, 5])
+    draft = DraftRecord(1, 5, "x", q=0.5, p=0.5, u=0.3, decision="accepted")
+    drafting = [dataclasses.replace(e, num_verified_drafts=1, drafts=(draft,))
+                for e in timed("pass", [5, 5], ("accepted", "bonus"))]
+    assert theory_view.theory_view({"ar": ar[:1], "pass": drafting})[0] is None
+    assert "AR has run a step after its prefill" in theory_view.THEORY_WAITING
+    assert theory_view.theory_view({"ar": ar, "pass": drafting})[0] is not None
     result = LabResult(exact={(1,): 0.5, (2,): 0.5}, empirical={"ar": {(1,): 0.5, (2,): 0.5}, BROKEN: {(1,): 1.0}},
                        tv={"ar": 0.0, BROKEN: 0.5}, bound=0.1, runs=100, depth=1)
     table = teaching.lab_markdown(result, {"ar": "AR"})
