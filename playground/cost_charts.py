@@ -69,7 +69,7 @@ def pass_cost_figure(curve: dict, points: dict[str, tuple[float, float, float]] 
                   plot_bgcolor="white", font=dict(size=12),
                   legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0),
                   xaxis=dict(title=dict(text="tokens per pass w (a method: mean k + 1)"), dtick=1, **_AXIS),
-                  yaxis=dict(title=dict(text="AR steps (cost) or tokens (yield)"), rangemode="tozero", **_AXIS))
+                  yaxis=dict(title=dict(text="AR steps or tokens"), rangemode="tozero", **_AXIS))
     return go.Figure(traces, layout)
 
 

@@ -324,6 +324,7 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
                                 "l.scrollWidth > l.clientWidth + 1).map(l => l.innerText.slice(0, 40))")
         assert clipped == [], f"labels cut at {width} px: {clipped}"  # four checkboxes in a row did, on a phone
         page.locator(".js-plotly-plot .legend").nth(3).wait_for(timeout=30_000)
+        page.locator("#cost-plot .js-plotly-plot .legend").wait_for(timeout=30_000)  # the last chart drawn
         plots = page.locator(".js-plotly-plot")
         latency, cumulative = plots.nth(0).bounding_box(), plots.nth(1).bounding_box()
         if width < 600:
@@ -336,6 +337,9 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
             legend, area = plots.nth(i).locator(".legend").bounding_box(), plots.nth(i).locator(".nsewdrag").first.bounding_box()
             assert not overlaps(legend, area), f"chart {i}'s legend covers its plot area at {width} px"
             assert not overlaps(legend, plots.nth(i).locator(".g-xtitle").bounding_box()), f"chart {i}, {width} px"
+        for plot in RACE_PLOT_IDS:  # no y-axis title runs under its plot's label (the pass cost's did on a phone)
+            badge = page.locator(f"#{plot} [data-testid='block-label']").bounding_box()
+            assert not overlaps(badge, page.locator(f"#{plot} .g-ytitle").bounding_box()), (plot, width)
         texts = page.evaluate(BAR_TEXTS)
         crowded = [(a["text"], b["text"]) for i, a in enumerate(texts) for b in texts[i + 1:] if overlaps(a, b)]
         assert not crowded, f"bar labels run together at {width} px: {crowded}"  # "80% 56% 45% 22%" on a phone
