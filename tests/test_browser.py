@@ -292,7 +292,7 @@ BAR_TEXTS = """() => [...document.querySelectorAll('.js-plotly-plot text.bartext
 
 
 @pytest.mark.parametrize("width", [400, 1400])
-def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, tmp_path, width):
+def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, tmp_path, width, fixed_pass_cost):
     """The layout at a phone's and a desktop's width, then the race's trace, its replay and the lab, on one page.
 
     Layout: at 400 px the header used to fill the first screen and push the prompt below it, the charts sat side by
@@ -324,7 +324,9 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
                                 "l.scrollWidth > l.clientWidth + 1).map(l => l.innerText.slice(0, 40))")
         assert clipped == [], f"labels cut at {width} px: {clipped}"  # four checkboxes in a row did, on a phone
         page.locator(".js-plotly-plot .legend").nth(3).wait_for(timeout=30_000)
-        page.locator("#cost-plot .js-plotly-plot .legend").wait_for(timeout=30_000)  # the last chart drawn
+        # the last chart drawn: the cost view, of ``fixed_pass_cost``'s curve (a measurement on a machine busy with
+        # the other worker may be refused, and then no curve is drawn)
+        page.locator("#cost-plot .js-plotly-plot .legend").wait_for(timeout=30_000)
         plots = page.locator(".js-plotly-plot")
         latency, cumulative = plots.nth(0).bounding_box(), plots.nth(1).bounding_box()
         if width < 600:
