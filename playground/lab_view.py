@@ -62,6 +62,9 @@ LAB_INTRO = ("Each method continues the prompt by 3 tokens, N times with seeds 0
              "last); the chart sets each method's shares beside the exact law computed from the model. "
              "A lossless method stays under the total-variation bound; the broken rule (PaSS that accepts every "
              "draft) does not.")
+#: The lab's table before its first lab: it holds the runs' progress bar while a lab runs (empty, it was 0 px tall
+#: and the bar was clipped away: the tab looked idle for minutes).
+LAB_WAITING = "*Run lab: a bar here counts the runs; then a table gives each method's TV distance, the bound and a verdict.*"
 
 
 #: Simulated labs behind each stated power (``lab.detection_power``).

@@ -20,12 +20,12 @@ from pass_core.teaching.lab import MAX_RUNS
 from pass_core.teaching.trace import MAX_TRACE_BYTES
 from playground.components import number_box, numeric_input, trace_file
 from playground.cost_charts import COST_WAITING
-from playground.page_guards import remeasure_button
+from playground.page_guards import machine_curve, remeasure_button
 from playground.race_charts import pane_colours
 from playground.race_inputs import EXAMPLES, LAB_MIN_RUNS, NUMERIC_INPUTS, MethodOffer, hide_paths
 from playground.race_view import INTRO, METRIC_LABELS, TITLE, help_text
 from playground.stepping import MAX_STEP_DELAY_S
-from playground.teaching import INSPECTOR_HINT, LAB_DEFAULT_RUNS, LAB_INTRO, LAB_PROMPT
+from playground.teaching import INSPECTOR_HINT, LAB_DEFAULT_RUNS, LAB_INTRO, LAB_PROMPT, LAB_WAITING
 from playground.theory_view import THEORY_BEFORE_RACE
 from playground.teaching_panels import lesson_strip, whatif_accordion
 from playground.tree_race import tree_panel, tree_setting
@@ -133,7 +133,7 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
                                 elem_id="cost-plot")
             cost_md = gr.Markdown(COST_WAITING, elem_id="cost-sentences")
             wire_remeasure = remeasure_button()  # with a progress indicator; refused while a race runs
-        wire_whatif = whatif_accordion()  # "What if…": alpha, k and a cost curve -> predicted speed-up
+        wire_whatif = whatif_accordion(lambda: machine_curve(holder))  # alpha, k and c(w) -> predicted speed-up
         with gr.Accordion("Traces: download a race, replay one without a model", open=True):
             with gr.Row(equal_height=True):
                 trace_download = gr.DownloadButton("Download trace (JSON), after a race",
@@ -156,7 +156,7 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
             lab_btn = gr.Button("Run lab", variant="primary", scale=1)
         lab_plot = gr.Plot(label="empirical distributions vs the exact law", elem_id="lab-plot",
                            visible=False)  # shown with the first lab's chart: an empty plot box stood over the tab
-        lab_md = gr.Markdown(elem_id="lab-table")
+        lab_md = gr.Markdown(LAB_WAITING, elem_id="lab-table")  # the progress bar shows over it
     state = gr.State(None)
     timer = gr.Timer(1.0, active=not holder.ready)
     return SimpleNamespace(

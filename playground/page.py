@@ -45,8 +45,9 @@ from playground.teaching_panels import wire_panels
 from playground.tree_race import inspector_outputs, tree_choice, tree_count, tree_pane_values, wire_tree
 # the handlers, re-exported: tests and API users reach them as playground.page.<name>
 from playground.race_handlers import (CHART_EVERY, DEFAULT_RACE, drafters_for, gpu_duration,  # noqa: F401
-                                      pane_visibility, race_handler, race_keys, render, render_state, replay_panes,
-                                      rerender_panes, user_error, validate_inputs, with_panes_for)
+                                      pane_visibility, preview_panes, race_handler, race_keys, render,
+                                      render_state, replay_panes, rerender_panes, user_error, validate_inputs,
+                                      with_panes_for)
 from playground.replay import replay_handler  # noqa: F401  (re-exported too)
 
 QUEUE_MAX_SIZE = 16
@@ -275,7 +276,8 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         # preprocess=False: N reaches validate_lab as sent, for it to refuse by name (the slider's own range check
         # answers "Value 5 is less than minimum value 10" and logs a traceback)
         lab_event = ui.lab_btn.click(on_lab, [ui.lab_prompt, ui.lab_runs], [ui.lab_plot, ui.lab_md], api_name="lab",
-                                     concurrency_limit=1, preprocess=False, validator=validate_lab)
+                                     concurrency_limit=1, preprocess=False, validator=validate_lab,
+                                     show_progress_on=ui.lab_md)  # the plot is hidden before the first lab
         after_race(run_event, lab_event, ui.lab_md)  # the lesson strip answers after a race, or a lab
         # Stop: a live race answers in its own stream (``stopped_frame``); after Stop's reply, the hidden
         # cancel button takes a race still waiting in the queue out of it (on ZeroGPU, where the race runs in another
@@ -289,7 +291,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                                 js=HIDE_REJECTED_JS, **private)
         ui.num_lookahead.change(lookahead_line, [ui.num_lookahead, ui.methods], ui.lookahead_md,
                                 api_visibility="private", trigger_mode="always_last", show_progress="hidden")
-        ui.methods.change(pane_visibility, ui.methods, ui.panes, **private)
+        ui.methods.change(preview_panes, [ui.methods, ui.state], ui.panes, **private)  # a race's panes stay
         ui.methods.change(lookahead_line, [ui.num_lookahead, ui.methods], ui.lookahead_md, api_visibility="private")
         polled = [ui.status, ui.model_md, ui.lookahead_md, ui.timer]
         for event in (ui.timer.tick, demo.load):

@@ -40,6 +40,7 @@ METRIC_LABELS = {
 
 #: On a phone, over the token inspector: its table is wider than the screen and scrolls sideways (nothing showed it).
 INSPECTOR_SWIPE = "The table is wider than the screen: swipe it sideways for every column, the decision last."
+LAB_SWIPE = "The table may be wider than the screen: swipe it sideways for every column, the verdict last."
 #: Page CSS: tight token boxes; rejected drafts hidden at once in the browser while "show rejected drafts" is off
 #: (``HIDE_REJECTED_JS`` sets the class; the server re-renders the panes without them too, but an update already
 #: on its way when the box was unticked would otherwise show them again for a moment); the token inspector's table scrolls sideways on a phone instead of wrapping each
@@ -64,13 +65,16 @@ body.hide-rejected {charts.rejected_css_selector().removesuffix(" .text")} {{dis
 #step-echo:has(#step-echo-text:empty) {{display: none}}
 .row:not(:has(> *)) {{display: none}}  /* a row of plots not drawn yet (hidden until their figures): no gap */
 #settings-checks .form > .block {{min-width: 200px !important}}
-#inspector-text table {{display: block; overflow-x: auto; max-width: 100%}}
-#inspector-text th, #inspector-text td {{white-space: nowrap; padding: 2px 8px}}
+#inspector-text table, #lab-table table {{display: block; overflow-x: auto; max-width: 100%}}
+#inspector-text th, #inspector-text td, #lab-table th, #lab-table td {{white-space: nowrap; padding: 2px 8px}}
+#lab-table {{min-height: 4em}}  /* room for the lab's progress bar before the first table */
 @media (max-width: 640px) {{
   #page-title h1 {{font-size: 1.4em; margin: 0}}
   #settings-checks .form > .block {{min-width: 140px !important}}
   #step-through > button {{flex: 1 1 40% !important; white-space: nowrap}}
-  #inspector-text:has(table)::before {{content: "{INSPECTOR_SWIPE}"; display: block; font-size: 0.85em;
+  #lab-table:has(table)::before {{content: "{LAB_SWIPE}"}}
+  #inspector-text:has(table)::before {{content: "{INSPECTOR_SWIPE}"}}
+  #inspector-text:has(table)::before, #lab-table:has(table)::before {{display: block; font-size: 0.85em;
     font-style: italic; color: var(--body-text-color-subdued)}}
 }}
 """

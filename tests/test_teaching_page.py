@@ -68,6 +68,20 @@ def test_lab_handler_passes_every_method_and_fails_the_broken_rule(tiny):
         page.lab_handler(tiny, "ab", 10_000)
 
 
+def test_the_lab_shows_its_progress_over_its_table(tiny):
+    """The lab's chart is hidden until its first figure, and its table was empty (0 px tall, ``overflow: auto``):
+    the progress bar gradio drew over both was clipped away, and the tab looked idle for minutes. The bar now shows
+    over the table, which holds a line before the first lab (and, by the page's CSS, room for the bar: seen in
+    headless Chromium, where the bar's middle was hit-tested on the page before and after)."""
+    from playground.lab_view import LAB_WAITING
+
+    demo = page.build_demo(tiny)
+    (lab,) = [fn for fn in demo.fns.values() if fn.api_name == "lab"]
+    (table,) = [c for c in demo.blocks.values() if getattr(c, "elem_id", None) == "lab-table"]
+    assert [block._id for block in lab.show_progress_on or []] == [table._id] and lab.show_progress == "full"
+    assert table.value == LAB_WAITING and "✗ fail" not in LAB_WAITING  # the tests wait for "✗ fail" as the end
+
+
 def test_replay_of_a_race_trace_equals_the_race(tiny):
     final = run(tiny, temperature=1.0, max_new_tokens=12, update_interval_s=0.0, inspect=True)[-1]
     path = final["trace"]
