@@ -288,6 +288,13 @@ def pane_visibility(methods):
     return tuple(gr.update(visible=key in chosen) for key in METHODS)
 
 
+def preview_panes(methods, state):
+    """Ticking or unticking a method: before any race the panes show the methods ticked; once a race (or a replay)
+    is on show its panes stay until the next Run (hiding a finished pane, or showing an empty one for a method
+    that did not race, left the metrics and the greedy check describing panes no longer shown)."""
+    return pane_visibility(methods) if not state else (gr.skip(),) * len(METHODS)
+
+
 def replay_panes(state):
     """The panes of a replayed race's methods (``pane_visibility`` of its events' names); nothing changes without
     one (a refused file)."""
