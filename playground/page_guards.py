@@ -15,7 +15,7 @@ import threading
 
 import gradio as gr
 
-from pass_core.runtime.pass_cost import pass_cost_curves
+from pass_core.runtime.pass_cost import measured_pass_cost_curves, pass_cost_curves
 from pass_core.teaching.race import events_upto
 from pass_core.teaching.trace import make_trace, save_trace
 from playground.cost_charts import cost_view
@@ -184,6 +184,13 @@ def remeasure_outputs(loaded, state, progress=None) -> tuple:
         events, revision = events_upto(state["events"], state.get("position")), show["revision"]
     figure, text = cost_view(events, curves.used, revision, refused)
     return shown_plot(figure), text, state
+
+
+def machine_curve(holder) -> dict | None:
+    """This machine's pass-cost curve for the holder's model as measured so far (``CostCurves.used``: the last
+    physical one), or None (no model yet, or nothing measured). Measures nothing."""
+    curves = measured_pass_cost_curves(holder.loaded) if holder.loaded is not None else None
+    return curves.used if curves is not None else None
 
 
 def remeasure_button():

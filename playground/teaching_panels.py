@@ -82,9 +82,12 @@ def lesson_strip(offered=None, slow_motion: gr.Slider | None = None):
     return wire
 
 
-def whatif_accordion():
+def whatif_accordion(machine_curve=None):
     """Lay out the accordion (closed) here; returns ``wire(state, inputs, run)``, to call once the race's state
-    exists, which redraws the panel on opening it and on every control's change (``inputs``, ``run`` unused)."""
+    exists, which redraws the panel on opening it and on every control's change (``inputs``, ``run`` unused), and
+    returns ``then(race, lab, lab_table)``: while the panel is open, a finished race redraws it (it kept the
+    numbers from before the race, the race's diamonds missing). ``machine_curve``: () -> this machine's pass-cost
+    curve measured so far (dict or None), for "this machine" before a race and in a replay."""
     with gr.Accordion("What if…", open=False, elem_id="whatif") as accordion:
         gr.Markdown(WHATIF_INTRO)
         with gr.Row():
@@ -102,15 +105,33 @@ def whatif_accordion():
         # hidden until there is a chart: an error or a refusal left an empty plot box over its message
         plot = gr.Plot(label="predicted tokens per step and speed-up", elem_id="whatif-plot", visible=False)
         text = gr.Markdown(elem_id="whatif-text")
+    opened = gr.State(False)
+    private = dict(queue=False, api_visibility="private", show_progress="hidden")
+    accordion.expand(lambda: True, None, opened, **private)
+    accordion.collapse(lambda: False, None, opened, **private)
 
-    def wire(state: gr.State, inputs: list, run: gr.Button) -> None:
+    def wire(state: gr.State, inputs: list, run: gr.Button):
+        view = whatif_view  # read when the page is built (a test slows it down)
+
+        @functools.wraps(view)  # keeps its name: the page's checks find the listeners as "whatif_view"
+        def with_machine(alpha, k, preset, typed, drafter_cost, state, is_open=None):
+            if is_open is False:  # None: the controls' listener (gradio fills parameters it has no input for)
+                return None, gr.skip()  # ``plot_shown`` skips the plot too: a closed panel draws nothing
+            return view(alpha, k, preset, typed, drafter_cost, state, machine_curve() if machine_curve else None)
+
+        controls = [alpha, k, preset, typed, drafter_cost, state]
         # queued, one at a time, in the order of the triggers: unqueued, opening the panel and choosing a curve at
         # once ran side by side, and the slower answer (the one for the curve no longer chosen) could land last
+        options = dict(concurrency_limit=1, trigger_mode="always_last", api_visibility="private",
+                       show_progress="hidden", preprocess=False)  # whatif_view names a bad value (gradio's check
+        # answered "Could not preprocess")
         gr.on([accordion.expand, alpha.release, k.release, drafter_cost.release, preset.change, typed.submit,
                typed.blur],  # blur: typed text then Tab or a click elsewhere kept the old curve's numbers
-              plot_shown(whatif_view), [alpha, k, preset, typed, drafter_cost, state], [plot, text],
-              concurrency_limit=1, trigger_mode="always_last", api_visibility="private", show_progress="hidden",
-              preprocess=False)  # whatif_view names a bad value (gradio's check answered "Could not preprocess")
+              plot_shown(with_machine), controls, [plot, text], **options)
+
+        def then(race, lab=None, lab_table=None) -> None:
+            race.success(plot_shown(with_machine), [*controls, opened], [plot, text], **options)
+        return then
 
     return wire
 
@@ -121,6 +142,8 @@ def plot_shown(view):
     @functools.wraps(view)  # keeps its name: the page's checks find the listener as "whatif_view"
     def shown(*args):
         fig, text = view(*args)
+        if text == gr.skip():  # nothing to redraw (the panel is closed)
+            return gr.skip(), text
         return shown_plot(fig), text
     return shown
 

@@ -23,8 +23,9 @@ K_MAX = 8  # as the race's look-ahead range
 #: chain)
 _CHAIN, _PASS = "#374151", METHODS["pass"].colour
 _AXIS = dict(gridcolor="#e5e7eb", zerolinecolor="#d1d5db", linecolor="#9ca3af", showline=True)
-NO_MACHINE_CURVE = ("*This machine's pass cost is measured at the first race: run one (or pick another curve). A "
-                    "replayed trace carries no cost curve.*")
+NO_MACHINE_CURVE = ("*No physical pass-cost curve of this machine yet: it is measured once the model has loaded, and "
+                    "*Re-measure pass cost* (under the theory) measures it again. Pick another curve meanwhile; a page "
+                    "without a model (replay only) has none.*")
 
 
 def curve_for(preset: str, machine_curve: dict | None, typed: str) -> tuple[tuple[float, ...] | None, str]:
@@ -161,15 +162,17 @@ def _control(value, label: str, lo: float, hi: float, whole: bool = False) -> fl
     return number
 
 
-def whatif_view(alpha, k, preset: str, typed: str, drafter_cost, state: dict | None) -> tuple[go.Figure | None, str]:
+def whatif_view(alpha, k, preset: str, typed: str, drafter_cost, state: dict | None,
+                machine_curve: dict | None = None) -> tuple[go.Figure | None, str]:
     """The panel for its controls and the page's race state (``race_handlers.render``'s last output: its events,
-    ``fused`` and this machine's curve); (None, a message naming the control) for bad input: an empty box, a value
+    ``fused`` and this machine's curve; ``machine_curve``, the curve measured when the model loaded, stands in
+    before a race and for a replay); (None, a message naming the control) for bad input: an empty box, a value
     outside its slider's range, or a k that is not a whole number (``_control``)."""
     try:
         alpha = _control(alpha, "draft acceptance α", 0, 1)
         k = int(_control(k, "drafts per step k", 1, K_MAX, whole=True))
         drafter_cost = _control(drafter_cost, "drafter cost c_d", 0, 1)
-        machine = ((state or {}).get("show") or {}).get("curve")
+        machine = ((state or {}).get("show") or {}).get("curve") or machine_curve
         curve, name = curve_for(preset, machine, typed)
         if curve is None:
             return None, name

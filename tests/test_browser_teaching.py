@@ -220,14 +220,15 @@ def whatif_set(page, alpha: float, k: int, drafter_cost: float) -> None:
         wait_text(page, "#whatif-text", mark)
 
 
-def test_whatif_predicts_the_speedup_of_the_formula(new_page, tiny_page_url):  # noqa: F811
+def test_whatif_predicts_the_speedup_of_the_formula(new_page, tiny_page_url, fixed_pass_cost):  # noqa: F811
     """On the flat cost curve (c(w) = 1) the panel's chain and PaSS speed-ups equal docs/algorithms.md section 4,
     computed here: E = (1 - α^(k+1)) / (1 - α); chain E / (c(k+1) + c_d) = E / (1 + c_d); PaSS's two-pass loop
-    (1 + E) / (2 c(k+1)) = (1 + E) / 2. Two settings in turn on one page. Before any race "this machine" has no
-    curve: the panel says so with no plot (an empty plot box stood over its message)."""
+    (1 + E) / (2 c(k+1)) = (1 + E) / 2. Two settings in turn on one page. With no curve measured yet (this page was
+    served a loaded model, and ``fixed_pass_cost`` forgets earlier measurements) "this machine" has none: the panel
+    says so with no plot (an empty plot box stood over its message)."""
     page = open_page(new_page, tiny_page_url, 1400)
     page.locator("#whatif").get_by_text("What if…").first.click()
-    wait_text(page, "#whatif-text", "measured at the first race")
+    wait_text(page, "#whatif-text", "No physical pass-cost curve of this machine yet")
     assert not page.locator("#whatif-plot").is_visible()
     page.locator("#whatif-preset").get_by_label("flat (GPU-like)", exact=True).check()
     wait_text(page, "#whatif-text", "cost curve flat c(w) = 1")

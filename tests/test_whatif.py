@@ -83,9 +83,38 @@ def test_a_typed_curve_cheaper_than_one_pass_is_refused_and_read_when_the_box_is
         parse_curve("1, 0.5, 0.2, 0.1")
     assert parse_curve("2, 2, 3") == (1.0, 1.0, 1.5)  # equal costs are possible (a GPU's flat curve)
     demo = page.build_demo(tiny)
-    (view,) = [fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "whatif_view"]
     (typed,) = [c for c in demo.blocks.values() if getattr(c, "elem_id", None) == "whatif-typed"]
+    (view,) = [fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "whatif_view"
+               and fn.get_config()["trigger_after"] is None]  # the controls' listener (not the one after a race)
     assert {(typed._id, "submit"), (typed._id, "blur")} <= set(view.targets)
+
+
+def test_this_machine_before_a_race_and_a_redraw_after_one_while_open(tiny, fixed_pass_cost):
+    """Before any race "this machine" draws the curve measured when the model loaded (it said "measured at the first
+    race", and a replay had none); it measures nothing itself. A finished race redraws the panel while it is open
+    (it kept the numbers from before the race, without the race's diamonds, until a control was touched)."""
+    import gradio as gr
+
+    from pass_core.runtime.pass_cost import pass_cost_curves
+    from playground import page
+
+    demo = page.build_demo(tiny)
+    views = [fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "whatif_view"]
+    (controls,) = [fn for fn in views if fn.get_config()["trigger_after"] is None]
+    (after,) = [fn for fn in views if fn is not controls]
+    race = next(i for i, fn in demo.fns.items() if fn.api_name == "race")
+    assert after.get_config()["trigger_after"] == race and after.get_config()["trigger_only_on_success"]
+    plot, text = controls.fn(0.6, 3, whatif.MACHINE, "", 0.1, None)
+    assert text == whatif.NO_MACHINE_CURVE and plot["visible"] is False  # nothing measured yet (nor by the panel)
+    pass_cost_curves(tiny)  # the start-up measurement (``fixed_pass_cost``'s curve)
+    plot, text = controls.fn(0.6, 3, whatif.MACHINE, "", 0.1, None)
+    assert plot["visible"] and plot["value"].data and "cost curve this machine (cpu, float32)" in text, text
+    assert after.fn(0.6, 3, whatif.MACHINE, "", 0.1, None, False) == (gr.skip(), gr.skip())  # closed: no redraw
+    from test_app import run
+
+    state = run(tiny, update_interval_s=0.0)[-1]["state"]
+    plot, text = after.fn(0.6, 3, whatif.MACHINE, "", 0.1, state, True)
+    assert plot["visible"] and "This run, PaSS: α = " in text, text
 
 
 def test_this_runs_points_are_marked_on_their_loop():
@@ -129,13 +158,15 @@ def test_this_machine_says_how_long_ar_steps_took_beside_the_curves_one_token_pa
     assert "AR steps took" not in whatif.whatif_view(0.3, 3, whatif.MACHINE, "", 0.0, quick)[1]
 
 
-def test_the_plot_is_hidden_while_the_panel_has_nothing_to_draw(tiny):
-    """A refusal (no race yet on "this machine") or a bad value sat under a large empty plot box on the page; the
-    plot is now hidden until there is a chart to draw, and shown with it."""
+def test_the_plot_is_hidden_while_the_panel_has_nothing_to_draw(tiny, fixed_pass_cost):
+    """A refusal (no curve measured yet for "this machine": ``fixed_pass_cost`` forgets earlier tests' measurements)
+    or a bad value sat under a large empty plot box on the page; the plot is now hidden until there is a chart to
+    draw, and shown with it."""
     from playground import page
 
     demo = page.build_demo(tiny)
-    (view,) = [fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "whatif_view"]
+    (view,) = [fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "whatif_view"
+               and fn.get_config()["trigger_after"] is None]
     (plot,) = [c for c in demo.blocks.values() if getattr(c, "elem_id", None) == "whatif-plot"]
     assert plot.visible is False  # before the panel first answers
     for args, message in (((0.5, 3, whatif.MACHINE, "", 0.0, None), whatif.NO_MACHINE_CURVE),

@@ -206,6 +206,12 @@ def pass_cost_curves(loaded, remeasure: bool = False, progress=None) -> CostCurv
     return CostCurves(_GOOD.get(_key(loaded)), curve, problem)
 
 
+def measured_pass_cost_curves(loaded) -> CostCurves | None:
+    """``pass_cost_curves(loaded)`` when a curve was measured for ``loaded`` already, else None: measures nothing
+    (the what-if panel reads the start-up curve before a race without holding the page up for a measurement)."""
+    return pass_cost_curves(loaded) if _key(loaded) in _CURVES else None
+
+
 def confirm_or_remeasure(loaded, progress=None) -> CostCurves:
     """``pass_cost_curves(loaded)``, and when its newest curve was refused, one more measurement: of the widths of
     each dip only (width 1, and each dip's narrower top width up to the dip: ``dips``) when dips were the only
