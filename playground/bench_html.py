@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import sys
 
 import plotly.graph_objects as go
@@ -186,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 2:
         print("usage: python -m playground.bench_html BENCH.json OUT.html", file=sys.stderr)
         return 2
+    if os.path.exists(argv[1]) and os.path.samefile(argv[0], argv[1]):  # the report was replaced by its HTML
+        print(f"error: {argv[1]} is the report itself: give the HTML file another name", file=sys.stderr)
+        return 2
     try:
         with open(argv[0], encoding="utf-8") as f:
             report = json.load(f)
@@ -204,6 +208,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except ValueError as err:  # a report whose figures cannot be drawn
         print(f"error: {argv[0]}: {err}", file=sys.stderr)
+        return 1
+    except (KeyError, TypeError, AttributeError) as err:  # valid JSON, but a field missing or of another type
+        print(f"error: {argv[0]}: a field of the report is missing or malformed ({type(err).__name__}: {err}); "
+              "write the report again with python -m pass_core.bench --json", file=sys.stderr)
         return 1
     print(f"wrote {argv[1]}", file=sys.stderr)
     return 0

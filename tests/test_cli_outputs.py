@@ -53,6 +53,19 @@ def test_bench_json_path_is_refused_before_the_run(no_model, a_file, capsys):
     assert "is a file, so no folder can be made there" in capsys.readouterr().err
 
 
+def test_bench_refuses_a_report_named_as_its_suite(no_model, tmp_path, capsys):
+    """``--json`` naming the ``--suite`` file replaced the prompts with the report, exit 0."""
+    from pass_core.bench.run import main as bench
+
+    suite = tmp_path / "same.jsonl"
+    suite.write_text('{"category": "chat", "prompt": "Hello"}\n', encoding="utf-8")
+    with pytest.raises(SystemExit) as exit_:
+        bench(["--suite", str(suite), "--json", str(suite)])
+    assert exit_.value.code == 2 and "is the --suite file: the report would replace the prompts" in \
+        capsys.readouterr().err
+    assert suite.read_text(encoding="utf-8") == '{"category": "chat", "prompt": "Hello"}\n'
+
+
 def test_generate_trace_path_and_a_prompt_that_is_not_text_are_refused(no_model, a_file, capsys):
     from pass_core.generate import main
 
@@ -86,6 +99,11 @@ def test_generate_refuses_a_trace_name_that_is_not_a_json_file(no_model, tmp_pat
     (["--steps", "0", "--anchors", "0"], r"--steps must be at least 1, got 0; --anchors must be at least 1, got 0"),
     (["--lr", "0"], r"--lr must be a positive learning rate"),
     (["--draft-vocab", "-1"], r"--draft-vocab, --sampled-copies and --warmup must be 0 or more"),
+    # NaN trained on to "diverged: lower the learning rate", or calibrated the confidence gate to 0 and exited 0
+    (["--feature-weight", "nan", "--cost-per-draft", "nan"], r"--feature-weight nan, --cost-per-draft nan: each "
+                                                             r"must be a finite number, 0 or more"),
+    (["--drafter-cost=-inf"], r"--drafter-cost -inf: each must be a finite number"),
+    (["--sampled-temperature", "0"], r"--sampled-temperature must be above 0, got 0.0"),  # was transformers' own
 ])
 def test_drafter_trainer_refuses_bad_arguments_first(no_model, args, message):
     from pass_core.training.parallelspec import main
@@ -129,6 +147,8 @@ def test_an_output_folder_that_cannot_be_made_is_refused_even_for_root(no_model,
     (["--lr", "nan", "--adapter-lr", "inf"], r"--lr nan, --adapter-lr inf: a learning rate must be a positive"),
     (["--answers", "sharegpt:abc"], r"--answers 'sharegpt:abc': use CORPUS:COUNT"),
     (["--answers", "chitchat:5,reddit:3"], r"--answers 'reddit:3'"),
+    (["--checkpoint-every", "0"], r"--checkpoint-every must be >= 1"),  # a ZeroDivisionError after step 1
+    (["--position-decay", "nan"], r"--position-decay must be a positive number, got nan"),  # trained to "diverged"
 ])
 def test_lookahead_trainer_refuses_bad_arguments_first(no_model, tmp_path, args, message, capsys):
     """Each of these started the look-ahead trainer's data generation (about 11 minutes) before it was refused, or
@@ -159,3 +179,19 @@ def test_trainers_refuse_a_seed_file_or_feature_layers_the_model_cannot_use_befo
                                          r"be between -3 and 2 \(-1 = the last\)"):
         parallelspec.main(["--model", str(tiny_folder), "--out", str(tmp_path / "d.safetensors"),
                            "--feature-layers", "-1", "99", "--threads", "1"])
+
+
+def test_the_drafter_trainer_replaces_a_shipped_drafter_only_when_out_names_it(tiny_folder, tmp_path, monkeypatch):
+    """Without ``--out`` the drafter trainer writes the shipped path: a one-step trial run replaced the shipped
+    drafter (and its reports) unsaid, and the page then raced that file. Where a file is there it is refused, once
+    the model has loaded (the path names the model), before any data; the file is left as it was."""
+    from pass_core.training import parallelspec
+
+    shipped = tmp_path / "tiny-k3.safetensors"
+    shipped.write_bytes(b"the shipped drafter")
+    monkeypatch.setattr(parallelspec, "shipped_drafter_path", lambda name, k: shipped)
+    monkeypatch.setattr(parallelspec, "_split", lambda *a, **k: pytest.fail("training data was made"))
+    with pytest.raises(ValueError, match=f"--out not given: this run would replace the shipped drafter {shipped}. "
+                                         f"Give --out {shipped} to replace it"):
+        parallelspec.main(["--model", str(tiny_folder), "--threads", "1"])
+    assert shipped.read_bytes() == b"the shipped drafter"

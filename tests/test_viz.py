@@ -285,6 +285,21 @@ def test_bench_html_command_line_refuses_what_is_not_a_report(tmp_path, capsys):
     assert bench_html.main([str(tmp_path / "gen.json"), str(tmp_path / "x.html")]) == 1
     assert "not a benchmark report" in capsys.readouterr().err
     assert not (tmp_path / "x.html").exists()
+    # valid JSON with a field missing or of another type: named, no traceback (KeyError / TypeError before)
+    for field, value in (("speedup", None), ("per_position_conditional", 5)):
+        report = fake_report()
+        if value is None:
+            del report["summary"]["pass"]["L=3,T=0"][field]
+        else:
+            report["summary"]["pass"]["L=3,T=0"][field] = value
+        (tmp_path / "odd.json").write_text(json.dumps(report), encoding="utf-8")
+        assert bench_html.main([str(tmp_path / "odd.json"), str(tmp_path / "x.html")]) == 1, field
+        assert "odd.json: a field of the report is missing or malformed" in capsys.readouterr().err, field
+    # the HTML named as the report itself: refused, the report kept (it was replaced by the HTML, exit 0)
+    kept = (tmp_path / "b.json").read_text(encoding="utf-8")
+    assert bench_html.main([str(tmp_path / "b.json"), str(tmp_path / "b.json")]) == 2
+    assert "b.json is the report itself: give the HTML file another name" in capsys.readouterr().err
+    assert (tmp_path / "b.json").read_text(encoding="utf-8") == kept
 
 
 def test_bench_html_option_points_to_the_ui_package(capsys):

@@ -17,6 +17,7 @@ import json
 import shlex
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -189,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(HTML_MOVED)
         if args.json:  # before the run: a report that cannot be written at its end would lose the run
             check_output_path(args.json, "--json")
+            if Path(args.suite).is_file() and Path(args.json).resolve() == Path(args.suite).resolve():
+                raise ValueError(f"--json {args.json} is the --suite file: the report would replace the prompts. "
+                                 "Give the report another name.")
         set_cpu_threads(args.threads)
     except ValueError as err:
         parser.error(str(err))

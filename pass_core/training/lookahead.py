@@ -132,14 +132,17 @@ def train(args) -> dict:
     """Run training as described by the parsed ``args``; returns the report dict.
 
     Raises:
-        ValueError: bad arguments (L outside 1..8, steps < 1, a learning rate that is not a positive number, a bad
+        ValueError: bad arguments (L outside 1..8, steps or --checkpoint-every < 1, a --position-decay that is not a
+            positive number, a learning rate that is not a positive number, a bad
             ``--answers``, an ``--out`` or ``--report`` that cannot be written, a ``--data`` file that is missing,
             not UTF-8 text or malformed), all before the model loads
             (``--resume`` with no checkpoint yet says so and starts at step 0); an ``--init-from`` file that cannot
             seed this run, before the data is made; data problems.
     """
-    if args.steps < 1 or args.batch_positions < 1 or args.tokens_per_draft < 1:
-        raise ValueError("--steps, --batch-positions and --tokens-per-draft must be >= 1")
+    if min(args.steps, args.batch_positions, args.tokens_per_draft, args.checkpoint_every) < 1:
+        raise ValueError("--steps, --batch-positions, --tokens-per-draft and --checkpoint-every must be >= 1")
+    if not (math.isfinite(args.position_decay) and args.position_decay > 0):  # NaN trained to "diverged"
+        raise ValueError(f"--position-decay must be a positive number, got {args.position_decay}")
     low, high, _ = SETTING_RANGES["num_lookahead"]
     if not low <= args.num_lookahead <= high:  # a file of L = 100 was written, then refused by every decoder
         raise ValueError(f"--num-lookahead must be between {low} and {high} (the L that decoding takes), "

@@ -152,8 +152,8 @@ def main(argv=None) -> dict:
 
     Raises:
         ValueError: an argument out of range or an output path that cannot be written, before any work; a
-            ``--feature-layers`` index the model does not have, once it has loaded; a damaged checkpoint or training
-            that diverged, later.
+            ``--feature-layers`` index the model does not have, or no ``--out`` where a shipped drafter would be
+            replaced, once it has loaded; a damaged checkpoint or training that diverged, later.
     """
     args = parse_args(argv)
     check_arguments(args)
@@ -165,6 +165,9 @@ def main(argv=None) -> dict:
         raise ValueError(f"--feature-layers {' '.join(map(str, args.feature_layers))}: this model has {states} hidden "
                          f"states, so each index must be between {-states} and {states - 1} (-1 = the last).")
     out = Path(args.out) if args.out else shipped_drafter_path(loaded.name, args.num_draft)
+    if not args.out and out.is_file() and not args.resume:  # a trial run replaced the shipped drafter unsaid
+        raise ValueError(f"--out not given: this run would replace the shipped drafter {out}. Give --out {out} to "
+                         "replace it, or another path for a trial run.")
     splits = [_split(loaded, args.train_prompts, args, "train")]
     splits += [_split(loaded, args.train_prompts, args, "train", args.sampled_temperature, seed)
                for seed in range(1, args.sampled_copies + 1)]
