@@ -63,7 +63,7 @@ def stop_outputs(loaded, state) -> tuple:
     finish(guards)
     prompt, settings = guards["source"]
     shown = events_upto(state["events"], state.get("position"))  # stepped back: the steps the panes show
-    path = save_trace(make_trace(loaded, prompt, settings, shown), trace_path())
+    path = save_trace(make_trace(loaded, prompt, settings, shown, guards.get("machine_load")), trace_path())
     return "  \n".join(filter(None, (STOPPED_NOTE + STOPPED_TRACE, guards.get("load")))), str(path)
 
 

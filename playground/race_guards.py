@@ -44,7 +44,8 @@ def off_the_clock(guards: dict | None):
 def finish(guards: dict | None) -> None:
     """The race ended (finished or stopped): its busy line is measured once more and kept; the meter goes."""
     if guards and guards.get("meter") is not None:
-        guards["load"] = busy_line(guards.pop("meter").load())
+        guards["machine_load"] = guards.pop("meter").load()  # recorded in the race's trace
+        guards["load"] = busy_line(guards["machine_load"])
 
 
 def guard_lines(guards: dict | None, finished: bool) -> str:

@@ -224,7 +224,7 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
         finish(show["guards"])
         if control is not None:
             control.shown()  # no step button waits for a race that has ended
-    path = save_trace(make_trace(loaded, prompt, settings, events), trace_path())
+    path = save_trace(make_trace(loaded, prompt, settings, events, show["guards"].get("machine_load")), trace_path())
     yield render(events, show_rejected, settings.greedy, settings.fused, True, note, trace_path=str(path), **show)
 
 

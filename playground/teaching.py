@@ -14,6 +14,7 @@ from pass_core.decoding.events import StepEvent
 from pass_core.decoding.inspection import TopN
 from pass_core.decoding.text import count
 from pass_core.registry import METHODS
+from pass_core.runtime.machine_load import busy_line
 from pass_core.teaching.trace import Trace
 
 from playground.race_panes import pane_entries
@@ -272,5 +273,7 @@ def replay_note(trace: Trace) -> str:
     """The run line's note for a replayed trace: model, prompt (``literal``) and the settings that shaped the
     race."""
     s = trace.settings
+    busy = busy_line(trace.machine_load)  # the race's caveat on its timings, written here from the checked numbers
     return (f"Replay of a trace: {literal(trace.model_name)}, prompt “{literal(trace.prompt)}”, k = "
-            f"{s.num_lookahead}, temperature {s.temperature:g}, top-k {s.top_k}, top-p {s.top_p:g}, seed {s.seed}.")
+            f"{s.num_lookahead}, temperature {s.temperature:g}, top-k {s.top_k}, top-p {s.top_p:g}, seed {s.seed}."
+            + (f"  \n{busy}" if busy else ""))

@@ -6,6 +6,7 @@ functions on the tiny model, through gradio_client against ``python app.py`` and
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import re
 import sys
@@ -80,6 +81,40 @@ def test_the_lab_shows_its_progress_over_its_table(tiny):
     (table,) = [c for c in demo.blocks.values() if getattr(c, "elem_id", None) == "lab-table"]
     assert [block._id for block in lab.show_progress_on or []] == [table._id] and lab.show_progress == "full"
     assert table.value == LAB_WAITING and "✗ fail" not in LAB_WAITING  # the tests wait for "✗ fail" as the end
+
+
+def test_a_trace_keeps_the_races_machine_load_and_its_replay_the_busy_line(tiny, tmp_path):
+    """A race on a busy machine says its timings are unreliable; its replay showed the same timings without a word.
+    The trace now records the race's load (the numbers, checked on reading; the page writes the line itself)."""
+    from pass_core.runtime.machine_load import MachineLoad
+    from pass_core.teaching.trace import save_trace
+
+    final = run(tiny, max_new_tokens=6, update_interval_s=0.0)[-1]
+    recorded = load_trace(final["trace"])
+    assert recorded.machine_load is not None and recorded.machine_load.cores >= 1  # every race records its load
+    busy = MachineLoad(wall_s=8.0, own_cores=1.0, other_cores=1.3, saturated=True, load_average=3.4, cores=2)
+    assert busy.busy
+    path = save_trace(dataclasses.replace(recorded, machine_load=busy), tmp_path / "busy.json")
+    assert load_trace(path).machine_load == busy
+    replay = dict(zip(OUTPUT_NAMES, page.replay_handler(str(path), True), strict=True))
+    assert "The machine was busy during this race** (load 3.4 on 2 cores; other programs took 1.3 cores" in \
+        replay["run_info"], replay["run_info"]
+    quiet = dataclasses.replace(busy, other_cores=0.1)
+    path = save_trace(dataclasses.replace(recorded, machine_load=quiet), tmp_path / "quiet.json")
+    assert "busy" not in dict(zip(OUTPUT_NAMES, page.replay_handler(str(path), True), strict=True))["run_info"]
+    data = json.loads(path.read_text(encoding="utf-8"))
+    for field, value, message in (("cores", 0, "'machine_load.cores' is 0: a count of cores"),
+                                  ("wall_s", -1, "'machine_load.wall_s' is -1: a number from 0"),
+                                  ("saturated", "yes", "'machine_load.saturated' is 'yes': true, false or null")):
+        bad = json.loads(json.dumps(data))
+        bad["machine_load"][field] = value
+        with pytest.raises(ValueError, match=re.escape(message)):
+            load_trace(bad)
+    data["machine_load"] = {"busy": True}
+    with pytest.raises(ValueError, match="'machine_load' must be an object with the fields wall_s, own_cores"):
+        load_trace(data)
+    del data["machine_load"]  # a trace without it (the command line's, or written before): replayed without it
+    assert load_trace(data).machine_load is None
 
 
 def test_replay_of_a_race_trace_equals_the_race(tiny):

@@ -19,7 +19,8 @@ from pass_core.drafters.files import embedding_signature, signatures_match
 from pass_core.decoding.settings import MAX_TREE_NODES, DecodeSettings
 from pass_core.decoding.text import MAX_PROMPT_CHARS
 from pass_core.runtime.outputs import write_text_atomically
-from pass_core.teaching.trace_fields import read_event
+from pass_core.runtime.machine_load import MachineLoad
+from pass_core.teaching.trace_fields import read_event, read_machine_load
 
 SCHEMA = "pass-playground-trace/1"
 #: The largest trace file read (bytes), about 4x the largest the page writes: 8.4 MB for every registered method
@@ -40,6 +41,8 @@ class Trace:
         prompt: the user's text.
         settings: the run's ``DecodeSettings``.
         events: method key -> its ``StepEvent`` list, in race order.
+        machine_load: how busy the machine was while the race ran (``machine_load.MachineLoad``), so that a replay
+            keeps the race's caveat on its timings; None: not recorded (a command-line run).
     """
 
     model_name: str
@@ -47,12 +50,14 @@ class Trace:
     prompt: str
     settings: DecodeSettings
     events: dict[str, list[StepEvent]]
+    machine_load: MachineLoad | None = None
 
 
-def make_trace(loaded, prompt: str, settings: DecodeSettings, events: dict[str, list[StepEvent]]) -> Trace:
-    """A ``Trace`` of a run on ``loaded``."""
+def make_trace(loaded, prompt: str, settings: DecodeSettings, events: dict[str, list[StepEvent]],
+               machine_load: MachineLoad | None = None) -> Trace:
+    """A ``Trace`` of a run on ``loaded`` (``machine_load``: the race's load, as measured while it ran)."""
     signature = embedding_signature(loaded.model.get_input_embeddings().weight)
-    return Trace(loaded.name, signature, prompt, settings, {k: list(v) for k, v in events.items()})
+    return Trace(loaded.name, signature, prompt, settings, {k: list(v) for k, v in events.items()}, machine_load)
 
 
 def recorded_on(trace: Trace, loaded) -> bool:
@@ -81,7 +86,8 @@ def trace_to_dict(trace: Trace) -> dict:
     return {"schema": SCHEMA, "model": {"name": trace.model_name, "signature": trace.signature},
             "prompt": trace.prompt, "settings": trace.settings.to_dict(),
             "methods": {key: {"events": [e.to_dict() for e in evs], "summary": summarize(evs, key).to_dict()}
-                        for key, evs in trace.events.items()}}
+                        for key, evs in trace.events.items()},
+            **({"machine_load": asdict(trace.machine_load)} if trace.machine_load is not None else {})}
 
 
 def save_trace(trace: Trace, path: str | Path) -> Path:
@@ -143,7 +149,9 @@ def load_trace(source: str | Path | dict) -> Trace:
     try:
         events = {key: [read_event(e, f"methods.{key}.events[{i}]", i + 1) for i, e in enumerate(method["events"])]
                   for key, method in data["methods"].items()}
-        trace = Trace(str(data["model"]["name"]), data["model"]["signature"], str(data["prompt"]), settings, events)
+        load = read_machine_load(data["machine_load"]) if data.get("machine_load") is not None else None
+        trace = Trace(str(data["model"]["name"]), data["model"]["signature"], str(data["prompt"]), settings, events,
+                      load)
     except KeyError as err:
         raise ValueError(f"{where} misses the field {err.args[0]!r}: not a complete trace.") from err
     except (TypeError, ValueError, AttributeError, OverflowError) as err:

@@ -8,6 +8,7 @@ from dataclasses import fields
 
 from pass_core.decoding.events import TOKEN_LABELS, DraftRecord, StepEvent, TokenRecord
 from pass_core.decoding.inspection import PositionInspection, TopN
+from pass_core.runtime.machine_load import MachineLoad
 
 #: The longest time a trace may give one step (or its drafting or verification), in seconds: a day. A replay of a
 #: step of 1e300 s printed 300-digit numbers in the run line; no run of this app takes a day per step.
@@ -57,6 +58,28 @@ def read_event(d: dict, name: str = "event", step: int | None = None) -> StepEve
             where = "its depth in the step's tree" if parents else "drafts are d_1, d_2, ... in order"
             raise ValueError(f"the field '{name}.drafts[{j}].position' is {position}: {where}, so this one is {due}")
     return event
+
+
+def read_machine_load(d: dict, name: str = "machine_load") -> MachineLoad:
+    """The race's ``MachineLoad`` from its dict (a replay shows its busy line: the numbers are checked, and the page
+    writes the line itself, so a trace brings no text of its own into the run line).
+
+    Raises:
+        ValueError: naming the field: not an object with exactly ``MachineLoad``'s fields, a time or a core count
+            that is not a finite number from 0 (the cores a whole number from 1), ``saturated`` not true, false or
+            null.
+    """
+    known = [f.name for f in fields(MachineLoad)]
+    if not isinstance(d, dict) or sorted(d) != sorted(known):
+        raise ValueError(f"the field {name!r} must be an object with the fields {', '.join(known)}")
+    for field, optional in (("wall_s", False), ("own_cores", False), ("other_cores", True), ("load_average", True)):
+        value = d[field]
+        if not (value is None and optional) and (type(value) not in (int, float) or not 0 <= value < 1e9):
+            raise ValueError(f"the field '{name}.{field}' is {value!r}: a number from 0" + (", or null" * optional))
+    if d["saturated"] not in (True, False, None):
+        raise ValueError(f"the field '{name}.saturated' is {d['saturated']!r}: true, false or null")
+    _whole(d["cores"], f"{name}.cores", 1, "a count of cores")
+    return MachineLoad(**d)
 
 
 DECISIONS = ("accepted", "rejected", "not_verified")
