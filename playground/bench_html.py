@@ -184,10 +184,15 @@ def write_html(report: dict, path: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     """``python -m playground.bench_html BENCH.json OUT.html``: the report of a saved JSON."""
     argv = sys.argv[1:] if argv is None else argv
+    usage = "usage: python -m playground.bench_html BENCH.json OUT.html"
+    if argv in (["-h"], ["--help"]):  # it printed the usage as an error, exit 2
+        print(f"{usage}\n\nDraw the Plotly figures of a benchmark report (python -m pass_core.bench --json "
+              "BENCH.json) into one HTML file.")
+        return 0
     if len(argv) != 2:
-        print("usage: python -m playground.bench_html BENCH.json OUT.html", file=sys.stderr)
+        print(usage, file=sys.stderr)
         return 2
-    if os.path.exists(argv[1]) and os.path.samefile(argv[0], argv[1]):  # the report was replaced by its HTML
+    if all(map(os.path.exists, argv)) and os.path.samefile(*argv):  # the report was replaced by its HTML
         print(f"error: {argv[1]} is the report itself: give the HTML file another name", file=sys.stderr)
         return 2
     try:

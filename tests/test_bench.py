@@ -180,6 +180,15 @@ def test_load_suite(tmp_path):
         load_suite(str(bad))
     with pytest.raises(ValueError, match="not found"):
         load_suite(str(tmp_path / "missing.jsonl"))
+    with pytest.raises(ValueError, match="is a folder: give the .jsonl file itself"):  # said "does not exist"
+        load_suite(str(tmp_path))
+    (tmp_path / "latin1.jsonl").write_bytes(b'{"prompt": "caf\xe9"}\n')  # the error named no file
+    with pytest.raises(ValueError, match=r"latin1.jsonl is not UTF-8 text \(byte 0xe9 at offset 15\)"):
+        load_suite(str(tmp_path / "latin1.jsonl"))
+    from pass_core.training.data import read_prompts
+
+    with pytest.raises(ValueError, match="is a folder: give the file itself"):
+        read_prompts(tmp_path)
 
 
 @pytest.mark.parametrize("argv", [["--methods", "ar,nope"], ["--num-lookahead", "3,x"],

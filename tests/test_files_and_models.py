@@ -47,7 +47,9 @@ def test_a_model_whose_embeddings_change_in_place_is_checked_again():
     la.check_compatible(loaded)  # the remembered signature
     with torch.no_grad():
         loaded.model.get_input_embeddings().weight.copy_(tiny_loaded(seed=1).model.get_input_embeddings().weight)
-    with pytest.raises(ValueError, match="input embeddings differ"):
+    # same name, other weights: said as such (it read "trained for 'tiny-llama-0', not for the loaded 'tiny-llama-0'")
+    with pytest.raises(ValueError, match=r"trained for another version of 'tiny-llama-0': the same name, other "
+                                         r"weights \(input embeddings differ\)"):
         la.check_compatible(loaded)
 
 
@@ -292,3 +294,7 @@ def test_resolve_lookahead_uses_larger_shipped_file(tiny, tmp_path, monkeypatch)
     assert got.num_lookahead == 3 and torch.equal(got.weight, la8.weight[:3]) and "first 3 of" in which
     got, which = methods.resolve_lookahead(tiny, 7)  # no file with L >= 7: untrained fallback, said so
     assert got.kind == "fixed-token" and "untrained" in which
+    path = methods.shipped_lookahead_path(tiny.name, 6)  # a file given by path keeps its own L, and says so
+    got, which = methods.resolve_lookahead(tiny, 8, str(path))
+    assert got.num_lookahead == 6 and which.endswith("(its own L = 6, not the 8 asked)"), which
+    assert not methods.resolve_lookahead(tiny, 6, str(path))[1].endswith("asked)")

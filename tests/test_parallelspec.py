@@ -179,8 +179,8 @@ def test_train_cli_checkpoints_and_resumes(tiny_folder, tmp_path, monkeypatch, c
     common = ["--model", str(tiny_folder), "--num-draft", "3", "--out", str(out), "--train-prompts", str(prompts),
               "--heldout-prompts", str(prompts), "--max-new-tokens", "12", "--batch-size", "2", "--anchors", "4",
               "--draft-vocab", "0", "--checkpoint-every", "2", "--threads", "1"]
-    report = main(common + ["--steps", "2"])
-    assert out.is_file()
+    report = main(common + ["--steps", "2", "--resume"])  # nothing to resume yet: said, and it starts at step 0
+    assert out.is_file() and "note: --resume: no checkpoint" in capsys.readouterr().err
     # the report measures the saved file: held-out tokens per step (1 + accepted drafts, at most k = 3), the gate
     # threshold stored in the file, and the same numbers in report.json and report.md
     per_step = report["heldout"]["accepted_tokens_per_step"]

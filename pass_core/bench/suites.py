@@ -25,13 +25,21 @@ def load_suite(suite: str) -> list[BenchPrompt]:
     """Prompts of ``quick``, ``full`` (``assets/bench/*.jsonl``) or a JSONL file.
 
     Raises:
-        ValueError: a missing file, a line that is not ``{"category", "prompt"}`` JSON, no prompts.
+        ValueError: a missing file, a folder, a file that is not UTF-8 text, a line that is not
+            ``{"category", "prompt"}`` JSON, no prompts.
     """
     path = assets_dir() / "bench" / f"{suite}.jsonl" if suite in SUITES else Path(suite).expanduser()
+    if path.is_dir():  # it said "does not exist"
+        raise ValueError(f"Suite {suite!r} is a folder: give the .jsonl file itself (or quick, full).")
     if not path.is_file():
         raise ValueError(f"Suite {suite!r} not found: use quick, full or a .jsonl file ({path} does not exist).")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:  # said without the file's name before
+        raise ValueError(f"Suite {path} is not UTF-8 text (byte {err.object[err.start]:#04x} at offset "
+                         f"{err.start}): save it as UTF-8 JSON lines.") from None
     prompts = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:

@@ -185,6 +185,9 @@ def check_trained_for(loaded, path: str | Path, model_name: str, width: int, voc
         problems.append(f"vocabulary {vocab_size} vs {loaded.vocab_size}")
     if not problems and not signatures_match(signature, loaded_signature(loaded.model.get_input_embeddings().weight)):
         problems.append("input embeddings differ")
+    if problems and model_name == loaded.name:  # it said "trained for 'X', not for the loaded model 'X'"
+        raise ValueError(f"{str(path)} was trained for another version of {model_name!r}: the same name, other "
+                         f"weights ({', '.join(problems)}). {how_to_train}.")
     if problems:
         raise ValueError(f"{str(path)} was trained for model {model_name!r}, not for the loaded model {loaded.name!r} "
                          f"({', '.join(problems)}). {how_to_train}, or load {model_name!r}.")

@@ -59,7 +59,7 @@ def resolve_lookahead(loaded, num_lookahead: int, path: str | None = None,
         return la, f"fixed-token baseline (untrained, token id {la.info['token_id']}), L={num_lookahead}"
     if path:
         la = LookaheadEmbeddings.load(path, loaded)
-        return la, f"{la.describe()} from {path}"
+        return la, f"{la.describe()} from {path}{_own_l(la, num_lookahead)}"
     # the shipped file with the smallest L' >= L; its first L tokens are an exact L-set
     for n in range(num_lookahead, SHIPPED_MAX_LOOKAHEAD + 1):
         shipped = shipped_lookahead_path(loaded.name, n)
@@ -70,6 +70,14 @@ def resolve_lookahead(loaded, num_lookahead: int, path: str | None = None,
     la = LookaheadEmbeddings.initialise(loaded, num_lookahead, init="fixed-token")
     return la, (f"no trained look-ahead file for {loaded.name} with L={num_lookahead}: using the untrained "
                 "fixed-token initialisation (expect few accepted drafts)")
+
+
+def _own_l(la: LookaheadEmbeddings, num_lookahead: int) -> str:
+    """A note when a file given by path holds another L than asked (its own L is used: it was said as "L=4 from
+    FILE" only, under an asked L of 6)."""
+    if la.num_lookahead == num_lookahead:
+        return ""
+    return f" (its own L = {la.num_lookahead}, not the {num_lookahead} asked)"
 
 
 def shipped_adapters_path(model_name: str, num_lookahead: int) -> Path:
@@ -93,7 +101,7 @@ def resolve_adapters(loaded, num_lookahead: int, path: str | None = None) -> tup
     """
     if path:
         la = LookaheadEmbeddings.load(path, loaded, adapters=True)
-        return la, f"{la.describe()} from {path}"
+        return la, f"{la.describe()} from {path}{_own_l(la, num_lookahead)}"
     for n in range(num_lookahead, SHIPPED_MAX_LOOKAHEAD + 1):
         shipped = shipped_adapters_path(loaded.name, n)
         if shipped.is_file():

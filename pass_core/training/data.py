@@ -24,9 +24,11 @@ def read_prompts(path: str | Path) -> list[dict]:
     """Prompts from a JSONL file ({"category", "prompt"} per line) or a text file (one per line).
 
     Raises:
-        ValueError: missing file, a file that is not UTF-8 text, a bad JSON line, or no prompts.
+        ValueError: missing file, a folder, a file that is not UTF-8 text, a bad JSON line, or no prompts.
     """
     path = Path(path)
+    if path.is_dir():  # it said "does not exist"
+        raise ValueError(f"Prompt file {str(path)!r} is a folder: give the file itself.")
     if not path.is_file():
         raise ValueError(f"Prompt file {str(path)!r} does not exist.")
     try:

@@ -168,6 +168,9 @@ def main(argv=None) -> dict:
     if not args.out and out.is_file() and not args.resume:  # a trial run replaced the shipped drafter unsaid
         raise ValueError(f"--out not given: this run would replace the shipped drafter {out}. Give --out {out} to "
                          "replace it, or another path for a trial run.")
+    if args.resume and not drafter_checkpoint_path(out).is_file():  # said before the data (it started at 0 unsaid)
+        print(f"note: --resume: no checkpoint {drafter_checkpoint_path(out)} yet, so training starts at step 0.",
+              file=sys.stderr)
     splits = [_split(loaded, args.train_prompts, args, "train")]
     splits += [_split(loaded, args.train_prompts, args, "train", args.sampled_temperature, seed)
                for seed in range(1, args.sampled_copies + 1)]
