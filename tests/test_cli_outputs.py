@@ -195,3 +195,15 @@ def test_the_drafter_trainer_replaces_a_shipped_drafter_only_when_out_names_it(t
                                          f"Give --out {shipped} to replace it"):
         parallelspec.main(["--model", str(tiny_folder), "--threads", "1"])
     assert shipped.read_bytes() == b"the shipped drafter"
+
+
+def test_the_lookahead_trainers_help_gives_each_option_its_meaning_and_default():
+    """``python -m pass_core.train --help`` left --model, --steps, --lr, --seed and others without a word or a
+    default, while the docs' table had them."""
+    from pass_core.training.lookahead import build_parser
+
+    text = " ".join(build_parser().format_help().split())
+    for option in ("--model MODEL target model", "--steps STEPS optimizer steps (default: 600)",
+                   "--lr LR learning rate", "--seed SEED seed", "--checkpoint-every CHECKPOINT_EVERY checkpoint "
+                   "interval (steps) (default: 100)", "--threads THREADS torch CPU threads"):
+        assert option in text, option

