@@ -211,6 +211,9 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
             yield (gr.skip(),) * (len(outputs) - 3) + (MEASURING_NOTE, gr.skip(), gr.skip())
         slots.start(session)  # waits for a pass-cost measurement to end
         try:
+            # the panes of the methods about to race, now (a listener after this one ran only once the race had
+            # ended: panes ticked meanwhile, or unticked, then changed under the finished race)
+            yield (*pane_visibility(methods), *(gr.skip(),) * (len(outputs) - len(METHODS)))
             race = RaceRequest(prompt=prompt, num_lookahead=num_lookahead, temperature=temperature, top_k=top_k,
                                top_p=top_p, max_new_tokens=max_new_tokens, seed=seed, show_rejected=show_rejected,
                                fused=fused, methods=methods, chat_template=chat_template, auto_drafts=auto_drafts,
@@ -263,9 +266,8 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                              echo=direction != RESUME)  # after Resume, no "Paused after step ..." under the buttons
         private = dict(api_visibility="private", queue=False)
         # a replay shows the panes of the trace's methods only (one ticked but not in the trace stood empty, as if it
-        # had written nothing); Run shows the ticked methods' again
+        # had written nothing); a race shows the ticked methods' again (its first frame)
         replay_event.success(replay_panes, ui.state, ui.panes, **private)
-        ui.run_btn.click(pane_visibility, ui.methods, ui.panes, show_progress="hidden", **private)
         # preprocess=False: set_delay names a bad value (the slider's own check logged a traceback)
         ui.slow_motion.change(on_slow_motion, ui.slow_motion, None, preprocess=False, **private)
         for key, pane in zip(METHODS, ui.panes):

@@ -386,6 +386,8 @@ def test_rejected_drafts_toggle_mid_race_holds(tiny):
     on_toggle = next(fn.fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "on_toggle")
     request = type("Request", (), {"session_hash": "visitor-1"})()
     updates = on_run("Hello there", 2, 0.0, 0, 1.0, 40, 0, True, False, ["ar", "pass"], request=request)
+    shown = next(updates)  # first the panes of the methods about to race (an update after the race came too late)
+    assert [u["visible"] for u in shown[:len(METHODS)]] == [key in ("ar", "pass") for key in METHODS]
     on_toggle(next(updates)[-1], False, request)  # after the first update (the first step), before the second
     rest = list(updates)
     assert rest and "Finished" in rest[-1][OUTPUT_NAMES.index("run_info")]
@@ -393,6 +395,7 @@ def test_rejected_drafts_toggle_mid_race_holds(tiny):
         assert TOKEN_LABELS["rejected"] not in {label for _, label in out[list(METHODS).index("pass")]}
     other = type("Request", (), {"session_hash": "visitor-2"})()  # another visitor's toggle changes nothing here
     updates = on_run("Hello there", 2, 0.0, 0, 1.0, 40, 0, True, False, ["ar", "pass"], request=request)
+    next(updates)  # the panes' visibility
     on_toggle(next(updates)[-1], False, other)
     assert TOKEN_LABELS["rejected"] in {label for _, label in list(updates)[-1][list(METHODS).index("pass")]}
 

@@ -105,7 +105,8 @@ def test_a_trace_keeps_the_races_machine_load_and_its_replay_the_busy_line(tiny,
     data = json.loads(path.read_text(encoding="utf-8"))
     for field, value, message in (("cores", 0, "'machine_load.cores' is 0: a count of cores"),
                                   ("wall_s", -1, "'machine_load.wall_s' is -1: a number from 0"),
-                                  ("saturated", "yes", "'machine_load.saturated' is 'yes': true, false or null")):
+                                  ("saturated", "yes", "'machine_load.saturated' is 'yes': true, false or null"),
+                                  ("saturated", 1, "'machine_load.saturated' is 1: true, false or null")):
         bad = json.loads(json.dumps(data))
         bad["machine_load"][field] = value
         with pytest.raises(ValueError, match=re.escape(message)):

@@ -76,7 +76,7 @@ def read_machine_load(d: dict, name: str = "machine_load") -> MachineLoad:
         value = d[field]
         if not (value is None and optional) and (type(value) not in (int, float) or not 0 <= value < 1e9):
             raise ValueError(f"the field '{name}.{field}' is {value!r}: a number from 0" + (", or null" * optional))
-    if d["saturated"] not in (True, False, None):
+    if d["saturated"] is not None and type(d["saturated"]) is not bool:  # 1 == True: not a JSON boolean
         raise ValueError(f"the field '{name}.saturated' is {d['saturated']!r}: true, false or null")
     _whole(d["cores"], f"{name}.cores", 1, "a count of cores")
     return MachineLoad(**d)
