@@ -65,9 +65,10 @@ body.hide-rejected {charts.rejected_css_selector().removesuffix(" .text")} {{dis
 #step-echo:has(#step-echo-text:empty) {{display: none}}
 .row:not(:has(> *)) {{display: none}}  /* a row of plots not drawn yet (hidden until their figures): no gap */
 #settings-checks .form > .block {{min-width: 200px !important}}
-#inspector-text table, #lab-table table {{display: block; overflow-x: auto; max-width: 100%}}
+#inspector-text table, #lab-table table {{display: block; overflow-x: auto; max-width: 100%; width: max-content}}
 #inspector-text th, #inspector-text td, #lab-table th, #lab-table td {{white-space: nowrap; padding: 2px 8px}}
 #lab-table {{min-height: 4em}}  /* room for the lab's progress bar before the first table */
+#lab-table:has(.progress-level) .prose {{visibility: hidden}}  /* the bar's label ran over the waiting line */
 @media (max-width: 640px) {{
   #page-title h1 {{font-size: 1.4em; margin: 0}}
   #settings-checks .form > .block {{min-width: 140px !important}}
