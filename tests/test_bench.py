@@ -331,7 +331,7 @@ def test_a_run_where_no_prompt_fits_fails(tmp_path, tiny_folder, capsys, keep_th
                      "--no-progress", "--threads", "1", "--backend", "fp32"])
     err = capsys.readouterr().err
     assert rc == 2 and "prompt 1 (chat): left out: The prompt is 6" in err
-    assert "error: none of the 1 prompts fits the model's context (the reasons are above)" in err
+    assert "error: the prompt does not fit the model's context (the reason is above)" in err  # "none of the 1 prompts"
 
 
 def test_ctrl_c_mid_run_writes_the_report_of_the_complete_rounds(tmp_path, tiny_folder, capsys, keep_threads,
@@ -387,4 +387,5 @@ def test_a_prompt_longer_than_the_context_is_left_out_with_a_note(tmp_path, tiny
     report = json.loads(out.read_text(encoding="utf-8"))
     assert {(r["method"], r["prompt_index"]) for r in report["runs"]} == {("ar", 0), ("pass", 0)}
     assert report["method_notes"]["prompt 2 (code)"].startswith("left out: The prompt is 6")
-    assert "prompt 2 (code): left out:" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "prompt 2 (code): left out:" in err and "; 1 prompt\n" in err  # it said "1 prompts"

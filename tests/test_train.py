@@ -207,3 +207,13 @@ def test_trainers_run_as_modules(tiny_folder, tmp_path, module, args, code, says
                          timeout=120)
     assert out.returncode == code, out.stderr[-3000:]
     assert says in out.stdout + out.stderr
+
+
+def test_text_rows_alone_show_no_empty_generation_bar(tiny, capsys):
+    """``--data FILE.txt``: every row is used as given, nothing is generated; a "self-distillation data: 0prompt"
+    bar stood in the output."""
+    from pass_core.training.data import generate_self_data
+
+    seqs = generate_self_data(tiny, [{"text": "hello there"}], max_new_tokens=4, cache=False)
+    assert len(seqs) == 1 and seqs[0]
+    assert "self-distillation data" not in capsys.readouterr().err

@@ -31,6 +31,7 @@ from pass_core.runtime.outputs import check_output_path, write_text_atomically
 from pass_core.runtime.pass_cost import cpu_busy, cpu_load, measure_pass_cost, pass_cost_markdown
 from pass_core.registry import BASELINE, METHODS
 from pass_core.decoding.settings import TREE_AUTO, DecodeSettings
+from pass_core.decoding.text import count
 from pass_core.bench.copies import load_backend_copies, method_backend, split_backend
 from pass_core.bench.suites import SUITES, BenchPrompt, fitting_prompts, load_suite  # noqa: F401 (the bench's API)
 from pass_core.bench.cli import build_parser, csv_values
@@ -214,9 +215,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, note in left_out.items():
         print(f"{name}: {note}", file=sys.stderr)
     if given and not prompts:
-        print(f"error: none of the {given} prompts fits the model's context (the reasons are above).", file=sys.stderr)
+        none = "the prompt does not fit" if given == 1 else f"none of the {given} prompts fits"
+        reasons = "the reason is" if given == 1 else "the reasons are"
+        print(f"error: {none} the model's context ({reasons} above).", file=sys.stderr)
         return 2
-    print(f"model: {loaded.describe()}; {len(prompts)} prompts", file=sys.stderr)
+    print(f"model: {loaded.describe()}; {count(len(prompts), 'prompt')}", file=sys.stderr)
     load, cores = cpu_load()
     if loaded.device.type == "cpu" and cpu_busy(load, cores):
         print(f"warning: the CPU is busy (load {load:.1f} on {cores} cores): timings will be noisy; "
@@ -259,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     report["wall_s"] = time.perf_counter() - start
     if runs:
         print(markdown_report(report))
-    did = f"warm-up and {len(runs)} runs" if prompts else "the pass-cost curve"  # --suite none: the curve alone
+    did = f"warm-up and {count(len(runs), 'run')}" if prompts else "the pass-cost curve"  # --suite none: the curve
     print(f"\nwall time {report['wall_s']:.1f} s (model loaded, {did})", file=sys.stderr)
     failed = not runs and bool(prompts)  # each method skipped (a prompt too long for every one): nothing measured
     if failed:

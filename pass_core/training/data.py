@@ -111,7 +111,7 @@ def generate_self_data(loaded, prompts: list[dict], max_new_tokens: int = 160, b
     # transformers' generate samples from the global RNG: seed it inside a fork, restored afterwards
     with torch.random.fork_rng(devices=[loaded.device] if loaded.device.type == "cuda" else []):
         torch.manual_seed(seed)
-        bar = tqdm(total=len(chats), desc=desc, unit="prompt")
+        bar = tqdm(total=len(chats), desc=desc, unit="prompt", disable=not chats)  # text rows only: no "0prompt" bar
         for start in range(0, len(chats), batch_size):
             batch = [encode_prompt(tok, r["prompt"], True) for r in chats[start:start + batch_size]]
             width = max(len(b) for b in batch)
