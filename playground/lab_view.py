@@ -64,7 +64,8 @@ LAB_INTRO = ("Each method continues the prompt by 3 tokens, N times with seeds 0
              "draft) does not.")
 #: The lab's table before its first lab: it holds the runs' progress bar while a lab runs (empty, it was 0 px tall
 #: and the bar was clipped away: the tab looked idle for minutes).
-LAB_WAITING = "*Run lab: a bar here counts the runs; then a table gives each method's TV distance, the bound and a verdict.*"
+LAB_WAITING = ("*Run lab: a bar here counts the runs; then a table gives each method's TV distance, the bound and a "
+               "verdict.*")
 
 
 #: Simulated labs behind each stated power (``lab.detection_power``).

@@ -45,9 +45,8 @@ from playground.teaching_panels import wire_panels
 from playground.tree_race import inspector_outputs, tree_choice, tree_count, tree_pane_values, wire_tree
 # the handlers, re-exported: tests and API users reach them as playground.page.<name>
 from playground.race_handlers import (CHART_EVERY, DEFAULT_RACE, drafters_for, gpu_duration,  # noqa: F401
-                                      pane_visibility, preview_panes, race_handler, race_keys, render,
-                                      render_state, replay_panes, rerender_panes, user_error, validate_inputs,
-                                      with_panes_for)
+                                      pane_visibility, preview_panes, race_handler, race_keys, render, render_state,
+                                      replay_panes, rerender_panes, user_error, validate_inputs, with_panes_for)
 from playground.replay import replay_handler  # noqa: F401  (re-exported too)
 
 QUEUE_MAX_SIZE = 16
@@ -211,8 +210,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
             yield (gr.skip(),) * (len(outputs) - 3) + (MEASURING_NOTE, gr.skip(), gr.skip())
         slots.start(session)  # waits for a pass-cost measurement to end
         try:
-            # the panes of the methods about to race, now (a listener after this one ran only once the race had
-            # ended: panes ticked meanwhile, or unticked, then changed under the finished race)
+            # the panes of the methods about to race, now (a listener after this one ran once the race had ended)
             yield (*pane_visibility(methods), *(gr.skip(),) * (len(outputs) - len(METHODS)))
             race = RaceRequest(prompt=prompt, num_lookahead=num_lookahead, temperature=temperature, top_k=top_k,
                                top_p=top_p, max_new_tokens=max_new_tokens, seed=seed, show_rejected=show_rejected,
@@ -293,7 +291,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                                 js=HIDE_REJECTED_JS, **private)
         ui.num_lookahead.change(lookahead_line, [ui.num_lookahead, ui.methods], ui.lookahead_md,
                                 api_visibility="private", trigger_mode="always_last", show_progress="hidden")
-        ui.methods.change(preview_panes, [ui.methods, ui.state], ui.panes, **private)  # a race's panes stay
+        ui.methods.change(preview_panes, [ui.methods, ui.state], ui.panes, **private)
         ui.methods.change(lookahead_line, [ui.num_lookahead, ui.methods], ui.lookahead_md, api_visibility="private")
         polled = [ui.status, ui.model_md, ui.lookahead_md, ui.timer]
         for event in (ui.timer.tick, demo.load):

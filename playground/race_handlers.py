@@ -289,9 +289,8 @@ def pane_visibility(methods):
 
 
 def preview_panes(methods, state):
-    """Ticking or unticking a method: before any race the panes show the methods ticked; once a race (or a replay)
-    is on show its panes stay until the next Run (hiding a finished pane, or showing an empty one for a method
-    that did not race, left the metrics and the greedy check describing panes no longer shown)."""
+    """Ticking or unticking a method: before any race the panes follow the ticks; a race's (or replay's) panes stay
+    until the next Run (a hidden finished pane, or an empty one, left the metrics describing panes not shown)."""
     return pane_visibility(methods) if not state else (gr.skip(),) * len(METHODS)
 
 

@@ -19,7 +19,8 @@ from pass_core.teaching.trace import Trace
 
 from playground.race_panes import pane_entries
 # the lab's views moved to lab_view.py; re-exported for the page, the handlers and the tests
-from playground.lab_view import LAB_DEFAULT_RUNS, LAB_INTRO, LAB_PROMPT, LAB_WAITING, lab_figure, lab_markdown  # noqa: F401
+from playground.lab_view import (LAB_DEFAULT_RUNS, LAB_INTRO, LAB_PROMPT, LAB_WAITING, lab_figure,  # noqa: F401
+                                 lab_markdown)
 
 _P, _Q, _RESIDUAL, _DRAWN = "#0072B2", "#E69F00", "#009E73", "#D55E00"
 #: As the race's charts (``race_charts._layout``): the legend under the x-axis title, in the figure's bottom

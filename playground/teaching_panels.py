@@ -113,11 +113,15 @@ def whatif_accordion(machine_curve=None):
     def wire(state: gr.State, inputs: list, run: gr.Button):
         view = whatif_view  # read when the page is built (a test slows it down)
 
-        @functools.wraps(view)  # keeps its name: the page's checks find the listeners as "whatif_view"
-        def with_machine(alpha, k, preset, typed, drafter_cost, state, is_open=None):
-            if is_open is False:  # None: the controls' listener (gradio fills parameters it has no input for)
-                return None, gr.skip()  # ``plot_shown`` skips the plot too: a closed panel draws nothing
+        def with_machine(alpha, k, preset, typed, drafter_cost, state):
             return view(alpha, k, preset, typed, drafter_cost, state, machine_curve() if machine_curve else None)
+
+        def if_open(alpha, k, preset, typed, drafter_cost, state, is_open):  # a closed panel draws nothing
+            return with_machine(alpha, k, preset, typed, drafter_cost, state) if is_open else (None, gr.skip())
+
+        # named as the view: the page's checks find the listeners as "whatif_view" (not ``functools.wraps``: gradio
+        # would read the view's signature, one parameter more, and pass an argument too many)
+        with_machine.__name__ = if_open.__name__ = view.__name__
 
         controls = [alpha, k, preset, typed, drafter_cost, state]
         # queued, one at a time, in the order of the triggers: unqueued, opening the panel and choosing a curve at
@@ -130,7 +134,7 @@ def whatif_accordion(machine_curve=None):
               plot_shown(with_machine), controls, [plot, text], **options)
 
         def then(race, lab=None, lab_table=None) -> None:
-            race.success(plot_shown(with_machine), [*controls, opened], [plot, text], **options)
+            race.success(plot_shown(if_open), [*controls, opened], [plot, text], **options)
         return then
 
     return wire

@@ -49,15 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=600, help="optimizer steps")
     p.add_argument("--lr", type=float, default=3e-3, help="learning rate of the look-ahead embeddings (Adam)")
     p.add_argument("--batch-positions", type=int, default=96, help="prefix positions per step")
-    p.add_argument("--init", default="mean", choices=["fixed-token", "mean", "random"],
-                   help="initial embeddings: an existing token's, the mean embedding, or random")
+    p.add_argument("--init", default="mean", choices=["fixed-token", "mean", "random"], help="initial embeddings")
     p.add_argument("--init-from", default=None, metavar="FILE",
                    help="start from a trained look-ahead file for this model: its rows seed LA_1.., "
                         "--init fills the rest (e.g. grow a trained L=4 set to L=8)")
     p.add_argument("--shared", action="store_true", help="one embedding shared by all L positions")
     p.add_argument("--tokens-per-draft", type=int, default=1, help="R > 1: 'registers' extension")
-    p.add_argument("--loss", default="kl", choices=["kl", "ce"],
-                   help="distillation against the model's own next-token law (kl) or its greedy token (ce)")
+    p.add_argument("--loss", default="kl", choices=["kl", "ce"], help="kl: to the model's law; ce: its greedy token")
     p.add_argument("--position-decay", type=float, default=0.7,
                    help="loss weight of LA_i is decay**(i-1): favours early drafts, which are accepted most")
     p.add_argument("--gen-tokens", type=int, default=160, help="tokens generated per prompt for --data self")
@@ -73,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", action="store_true", help="also evaluate the fixed-token baseline for the report")
     p.add_argument("--stop-at", type=int, default=None, help="stop after this step (checkpoint kept for --resume)")
     p.add_argument("--report", default=None, help="write a JSON report here")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (None: torch's choice)")
     p.add_argument("--adapter-rank", type=int, default=0,
                    help="> 0: also train look-ahead adapters of this rank (extension, method pass-lora): LoRA on every "
                         "linear layer, active at look-ahead positions only; the file then serves --method pass-lora")
@@ -135,10 +133,9 @@ def train(args) -> dict:
     """Run training as described by the parsed ``args``; returns the report dict.
 
     Raises:
-        ValueError: bad arguments (L outside 1..8, steps or --checkpoint-every < 1, a --position-decay that is not a
-            positive number, a learning rate that is not a positive number, a bad
-            ``--answers``, an ``--out`` or ``--report`` that cannot be written, a ``--data`` file that is missing,
-            not UTF-8 text or malformed), all before the model loads
+        ValueError: bad arguments (L outside 1..8, steps or --checkpoint-every < 1, a --position-decay or learning
+            rate that is not a positive number, a bad ``--answers``, an ``--out`` or ``--report`` that cannot be
+            written, a ``--data`` file that is missing, not UTF-8 text or malformed), all before the model loads
             (``--resume`` with no checkpoint yet says so and starts at step 0); an ``--init-from`` file that cannot
             seed this run, before the data is made; data problems.
     """

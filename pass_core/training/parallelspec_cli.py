@@ -65,8 +65,9 @@ def check_arguments(args) -> None:
 
     Raises:
         ValueError: k outside the page's range of draft counts, a count below 1, a learning rate that is not
-            positive, a real-valued option that is negative or not finite, a sampling temperature of 0, an ``--answers`` or ``--corpus`` whose corpus is unknown or not installed, or an ``--out``
-            that cannot be written (``outputs.check_output_path``).
+            positive, a real-valued option that is negative or not finite, a sampling temperature of 0, an
+            ``--answers`` or ``--corpus`` whose corpus is unknown or not installed, or an ``--out`` that cannot be
+            written (``outputs.check_output_path``).
     """
     low, high, _ = SETTING_RANGES["num_lookahead"]
     if not low <= args.num_draft <= high:
@@ -82,8 +83,8 @@ def check_arguments(args) -> None:
         raise ValueError("--draft-vocab, --sampled-copies and --warmup must be 0 or more.")
     if not args.lr > 0:
         raise ValueError(f"--lr must be a positive learning rate, got {args.lr}.")
-    reals = {"--lr": args.lr, "--feature-weight": args.feature_weight, "--sampled-temperature": args.sampled_temperature,
-             "--cost-per-draft": args.cost_per_draft, "--drafter-cost": args.drafter_cost}
+    reals = {"--lr": args.lr, "--feature-weight": args.feature_weight,
+             "--sampled-temperature": args.sampled_temperature, "--cost-per-draft": args.cost_per_draft, "--drafter-cost": args.drafter_cost}
     bad = [f"{name} {value}" for name, value in reals.items() if not (math.isfinite(value) and value >= 0)]
     if bad:  # NaN trained to "diverged ... lower the learning rate", or calibrated the gate to 0 unsaid
         raise ValueError(f"{', '.join(bad)}: each must be a finite number, 0 or more.")
