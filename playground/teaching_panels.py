@@ -129,7 +129,9 @@ def whatif_accordion(machine_curve=None):
         options = dict(concurrency_limit=1, trigger_mode="always_last", api_visibility="private",
                        show_progress="hidden", preprocess=False)  # whatif_view names a bad value (gradio's check
         # answered "Could not preprocess")
-        gr.on([accordion.expand, alpha.release, k.release, drafter_cost.release, preset.change, typed.submit,
+        # the sliders' input, not release: a number typed into a slider's box (then Enter) or arrow keys on the
+        # slider fire no release; a drag's many inputs are coalesced by trigger_mode="always_last"
+        gr.on([accordion.expand, alpha.input, k.input, drafter_cost.input, preset.change, typed.submit,
                typed.blur],  # blur: typed text then Tab or a click elsewhere kept the old curve's numbers
               plot_shown(with_machine), controls, [plot, text], **options)
 

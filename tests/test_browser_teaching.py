@@ -209,14 +209,15 @@ def wait_text(page, selector: str, part: str, timeout_ms: int = 30_000) -> None:
         raise AssertionError(f"{selector} never showed {part!r}; it shows {shown(page, selector)!r}") from err
 
 
-def whatif_set(page, alpha: float, k: int, drafter_cost: float) -> None:
-    """Type into the what-if sliders' number boxes; leaving a box releases its slider and the panel redraws. Each
-    redraw is awaited before the next box is typed in, so that no earlier redraw can land last."""
+def whatif_set(page, alpha: float, k: int, drafter_cost: float, leave: bool) -> None:
+    """Type into the what-if sliders' number boxes, then leave each box (``leave``) or press Enter in it: the panel
+    redraws either way (it once waited for the box to be left). Each redraw is awaited before the next box is typed
+    in, so that no earlier redraw can land last."""
     for name, value, mark in (("alpha", alpha, f"At α = {alpha:.2f},"), ("k", k, f", k = {k}, cost curve"),
                               ("drafter", drafter_cost, f"(drafter c_d = {drafter_cost:.2f})")):
         box = page.locator(f"#whatif-{name} input[type=number]")
         box.fill(str(value))
-        box.blur()
+        box.blur() if leave else box.press("Enter")
         wait_text(page, "#whatif-text", mark)
 
 
@@ -232,8 +233,8 @@ def test_whatif_predicts_the_speedup_of_the_formula(new_page, tiny_page_url, fix
     assert not page.locator("#whatif-plot").is_visible()
     page.locator("#whatif-preset").get_by_label("flat (GPU-like)", exact=True).check()
     wait_text(page, "#whatif-text", "cost curve flat c(w) = 1")
-    for alpha, k, drafter_cost in ((0.7, 4, 0.1), (0.35, 2, 0.25)):
-        whatif_set(page, alpha, k, drafter_cost)
+    for alpha, k, drafter_cost, leave in ((0.7, 4, 0.1, True), (0.35, 2, 0.25, False)):
+        whatif_set(page, alpha, k, drafter_cost, leave)
         text = shown(page, "#whatif-text")
         assert f"At α = {alpha:.2f}, k = {k}, cost curve flat c(w) = 1" in text and \
             f"(drafter c_d = {drafter_cost:.2f})" in text, text
@@ -246,6 +247,8 @@ def test_whatif_predicts_the_speedup_of_the_formula(new_page, tiny_page_url, fix
         assert float(two_pass.group(1)) == pytest.approx(1 + expected, abs=0.006)
         assert float(two_pass.group(2)) == pytest.approx((1 + expected) / 2, abs=0.006)
     page.locator("#whatif-plot .js-plotly-plot").wait_for(timeout=30_000)
+    page.locator("#whatif-alpha input[type=range]").press("ArrowRight")  # a keyboard user's step redraws too
+    wait_text(page, "#whatif-text", "At α = 0.36, k = 2,")
 
 
 def test_whatif_ends_on_the_curve_chosen_last_when_an_earlier_answer_is_slow(new_page, monkeypatch):  # noqa: F811
