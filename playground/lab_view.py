@@ -35,9 +35,11 @@ def lab_figure(result: LabResult, names: dict[str, str], decode=str) -> go.Figur
                              name=f"{mark} {name}: TV {result.tv[key]:.3f}"))
     fig = go.Figure(traces)
     # no title (the table under the chart states N, the depth and the bound): a phone would cut it off
+    # taller by a legend row per bar series (on a phone each entry takes a row) and by the longest outcome label
+    # (drawn upright under the axis): at a fixed 420 px a phone had 111 px left for the bars
     tallest = max((y for trace in traces for y in trace.y), default=1.0)  # autorange stopped at the tallest bar
-    fig.update_layout(barmode="group", height=420, yaxis=dict(title="probability", range=[0, min(1.05, 1.1 * tallest)],
-                                                              gridcolor="#e5e7eb"),
+    fig.update_layout(barmode="group", height=300 + 24 * len(traces) + 7 * min(max(map(len, labels), default=0), 30),
+                      yaxis=dict(title="probability", range=[0, min(1.05, 1.1 * tallest)], gridcolor="#e5e7eb"),
                       xaxis=dict(title=f"outcome ({result.depth} tokens)"), margin=dict(l=55, r=10, t=35, b=10),
                       legend=_BOTTOM_LEGEND,
                       paper_bgcolor="white", plot_bgcolor="white")

@@ -380,6 +380,8 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
         assert table.count("✓ pass") == len(METHODS) and table.count("✗ fail") == 1
         page.locator("#lab-plot .js-plotly-plot").wait_for(timeout=30_000)  # the lab's chart, shown
         page.screenshot(path=str(ARTIFACTS / f"browser-lab-{width}.png"), full_page=True)
+        legend, area = (page.locator(f"#lab-plot {part}").first.bounding_box() for part in (".legend", ".nsewdrag"))
+        assert area["height"] >= 240 and not overlaps(legend, area), (width, area)  # its legend left 190 px on a phone
 
 
 def pane_chars(page, key: str) -> str:
