@@ -146,10 +146,15 @@ def read_model_file(path: str | Path, what: str, fmt: str) -> tuple[dict[str, st
         tensors = load_file(str(path))
     except (SafetensorError, OSError, ValueError, RuntimeError) as err:
         raise ValueError(f"{str(path)!r} is not a readable safetensors {what} ({err}).") from err
+    if meta.get("format") is None and {"step", "args", "progress"} <= set(meta):  # ``training.checkpoint``
+        raise ValueError(f"{str(path)!r} is a training checkpoint (step {meta['step']} of python -m "
+                         f"pass_core.train), not a {what}: training writes the {what} to --out when it ends; "
+                         "continue this one with --resume.")
     if meta.get("format") != fmt:
         use = _FORMAT_USES.get(meta.get("format"))
+        found = f"format {meta['format']!r}" if meta.get("format") is not None else "no 'format' in its metadata"
         raise ValueError(f"{str(path)!r} is a safetensors file but not a {what} of format {fmt!r} "
-                         f"(format {meta.get('format')!r})" + (f"; it holds {use}." if use else "."))
+                         f"({found})" + (f"; it holds {use}." if use else "."))
     if "sha256" not in meta:
         raise ValueError(f"{str(path)!r} carries no checksum ('sha256' in its metadata), so it cannot be checked for "
                          f"alteration: every {what} this project writes carries one. Use an intact copy of the "
