@@ -298,3 +298,21 @@ def test_resolve_lookahead_uses_larger_shipped_file(tiny, tmp_path, monkeypatch)
     got, which = methods.resolve_lookahead(tiny, 8, str(path))
     assert got.num_lookahead == 6 and which.endswith("(its own L = 6, not the 8 asked)"), which
     assert not methods.resolve_lookahead(tiny, 6, str(path))[1].endswith("asked)")
+
+
+def test_a_gguf_cut_short_says_so_with_its_size(embedded_gguf, tmp_path, monkeypatch):
+    """The embedded GGUF's first 500 kB (a download or copy cut short) as a model: the error names the file's size
+    and what to do. It gave only what the reader tripped on ("unpack_from requires a buffer of at least 500007
+    bytes ...", or cut at 2 MB "cannot reshape array of size 214336 into shape (49152,612)"), then said to check
+    the network. Nothing is left in the cache."""
+    from pass_core.runtime.models import load_model
+
+    monkeypatch.setenv("PASS_PLAYGROUND_CACHE", str(tmp_path / "cache"))
+    cut = tmp_path / "cut.gguf"
+    with open(embedded_gguf, "rb") as whole:
+        cut.write_bytes(whole.read(500_000))
+    with pytest.raises(ValueError, match=r"cut.gguf \(500,000 bytes\) could not be read as a model: .*A file cut "
+                                         r"short .* use a complete copy\.$") as refused:
+        load_model(str(cut), dtype="float32")
+    assert "network" not in str(refused.value)
+    assert [p for p in (tmp_path / "cache" / "models").iterdir() if not p.name.endswith(".lock")] == []

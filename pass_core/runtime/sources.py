@@ -64,7 +64,8 @@ def load_gguf(gguf: Path, dtype: torch.dtype, progress) -> tuple[object, object,
         (model, tokenizer, where the weights came from, in words).
 
     Raises:
-        Exception: whatever transformers / gguf raise for a file they cannot read (``load_model`` reports it).
+        ValueError: a file transformers cannot read as a model (its first line, the file's size and what to do:
+            a file cut short says no more than a numpy reshape error); ``load_model`` reports it.
         filelock.Timeout: another process held the dequantisation lock for over ``DEQUANTISE_WAIT_S`` seconds.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -100,8 +101,14 @@ def _dequantise(gguf: Path, folder: Path, progress) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     progress(f"Dequantising {gguf.name} (first run only, about 20 s)")
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    except Exception as err:  # a file cut short said only "cannot reshape array of size 214336 into shape (49152,612)"
+        raise ValueError(f"{gguf.name} ({gguf.stat().st_size:,} bytes) could not be read as a model: "
+                         f"{str(err).splitlines()[0] if str(err) else type(err).__name__}. A file cut short (an "
+                         "interrupted download or copy) or damaged fails so: compare its size with the original's "
+                         "and use a complete copy") from err
     # transformers marks GGUF-loaded models as quantised and refuses to save them;
     # the weights are plain dequantised tensors by now, so drop that flag.
     model.hf_quantizer = None
