@@ -226,8 +226,9 @@ def inspect_selection(events: list[StepEvent], key: str, index: int, show_reject
         return INSPECTOR_HINT, None
     e, t = entries[index][2]
     event, token = events[e], events[e].tokens[t]
-    method = METHODS.get(key)
-    name = method.label if method else key
+    base, *variants = key.split("+")  # a tree entry "pass+tree8": PaSS's label, "+tree8"
+    method = METHODS.get(base)
+    name = " +".join([method.label, *variants]) if method else key
     head = f"Selected: {_code(token.text)} (token id {token.token_id}, **{token.label}**)."
     body = inspector_markdown(event, name, lookahead=bool(method and method.fusable))
     return head + "\n\n" + body, inspector_figure(event, t, decode)

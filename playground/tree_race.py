@@ -19,10 +19,10 @@ from pass_core.runtime.pass_cost import usable_pass_cost
 from pass_core.teaching.race import events_upto
 from playground.plot_boxes import shown_plot
 from playground.race_charts import pane_colours, short_name
-from playground.race_panes import highlighted_tokens
+from playground.race_panes import highlighted_tokens, pane_entries
 from playground.race_inputs import chosen_methods, whole
 from playground.teaching import INSPECTOR_HINT, inspect_selection, token_namer
-from playground.tree_view import TREE_HINT, inspect_node, node_choices, tree_figure
+from playground.tree_view import NEXT, TREE_HINT, accepted_path, inspect_node, node_choices, tree_figure
 
 #: The token tree setting's choices: (shown, value = ``DecodeSettings.tree_nodes``); the sizes are the shipped ones.
 TREE_CHOICES = [("chain (no tree)", 0), ("4 nodes", 4), ("8 nodes", 8), ("16 nodes", 16),
@@ -164,7 +164,7 @@ def inspector_outputs(markdown: str, figure=None) -> tuple:
 
 def wire_tree(parts: SimpleNamespace, holder, state, show_rejected, inspector: list, method_panes=()) -> None:
     """The node chooser fills the token inspector (``tree_view.inspect_node``); a token clicked in a tree pane
-    fills it as in any pane (``teaching.inspect_selection``), and a token clicked in it or in one of
+    fills it with its node (``inspect_tree_pane``), and a token clicked in it or in one of
     ``method_panes`` empties the chooser (it named a node the inspector no longer shows). ``holder``: the page's
     ``ModelHolder`` (decodes token ids for the inspector's axis when the race was run on its model)."""
     def namer(state):
@@ -182,8 +182,8 @@ def wire_tree(parts: SimpleNamespace, holder, state, show_rejected, inspector: l
             entry = entry_for(state["events"], f"{key}+tree") if state else None
             if entry is None or entry not in state["events"] or not isinstance(evt.index, int):
                 return inspector_outputs(INSPECTOR_HINT)
-            events = events_upto(state["events"], state.get("position"))
-            return inspector_outputs(*inspect_selection(events[entry], entry, evt.index, show_rejected, namer(state)))
+            events = events_upto(state["events"], state.get("position"))[entry]
+            return inspector_outputs(*inspect_tree_pane(events, entry, evt.index, show_rejected, namer(state)))
         return handler
 
     # preprocess=False: the chooser's value arrives as sent (its choices change with every step)
@@ -193,3 +193,33 @@ def wire_tree(parts: SimpleNamespace, holder, state, show_rejected, inspector: l
         pane.select(on_pane(key), [state, show_rejected], inspector, api_visibility="private", queue=False)
     for pane in (*method_panes, *parts.panes):  # in the browser: no round trip to the server
         pane.select(None, None, parts.node, js="() => null", api_visibility="private", queue=False)
+
+
+def inspect_tree_pane(events: list, entry: str, index: int, show_rejected: bool, decode=str) -> tuple:
+    """The token inspector for entry ``index`` clicked in tree entry ``entry``'s pane (``events``: its events as the
+    pane shows them): a token of a tree step as its node (``inspect_node``: the step's node table and the tree
+    rule; the chain's inspector named d_1, d_2 rows that a tree has several of, and gave the chain's rule), PaSS's
+    exact token and a step mark as in any pane (``teaching.inspect_selection``). Returns (markdown, figure)."""
+    entries = pane_entries(events, show_rejected)
+    hit = entries[index][2] if 0 <= index < len(entries) else None
+    choice = pane_node(events[hit[0]], hit[1]) if hit is not None else None
+    node = inspect_node({entry: events[:hit[0] + 1]}, f"{entry}|{choice}", decode) if choice is not None else None
+    return node if node is not None else inspect_selection(events, entry, index, show_rejected, decode)
+
+
+def pane_node(event, index: int) -> str | None:
+    """The node chooser's node for token ``index`` of ``event`` as a tree pane shows it: an accepted token is its
+    node on the accepted path, the rejected one the first rejected child of the last accepted node (the draft the
+    step shows, ``tree_verification.first_rejected``), the resampled or bonus token "next"; None for PaSS's exact
+    token (drawn before the tree) and for a step that verified no tree."""
+    if not event.tree_parents:
+        return None
+    label, path = event.tokens[index].label, accepted_path(event)
+    if label == "accepted":
+        k = sum(t.label == "accepted" for t in event.tokens[:index])
+        return str(path[k]) if k < len(path) else None
+    if label == "rejected":
+        last = path[-1] if path else -1
+        return next((str(j) for j, parent in enumerate(event.tree_parents)
+                     if parent == last and event.drafts[j].decision == "rejected"), None)
+    return NEXT if label in ("resampled", "bonus") else None

@@ -16,8 +16,9 @@ from pass_core.decoding.inspection import PositionInspection, TopN
 from pass_core.teaching.trace import load_trace
 from playground import page
 from playground.race_charts import pane_colours
-from playground.tree_race import TREE_CHOICES, TREE_PANES, tree_base, tree_problem
-from playground.tree_view import NEXT, REJECTED_GREY, accepted_path, inspect_node, label, node_choices, tree_figure
+from playground.tree_race import TREE_CHOICES, TREE_PANES, inspect_tree_pane, pane_node, tree_base, tree_problem
+from playground.tree_view import (NEXT, REJECTED_GREY, TREE_RULE, accepted_path, inspect_node, label, node_choices,
+                                   tree_figure)
 from test_app import OUTPUT_NAMES, run
 
 #: A 6-node tree: the root's children A (accepted) and B (not tried: A came first); under A, C (rejected) then D
@@ -133,6 +134,23 @@ def test_node_choices_and_the_node_inspector_show_the_nodes_numbers():
     for bad in ("parallelspec+tree8|6", "ar|0", "nothing", None):
         assert inspect_node(events, bad) is None
 
+
+
+def test_a_token_clicked_in_a_tree_pane_is_inspected_as_its_node():
+    """A token of a tree step clicked in its pane: its node (accepted A and D are nodes 0 and 3, the rejected F node
+    5, the resampled G "next"), inspected as the node chooser would, with the step's node table and the tree rule.
+    The chain's inspector answered instead: rows d_1, d_2 that a tree has several of, the chain's rule, and the
+    entry's key "parallelspec+tree8" as its name. A chain step's token in the same pane keeps the chain's."""
+    entry, events = "parallelspec+tree8", [chain_event(), tree_event()]
+    assert [pane_node(tree_event(), t) for t in range(4)] == ["0", "3", "5", NEXT]
+    assert pane_node(chain_event(), 0) is None
+    for index, node in ((2, "0"), (3, "3"), (4, "5"), (5, NEXT)):  # pane entries: P, a step mark, A, D, F, G
+        text, _ = inspect_tree_pane(events, entry, index, True)
+        assert text == inspect_node({entry: events}, f"{entry}|{node}")[0], (index, text)
+        assert "ParallelSpec +tree8, step 2" in text and "parallelspec+tree8" not in text
+    text, _ = inspect_tree_pane(events, entry, 0, True)  # P: the chain step before the tree
+    assert "Selected: `'P'`" in text and "ParallelSpec (parallel drafter) +tree8, step 1" in text
+    assert TREE_RULE[:60] not in text and TREE_RULE[:60] in inspect_tree_pane(events, entry, 2, True)[0]
 
 @pytest.mark.parametrize("value, fused, auto, fine", [
     (0, False, False, True), (4, False, False, True), (8.0, False, False, True), (16, False, False, True),
