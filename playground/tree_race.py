@@ -49,6 +49,10 @@ def tree_problem(value, fused=False, auto_drafts=False) -> str | None:
     if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes not in allowed:
         return (f"token tree must be one of {', '.join(map(str, allowed[1:-1]))} nodes, 0 (a chain) or "
                 f"{TREE_AUTO} (auto for this machine), got {value!r}.")
+    ticked = [name for name, on in (("fused step", fused), ("cost-aware draft lengths", auto_drafts)) if on]
+    if nodes and ticked:  # in the page's words (the core's said "tree nodes != 0" and "tree nodes 0")
+        return (f"token tree: a tree does not work with the {' or the '.join(ticked)} yet: untick "
+                f"{'it' if len(ticked) == 1 else 'them'}, or choose 'chain (no tree)'.")
     try:
         DecodeSettings(tree_nodes=nodes, fused=bool(fused), auto_drafts=bool(auto_drafts))
     except ValueError as err:

@@ -152,6 +152,7 @@ def test_a_token_clicked_in_a_tree_pane_is_inspected_as_its_node():
     assert "Selected: `'P'`" in text and "ParallelSpec (parallel drafter) +tree8, step 1" in text
     assert TREE_RULE[:60] not in text and TREE_RULE[:60] in inspect_tree_pane(events, entry, 2, True)[0]
 
+
 @pytest.mark.parametrize("value, fused, auto, fine", [
     (0, False, False, True), (4, False, False, True), (8.0, False, False, True), (16, False, False, True),
     (-1, False, False, True), (5, False, False, False), ("8", False, False, True), ("-1", False, False, True),
@@ -163,6 +164,10 @@ def test_tree_setting_is_refused_by_name(value, fused, auto, fine):
     assert (problem is None) == fine, problem
     if not fine:
         assert problem.startswith("token tree"), problem
+    if value and (fused or auto) and not fine:  # the page's words: its checkboxes' and the dropdown's labels
+        ticked = "fused step" if fused else "cost-aware draft lengths"
+        assert f"does not work with the {ticked} yet: untick it, or choose 'chain (no tree)'." in problem, problem
+        assert "!=" not in problem and "tree nodes" not in problem, problem
     checks = page.validate_inputs("Hi", 2, 0.0, 0, 1.0, 8, 0, True, fused, ["ar", "pass"], True, auto, value)
     assert (checks[-1]["is_valid"]) == fine and checks[-1]["message"] == (problem or "")
 
