@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pass_core.decoding.events import StepEvent, compare_outputs, rounding_tolerance
 from pass_core.decoding.metrics import RunSummary, speedup
-from pass_core.registry import BASELINE
+from pass_core.registry import BASELINE, tree_entry_nodes
 from pass_core.decoding.text import count
 from pass_core.teaching.race import decode_speedup
 
@@ -78,8 +78,9 @@ def metric_texts(summaries: dict[str, RunSummary | None], events: dict[str, list
     rates = []
     for key, s in drafting_summaries(summaries).items():
         rate = "–" if s is None or s.acceptance_rate is None else (
-            f"{s.acceptance_rate:.1%} ({s.accepted_drafts} of {s.judged_drafts} judged drafts; "
-            f"{s.drafted_tokens} drafted)")
+            f"{s.acceptance_rate:.1%} ({s.accepted_drafts} of {s.judged_drafts} "
+            # a tree's rule tries every sibling in turn: a rate per node tried, lower than a chain's at equal drafts
+            f"{'tree nodes tried' if tree_entry_nodes(key) else 'judged drafts'}; {s.drafted_tokens} drafted)")
         rates.append(f"{short_name(key)} {rate}")
     return {
         "tokens_per_s": each("tokens_per_s", ".1f"),

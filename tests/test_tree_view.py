@@ -198,6 +198,10 @@ def test_a_race_with_trees_has_tree_entries_panes_trace_and_replay(tiny):
     assert final["tree_figure"]["visible"] and final["tree_figure"]["value"].data and final["tree_node"]["choices"]
     assert final["tree_panel"] == {"__type__": "update", "visible": True}  # the panel shows with a tree entry
     assert "Token tree:** ParallelSpec 4 nodes" in final["lookahead"]
+    import re  # alpha: the chain's on its judged drafts, the tree's on every node tried (the chain's words misled)
+    rates = final["acceptance_rate"]
+    assert re.search(r"ParallelSpec [\d.]+% \(\d+ of \d+ judged drafts;", rates), rates
+    assert re.search(r"ParallelSpec \+tree4 [\d.]+% \(\d+ of \d+ tree nodes tried;", rates), rates
     trace = load_trace(final["trace"])
     assert list(trace.events) == list(events) and tree_base("parallelspec+tree4") == "parallelspec"
     assert [e.tree_parents for e in trace.events["parallelspec+tree4"]] == [
