@@ -2,9 +2,8 @@
 nodes to choose from, and the token inspector for one node (docs/algorithms.md section 4b).
 
 Pure: events in, markdown and Plotly figures out; no Gradio, no tensors. A tree step is a ``StepEvent`` with
-``tree_parents`` (the parent of each draft node, -1 = the root, the pending token); its ``drafts`` hold one
-``DraftRecord`` per node in the same order (``position`` = depth, q, p, p_res, u, decision).
-"""
+``tree_parents`` (each draft node's parent, -1 = the root, the pending token) and one ``DraftRecord`` per node in
+``drafts`` (``position`` = depth, q, p, p_res, u, decision)."""
 
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ from plotly.subplots import make_subplots
 
 from pass_core.decoding.events import TOKEN_LABELS, StepEvent, TokenRecord
 from pass_core.decoding.inspection import PositionInspection
+from pass_core.registry import tree_entry_nodes
 from playground.race_charts import pane_colours, short_name
 from playground.teaching import _code, _fmt, greedy_step, inspector_figure
 
@@ -24,8 +24,9 @@ NEXT = "next"
 REJECTED_GREY, UNTRIED_GREY, ROOT_COLOUR, EDGE_GREY = "#6b7280", "#d1d5db", "#111827", "#cbd5e1"
 #: The tree figure's text before a race with a token tree.
 TREE_HINT = ("*The tree of drafts of the step the page shows: the root (the pending token), each node at its depth, "
-             "the accepted path in the accepted colour, rejected nodes grey and struck through, untried nodes open. "
-             "Pause, Next and Previous move it; choose a node below to inspect it.*")
+             "the accepted path in the accepted colour, rejected nodes grey and struck through, nodes not verified "
+             "open. A tree is cut at the drafter's depth (L or k) and at the tokens left, so a step can hold fewer "
+             "nodes than chosen. Pause, Next and Previous move it; choose a node below to inspect it.*")
 #: The inspector's rule line for a tree step (docs/algorithms.md section 4b).
 TREE_RULE = ("Token tree: at each node its children are tried in rank order; child x is accepted when "
              "u < min(1, p_res(x)/q(x)), where p_res starts as p at the node and loses each rejected sibling "
@@ -180,8 +181,9 @@ def tree_figure(events: dict[str, list[StepEvent]], revision: str = "race") -> g
     if not steps:
         return None
     # two short lines: a phone's 400 px cut one long line at both ends
-    titles = [f"<b>{short_name(key)}</b>, step {event.step}<br>{len(event.tree_parents)} nodes, "
-              f"{len(accepted_path(event))} accepted" for key, (_, event) in steps.items()]
+    titles = [f"<b>{short_name(key)}</b>, step {event.step}<br>{len(event.tree_parents)} nodes"  # "4 of 16": cut
+              + (f" of {n}" if (n := tree_entry_nodes(key) or 0) > len(event.tree_parents) else "")
+              + f", {len(accepted_path(event))} accepted" for key, (_, event) in steps.items()]
     # one row per leaf (and the last token), 34 px each; 60 px between two panels for the next one's title
     rows = [45 + 34 * (1 + sum(j not in set(e.tree_parents) for j in range(len(e.tree_parents))))
             for _, e in steps.values()]
@@ -228,8 +230,7 @@ def node_choices(events: dict[str, list[StepEvent]]) -> list[tuple[str, str]]:
 def _node_event(event: StepEvent, node: int) -> tuple[StepEvent, int] | None:
     """The tree step seen as a chain up to ``node`` (its accepted ancestors, then the node itself), for
     ``inspector_figure``: (that event, the node's token index). None for a node never tried."""
-    draft = event.drafts[node]
-    if draft.decision not in ("accepted", "rejected"):
+    if (draft := event.drafts[node]).decision not in ("accepted", "rejected"):
         return None
     exact = tuple(event.tokens[:1]) if event.tokens and event.tokens[0].label == "exact" else ()
     above = [event.drafts[j] for j in accepted_path(event) if event.drafts[j].position < draft.position]
@@ -241,8 +242,7 @@ def _node_event(event: StepEvent, node: int) -> tuple[StepEvent, int] | None:
 def _final_event(event: StepEvent, final: TokenRecord) -> tuple[StepEvent, int] | None:
     """The step's resampled or bonus token with the p of the last accepted node, for ``inspector_figure``."""
     m = len(accepted_path(event))
-    at = next((pi for pi in event.inspection if pi.position == m + 1), None)
-    if at is None:
+    if (at := next((pi for pi in event.inspection if pi.position == m + 1), None)) is None:
         return None
     return replace(event, tokens=(replace(final, label="target"),), inspection=(PositionInspection(1, at.p),)), 0
 

@@ -59,6 +59,11 @@ def test_tree_figure_draws_every_node_the_accepted_path_and_the_last_token():
     # the accepted path's edges: root -> A -> D (x = depth), the resampled token after D at depth 3
     path = traces_named(fig, "accepted path")[0]
     assert [x for x in path.x if x is not None] == [0, 1, 1, 2]
+    # a tree cut below the size chosen (the drafter's depth, the tokens left) says so: "4 nodes" of a 16-node
+    # setting read as a fault
+    assert "step 2<br>6 nodes of 8, 2 accepted" in fig.layout.annotations[0].text
+    full = tree_figure({"parallelspec+tree6": [tree_event()]}).layout.annotations[0].text
+    assert "<br>6 nodes, 2 accepted" in full, full
     last = traces_named(fig, "resampled")[0]
     assert list(last.text) == [label("G")] and list(last.x) == [3]
     rejected = traces_named(fig, "rejected")[0]
