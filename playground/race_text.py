@@ -172,10 +172,12 @@ def greedy_check(events: dict[str, list[StepEvent]], greedy: bool, finished: boo
                          f"{ref_name} `{c.reference_text!r}` vs {name} `{c.other_text!r}`, after `{c.context!r}`."
                          + _tie_note(c, dtype))
         elif finished and c.identical:
-            lines.append(f"✓ **Greedy check: {name} output is identical to {ref_name}** ({c.compared} tokens).")
+            lines.append(f"✓ **Greedy check: {name} output is identical to {ref_name}** "
+                         f"({count(c.compared, 'token')}).")
         elif finished:
-            lines.append(f"✗ **{name}: same first {c.compared} tokens as {ref_name}, but different lengths**: "
-                         f"{ref_name} {c.reference_tokens} tokens, {name} {c.other_tokens}.")
+            lines.append(f"✗ **{name}: same first {count(c.compared, 'token')} as {ref_name}, but different "
+                         f"lengths**: {ref_name} {count(c.reference_tokens, 'token')}, {name} {c.other_tokens}.")
         else:
-            lines.append(f"… Greedy check: {name} identical to {ref_name} so far ({c.compared} tokens compared).")
+            lines.append(f"… Greedy check: {name} identical to {ref_name} so far "
+                         f"({count(c.compared, 'token')} compared).")
     return "  \n".join(lines)
