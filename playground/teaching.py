@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from pass_core.decoding.events import StepEvent
 from pass_core.decoding.inspection import TopN
 from pass_core.decoding.text import count
-from pass_core.registry import METHODS
+from pass_core.registry import METHODS, tree_entry_nodes
 from pass_core.runtime.machine_load import busy_line
 from pass_core.teaching.trace import Trace
 
@@ -276,6 +276,8 @@ def replay_note(trace: Trace) -> str:
     race."""
     s = trace.settings
     busy = busy_line(trace.machine_load)  # the race's caveat on its timings, written here from the checked numbers
+    trees = sorted({n for key in trace.events if (n := tree_entry_nodes(key))})  # the settings hold the chain's 0
     return (f"Replay of a trace: {literal(trace.model_name)}, prompt “{literal(trace.prompt)}”, k = "
-            f"{s.num_lookahead}, temperature {s.temperature:g}, top-k {s.top_k}, top-p {s.top_p:g}, seed {s.seed}."
+            f"{s.num_lookahead}, temperature {s.temperature:g}, top-k {s.top_k}, top-p {s.top_p:g}, seed {s.seed}"
+            + (f", token tree of {' and '.join(map(str, trees))} nodes" if trees else "") + "."
             + (f"  \n{busy}" if busy else ""))

@@ -214,6 +214,7 @@ def test_a_race_with_trees_has_tree_entries_panes_trace_and_replay(tiny):
     replayed = dict(zip(OUTPUT_NAMES, page.replay_handler(final["trace"], True), strict=True))
     assert replayed["parallelspec_tree_tokens"]["value"] == pane["value"]
     assert replayed["tree_node"]["choices"] == final["tree_node"]["choices"] and replayed["tree_panel"]["visible"]
+    assert "seed 0, token tree of 4 nodes." in replayed["run_info"], replayed["run_info"]  # said only k, seed, ...
     chain = run(tiny, max_new_tokens=4, methods=["ar", "parallelspec"], update_interval_s=0.0)  # no tree entry:
     assert all(out["tree_panel"] == {"__type__": "update", "visible": False} for out in chain)  # no empty panel
     # step-through: at each position the figure and the chooser show the latest tree step shown by then
