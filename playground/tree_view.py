@@ -20,7 +20,8 @@ from playground.teaching import _code, _fmt, greedy_step, inspector_figure
 
 #: The choice that stands for the step's last token (resampled or bonus) in ``node_choices``.
 NEXT = "next"
-#: Node colours beside the accepted colour of ``pane_colours``: rejected (greyed), never tried (lighter).
+#: Node colours beside the accepted colour of ``pane_colours``: rejected (greyed), never tried (lighter; its labels
+#: #9ca3af: the lighter grey on white could not be read).
 REJECTED_GREY, UNTRIED_GREY, ROOT_COLOUR, EDGE_GREY = "#6b7280", "#d1d5db", "#111827", "#cbd5e1"
 #: The tree figure's text before a race with a token tree.
 TREE_HINT = ("*The tree of drafts of the step the page shows: the root (the pending token), each node at its depth, "
@@ -124,8 +125,7 @@ def _tree_traces(events: list[StepEvent], event: StepEvent, entry: str, first: b
         return go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=colour, width=width, dash=dash), name=name,
                           hoverinfo="skip", showlegend=False)
 
-    on_path = set(path)
-    traces = [edges([(parents[j], j) for j in range(len(drafts)) if j not in on_path], "edges", EDGE_GREY, 1.5),
+    traces = [edges([(parents[j], j) for j in range(len(drafts)) if j not in set(path)], "edges", EDGE_GREY, 1.5),
               edges([(parents[j], j) for j in path], "accepted path", accepted_colour, 4)]
     if final is not None:
         traces.append(edges([(end, len(drafts))], "last token", colours[TOKEN_LABELS[final.label]], 2,
@@ -147,7 +147,7 @@ def _tree_traces(events: list[StepEvent], event: StepEvent, entry: str, first: b
             x=[xy[j][0] for j in nodes], y=[xy[j][1] for j in nodes], mode="markers+text", customdata=nodes,
             text=[struck(t) if decision == "rejected" else t for t in texts], textposition="top center",
             cliponaxis=False,  # the top row's labels were cut at the panel's edge
-            textfont=dict(color="#111827" if decision == "accepted" else colour),
+            textfont=dict(color={"accepted": "#111827", "not_verified": "#9ca3af"}.get(decision, colour)),
             marker=dict(color=colour, size=12, symbol=symbol, line=dict(color=colour, width=2)),
             name=decision.replace("_", " "), legendgroup=decision, showlegend=bool(nodes),  # kinds of every panel
             hovertext=[node_hover(drafts[j], j, parents[j]) for j in nodes], hoverinfo="text"))

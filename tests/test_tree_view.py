@@ -63,6 +63,13 @@ def test_tree_figure_draws_every_node_the_accepted_path_and_the_last_token():
     # setting read as a fault
     assert "step 2<br>6 nodes of 8, 2 accepted" in fig.layout.annotations[0].text
     full = tree_figure({"parallelspec+tree6": [tree_event()]}).layout.annotations[0].text
+    untried = traces_named(fig, "not verified")[0]
+
+    def luminance(colour: str) -> float:  # WCAG relative luminance of "#rrggbb"
+        c = [int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+        c = [x / 12.92 if x <= 0.03928 else ((x + 0.055) / 1.055) ** 2.4 for x in c]
+        return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
+    assert 1.05 / (luminance(untried.textfont.color) + 0.05) >= 2.5  # readable on white (#d1d5db was 1.5:1)
     assert "<br>6 nodes, 2 accepted" in full, full
     last = traces_named(fig, "resampled")[0]
     assert list(last.text) == [label("G")] and list(last.x) == [3]
