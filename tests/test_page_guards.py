@@ -47,6 +47,7 @@ def test_busy_verdict_reads_other_programs_cpu_time():
     line = busy_line(load)
     assert "busy during this race" in line and "timings are unreliable" in line and "1.4 cores" in line
     assert f"on {load.cores} cores" in line
+    assert "a browser showing this page on the same machine counts too" in line  # the warning on every page race
     alone = CpuSample(wall_s=102.0, own_cpu_s=13.8, busy_s=1003.9, total_s=2004.0, cpus=2)  # the race used it all
     assert load_between(start, alone).other_cores == pytest.approx(0.05) and not load_between(start, alone).busy
     idle_cores = CpuSample(wall_s=102.0, own_cpu_s=11.0, busy_s=1002.2, total_s=2004.0, cpus=2)  # 45 % busy
