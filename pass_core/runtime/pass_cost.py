@@ -41,7 +41,8 @@ def measure_pass_cost(loaded, widths=DEFAULT_WIDTHS, cache_len: int = 200, repea
     Returns:
         {"widths": [w...], "ms": [median ms...], "c": [c(w)...], "cache_len": int, "repeats": int,
         "device": str, "dtype": str, "threads": int, "load_average_1min": float or None (before the passes),
-        "cores": int} (see ``busy_warning``).
+        "cores": int, "other_cores": cores other programs took during the passes, "busy": their verdict
+        (``machine_load.MachineLoad.busy``; both None without ``/proc/stat`` or under 0.5 s)} (``busy_warning``).
 
     Raises:
         ValueError: a width < 1, ``repeats`` < 1, or a cache too long for the model's context.
@@ -52,7 +53,10 @@ def measure_pass_cost(loaded, widths=DEFAULT_WIDTHS, cache_len: int = 200, repea
     if loaded.max_positions is not None and cache_len + widths[-1] > loaded.max_positions:
         raise ValueError(f"cache_len {cache_len} + width {widths[-1]} exceeds the model's context "
                          f"({loaded.max_positions} positions).")
+    from pass_core.runtime.machine_load import MIN_WALL_S, load_between, sample  # (it imports this module)
+
     load, cores = cpu_load()  # before our own passes add to it
+    start = sample()  # other programs' CPU time over the passes themselves (``busy_warning``)
     model, dev, clock = loaded.model, loaded.device, StepClock(loaded.device)
     gen = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, loaded.vocab_size, (1, cache_len + widths[-1]), generator=gen).to(dev)
@@ -70,10 +74,12 @@ def measure_pass_cost(loaded, widths=DEFAULT_WIDTHS, cache_len: int = 200, repea
                 times[w].append((t1 - t0) * 1000)
             if progress is not None:
                 progress(round_ * len(widths) + i, (repeats + 1) * len(widths))  # after the timed pass
-    ms = [statistics.median(times[w]) for w in widths]
+    ms, during = [statistics.median(times[w]) for w in widths], load_between(start, sample())
+    counted = during.other_cores is not None and during.wall_s >= MIN_WALL_S
     return {"widths": widths, "ms": ms, "c": [m / ms[0] for m in ms], "cache_len": cache_len, "repeats": repeats,
             "device": str(dev), "dtype": str(loaded.dtype).replace("torch.", ""), "threads": torch.get_num_threads(),
-            "load_average_1min": load, "cores": cores}
+            "load_average_1min": load, "cores": cores,
+            "other_cores": during.other_cores if counted else None, "busy": during.busy if counted else None}
 
 
 def cpu_load() -> tuple[float | None, int]:
@@ -91,11 +97,20 @@ def cpu_busy(load: float | None, cores: int) -> bool:
 
 
 def busy_warning(curve: dict) -> str:
-    """A warning when ``curve`` was measured on a CPU that other jobs kept busy (``cpu_busy``), else "". Such a
+    """A warning when ``curve`` was measured on a CPU that other jobs kept busy (its "busy": other programs' CPU
+    time over the passes; a curve without it: ``cpu_busy``'s load average), else "". Such a
     curve overstates c(w) (a new-user run measured c(2) = 6.7 on a shared 2-core CPU with 2 threads, against
     1.1-1.3 idle), and cost-aware draft lengths and the cost chart read it."""
     load, cores = curve.get("load_average_1min"), curve.get("cores")
-    if curve.get("device") != "cpu" or not cores or not cpu_busy(load, cores):
+    if curve.get("device") != "cpu" or not cores:
+        return ""
+    if curve.get("busy") is not None:  # counted over the passes: the load average lags by a minute and counted
+        if not curve["busy"]:  # this app's own model loading, so the first start warned on an idle machine
+            return ""
+        return (f"Measured while other programs took {curve['other_cores']:.1f} of {cores} cores: they distort these "
+                "timings. Restart when the machine is idle to measure again; on a shared CPU, --threads 1 avoids the "
+                "worst slow-downs.")
+    if not cpu_busy(load, cores):  # a curve from before the counters (a trace, a bench JSON) or not on Linux
         return ""
     return (f"Measured while the CPU was busy (load average {load:.1f} on {cores} cores): other jobs distort these "
             "timings. Restart when the machine is idle to measure again; on a shared CPU, --threads 1 avoids the "
