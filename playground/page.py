@@ -258,6 +258,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         replay_event = ui.replay_btn.click(lambda path, show: replay_handler(path, show, holder.loaded),
                                            [ui.trace_upload, ui.show_rejected], outputs, api_name="replay",
                                            concurrency_limit=4, show_progress_on=ui.run_md)
+        wire_tree(ui, holder)  # first: its Previous / Next read the chosen node before the step handlers empty it
         for button, direction in ((ui.pause_btn, "pause"), (ui.previous_btn, PREVIOUS), (ui.next_btn, NEXT),
                                   (ui.resume_btn, RESUME)):  # busy; one press at a time
             wire_step_button(button, on_step(direction), [ui.state, ui.show_rejected], outputs,
@@ -271,7 +272,6 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         for key, pane in zip(METHODS, ui.panes):
             pane.select(on_select(key), [ui.state, ui.show_rejected], [ui.inspector_md, ui.inspector_plot], **private)
             pane.select(None, None, None, js=SCROLL_TO_INSPECTOR_JS, **private)  # the answer in view
-        wire_tree(ui.tree, holder, ui.state, ui.show_rejected, [ui.inspector_md, ui.inspector_plot], ui.panes)
         demo.unload(on_unload)
         # preprocess=False: N reaches validate_lab as sent, for it to refuse by name (the slider's own range check
         # answers "Value 5 is less than minimum value 10" and logs a traceback)

@@ -166,11 +166,14 @@ def inspector_outputs(markdown: str, figure=None) -> tuple:
     return markdown, shown_plot(figure)
 
 
-def wire_tree(parts: SimpleNamespace, holder, state, show_rejected, inspector: list, method_panes=()) -> None:
+def wire_tree(ui: SimpleNamespace, holder) -> None:
     """The node chooser fills the token inspector (``tree_view.inspect_node``); a token clicked in a tree pane
-    fills it with its node (``inspect_tree_pane``), and a token clicked in it or in one of
-    ``method_panes`` empties the chooser (it named a node the inspector no longer shows). ``holder``: the page's
+    fills it with its node (``inspect_tree_pane``), and a token clicked in it or in a method's pane empties the
+    chooser (it named a node the inspector no longer shows); Previous and Next, which move the tree figure to
+    another step and empty the chooser, put the inspector of a chosen node back to its hint (it kept a node of
+    the step shown before). ``ui``: the page's components (``layout.lay_out``); ``holder``: the page's
     ``ModelHolder`` (decodes token ids for the inspector's axis when the race was run on its model)."""
+    parts, state, show_rejected, inspector = ui.tree, ui.state, ui.show_rejected, [ui.inspector_md, ui.inspector_plot]
     def namer(state):
         return token_namer(state["events"], holder.token_text if state.get("own_model", True) and holder.loaded
                            else None)
@@ -195,8 +198,11 @@ def wire_tree(parts: SimpleNamespace, holder, state, show_rejected, inspector: l
                      preprocess=False)
     for key, pane in zip(TREE_PANES, parts.panes):
         pane.select(on_pane(key), [state, show_rejected], inspector, api_visibility="private", queue=False)
-    for pane in (*method_panes, *parts.panes):  # in the browser: no round trip to the server
+    for pane in (*ui.panes, *parts.panes):  # in the browser: no round trip to the server
         pane.select(None, None, parts.node, js="() => null", api_visibility="private", queue=False)
+    for button in (ui.previous_btn, ui.next_btn):  # the chooser's value as it was when pressed
+        button.click(lambda choice: inspector_outputs(INSPECTOR_HINT) if choice else (gr.skip(), gr.skip()),
+                     parts.node, inspector, api_visibility="private", queue=False, preprocess=False)
 
 
 def inspect_tree_pane(events: list, entry: str, index: int, show_rejected: bool, decode=str) -> tuple:

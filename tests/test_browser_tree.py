@@ -61,6 +61,10 @@ def test_tree_figure_and_node_inspector(new_page, race_page_url, tmp_path, width
         for part in ("#tree-plot", "#tree-node", "#inspector-text", "#pane-parallelspec-tree"):  # nothing clipped
             box = page.locator(part).bounding_box()
             assert box["x"] >= 0 and box["x"] + box["width"] <= width + 1, (part, box)
+        if width == 1400:  # Next moves the figure on: the chosen node's inspector goes back to its hint (it kept
+            page.locator("#next-button").click()  # a node of the step shown before)
+            page.locator("#inspector-text").get_by_text("Click any token in a pane to inspect").wait_for(timeout=30_000)
+            assert "Selected: node" not in page.locator("#inspector-text").inner_text()
         race_page_url[1](0.0)  # the paused step is checked: the rest of the race at full speed
         page.locator("#resume-button").dispatch_event("click")
         page.get_by_text("Finished.").first.wait_for(timeout=120_000)
