@@ -22,7 +22,8 @@ from playground.race_charts import pane_colours, short_name
 from playground.race_panes import highlighted_tokens, pane_entries
 from playground.race_inputs import chosen_methods, whole
 from playground.teaching import INSPECTOR_HINT, inspect_selection, token_namer
-from playground.tree_view import NEXT, TREE_HINT, accepted_path, inspect_node, node_choices, tree_figure
+from playground.tree_view import (NEXT, TREE_HINT, accepted_path, inspect_node, node_choices, tree_figure,
+                                  tree_step)
 
 #: The token tree setting's choices: (shown, value = ``DecodeSettings.tree_nodes``); the sizes are the shipped ones.
 TREE_CHOICES = [("chain (no tree)", 0), ("4 nodes", 4), ("8 nodes", 8), ("16 nodes", 16),
@@ -110,14 +111,16 @@ def tree_outputs(events: dict, show_rejected: bool, charts_now: bool = True, rev
     """The tree parts of a race update, in ``tree_panel().outputs`` order: one pane per ``TREE_PANES`` method
     (shown, titled with its entry, while that entry races; hidden otherwise), then the tree figure and the node
     chooser (``gr.skip()`` unless ``charts_now``), both for the latest tree step of each entry in ``events``, then
-    the "Token tree of this step" panel, shown only while a tree entry races (else it would stand empty)."""
+    the "Token tree of this step" panel, shown once a tree entry has a tree step (else it would stand empty)."""
     panes = []
     for base in TREE_PANES:
         entry = next((key for key in events if tree_base(key) == base), None)
         panes.append(gr.update(visible=False, value=[]) if entry is None else gr.update(
             visible=True, value=highlighted_tokens(events[entry], show_rejected),
             label=f"{short_name(entry)}: token tree of {tree_entry_nodes(entry)} nodes"))  # as in the charts
-    panel = gr.update(visible=any(tree_base(key) for key in events))
+    # shown with the first tree step: a race too short for one (1 new token) showed the hint over no figure and an
+    # empty chooser
+    panel = gr.update(visible=any(tree_step(evs) is not None for key, evs in events.items() if tree_base(key)))
     if not charts_now:
         return (*panes, gr.skip(), gr.skip(), panel)
     choices = node_choices(events)

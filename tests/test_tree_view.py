@@ -224,6 +224,9 @@ def test_a_race_with_trees_has_tree_entries_panes_trace_and_replay(tiny):
     assert "seed 0, token tree of 4 nodes." in replayed["run_info"], replayed["run_info"]  # said only k, seed, ...
     chain = run(tiny, max_new_tokens=4, methods=["ar", "parallelspec"], update_interval_s=0.0)  # no tree entry:
     assert all(out["tree_panel"] == {"__type__": "update", "visible": False} for out in chain)  # no empty panel
+    short = run(tiny, max_new_tokens=1, methods=["ar", "parallelspec"], tree_nodes=4, update_interval_s=0.0)
+    assert "parallelspec+tree4" in short[-1]["state"]["events"]  # a tree entry that never drafted a tree: no panel
+    assert all(out["tree_panel"] == {"__type__": "update", "visible": False} for out in short)
     # step-through: at each position the figure and the chooser show the latest tree step shown by then
     total = sum(map(len, events.values()))
     for position in range(1, total + 1):
