@@ -125,7 +125,7 @@ def _tree_traces(events: list[StepEvent], event: StepEvent, entry: str, first: b
         return go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=colour, width=width, dash=dash), name=name,
                           hoverinfo="skip", showlegend=False)
 
-    traces = [edges([(parents[j], j) for j in range(len(drafts)) if j not in set(path)], "edges", EDGE_GREY, 1.5),
+    traces = [edges([(parents[j], j) for j in range(len(drafts)) if j not in path], "edges", EDGE_GREY, 1.5),
               edges([(parents[j], j) for j in path], "accepted path", accepted_colour, 4)]
     if final is not None:
         traces.append(edges([(end, len(drafts))], "last token", colours[TOKEN_LABELS[final.label]], 2,

@@ -105,16 +105,16 @@ def busy_warning(curve: dict) -> str:
     if curve.get("device") != "cpu" or not cores:
         return ""
     if curve.get("busy") is not None:  # counted over the passes: the load average lags by a minute and counted
-        if not curve["busy"]:  # this app's own model loading, so the first start warned on an idle machine
+        # this app's own model loading, so the first start warned on an idle machine
+        if not curve["busy"]:
             return ""
-        return (f"Measured while other programs took {curve['other_cores']:.1f} of {cores} cores: they distort these "
-                "timings. Restart when the machine is idle to measure again; on a shared CPU, --threads 1 avoids the "
-                "worst slow-downs.")
-    if not cpu_busy(load, cores):  # a curve from before the counters (a trace, a bench JSON) or not on Linux
+        busy = f"while other programs took {curve['other_cores']:.1f} of {cores} cores"
+    elif cpu_busy(load, cores):  # a curve from before the counters (a trace, a bench JSON) or not on Linux
+        busy = f"while the CPU was busy (load average {load:.1f} on {cores} cores)"
+    else:
         return ""
-    return (f"Measured while the CPU was busy (load average {load:.1f} on {cores} cores): other jobs distort these "
-            "timings. Restart when the machine is idle to measure again; on a shared CPU, --threads 1 avoids the "
-            "worst slow-downs.")
+    return (f"Measured {busy}: other jobs distort these timings. Restart when the machine is idle to measure "
+            "again; on a shared CPU, --threads 1 avoids the worst slow-downs.")
 
 
 #: Cached curves by model object: (loaded model's id, device, dtype, threads) -> curve; and the newest physical

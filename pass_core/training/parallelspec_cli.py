@@ -84,7 +84,8 @@ def check_arguments(args) -> None:
     if not args.lr > 0:
         raise ValueError(f"--lr must be a positive learning rate, got {args.lr}.")
     reals = {"--lr": args.lr, "--feature-weight": args.feature_weight,
-             "--sampled-temperature": args.sampled_temperature, "--cost-per-draft": args.cost_per_draft, "--drafter-cost": args.drafter_cost}
+             "--sampled-temperature": args.sampled_temperature, "--cost-per-draft": args.cost_per_draft,
+             "--drafter-cost": args.drafter_cost}
     bad = [f"{name} {value}" for name, value in reals.items() if not (math.isfinite(value) and value >= 0)]
     if bad:  # NaN trained to "diverged ... lower the learning rate", or calibrated the gate to 0 unsaid
         raise ValueError(f"{', '.join(bad)}: each must be a finite number, 0 or more.")
