@@ -84,9 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.trace is not None:  # "" was ignored without a word, a .txt written that the app will not replay
-            if not (args.trace and Path(args.trace).is_dir()):  # a folder: check_output_path says so
-                check_trace_name(args.trace)
-            check_output_path(args.trace, "--trace", "trace.json")
+            check_output_path(args.trace, "--trace", "trace.json", "a trace is a .json file (the app replays .json "
+                              "files only)")
         set_cpu_threads(args.threads)
     except ValueError as err:
         parser.error(str(err))
@@ -179,17 +178,6 @@ def main(argv: list[str] | None = None) -> int:
           f"acceptance rate {acc} | {s.tokens_per_s:.1f} tokens/s of compute ({s.compute_time_s:.2f} s), "
           f"wall {wall:.2f} s | finish: {s.finish_reason or ('interrupted' if interrupted else '-')}")
     return _end(failed, interrupted)
-
-
-def check_trace_name(name: str) -> None:
-    """Refuse a ``--trace`` name that does not end in .json (any case), as the app's replay only takes such files.
-
-    Raises:
-        ValueError: the name (an empty one included) does not end in .json.
-    """
-    if Path(name).suffix.lower() != ".json":
-        raise ValueError(f"--trace {name or repr(name)}: a trace is a .json file (the app replays .json files only): "
-                         "give a name ending in .json, e.g. trace.json")
 
 
 def _end(failed: str, interrupted: bool = False) -> int:

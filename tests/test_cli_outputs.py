@@ -57,7 +57,7 @@ def test_bench_refuses_a_report_named_as_its_suite(no_model, tmp_path, capsys):
     """``--json`` naming the ``--suite`` file replaced the prompts with the report, exit 0."""
     from pass_core.bench.run import main as bench
 
-    suite = tmp_path / "same.jsonl"
+    suite = tmp_path / "same.json"  # JSON lines under a .json name: read as a suite, and a name --json takes
     suite.write_text('{"category": "chat", "prompt": "Hello"}\n', encoding="utf-8")
     with pytest.raises(SystemExit) as exit_:
         bench(["--suite", str(suite), "--json", str(suite)])
@@ -207,3 +207,33 @@ def test_the_lookahead_trainers_help_gives_each_option_its_meaning_and_default()
                    "--lr LR learning rate", "--seed SEED seed", "--checkpoint-every CHECKPOINT_EVERY checkpoint "
                    "interval (steps) (default: 100)", "--threads THREADS torch CPU threads"):
         assert option in text, option
+
+
+@pytest.mark.parametrize("cli, args, message", [
+    ("bench", ["--suite", "quick", "--json", "out.html"], "--json out.html: the report is a JSON file (python -m "
+                                                          "playground.bench_html draws it): give a name ending in "
+                                                          ".json, e.g. bench.json"),
+    ("lookahead", ["--out", "a.txt"], "--out a.txt: look-ahead embeddings are saved as a safetensors file: give a "
+                                      "name ending in .safetensors, e.g. lookahead.safetensors"),
+    ("lookahead", ["--out", "la.safetensors", "--report", "r.txt"], "--report r.txt: the report is JSON (a .md beside "
+                                                                    "it): give a name ending in .json"),
+    ("parallelspec", ["--out", "d.bin"], "--out d.bin: a drafter is saved as a safetensors file: give a name ending "
+                                         "in .safetensors, e.g. drafter.safetensors"),
+])
+def test_an_output_named_for_another_kind_of_file_is_refused_first(no_model, tmp_path, monkeypatch, capsys, cli,
+                                                                     args, message):
+    """``bench --json out.html`` wrote JSON into out.html, and the trainers wrote safetensors into a.txt or d.bin
+    (found by trying to break the CLIs): each is refused before the model loads, and nothing is written."""
+    from pass_core.bench.run import main as bench
+    from pass_core.training import lookahead, parallelspec
+
+    monkeypatch.chdir(tmp_path)
+    main = {"bench": bench, "lookahead": lookahead.main, "parallelspec": parallelspec.main}[cli]
+    try:
+        code = main(args)
+    except SystemExit as exit_:  # argparse's error (bench)
+        code = exit_.code
+    except ValueError as err:  # train_drafter raises, its __main__ prints "error: ..."
+        code, _ = 2, print(err, file=__import__("sys").stderr)
+    assert code == 2 and message in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

@@ -190,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.html:  # pass_core never imports plotly: the figures live with the UI (playground/)
             raise ValueError(HTML_MOVED)
         if args.json:  # before the run: a report that cannot be written at its end would lose the run
-            check_output_path(args.json, "--json")
+            check_output_path(args.json, "--json", "bench.json",
+                              "the report is a JSON file (python -m playground.bench_html draws it)")
             if Path(args.suite).is_file() and Path(args.json).resolve() == Path(args.suite).resolve():
                 raise ValueError(f"--json {args.json} is the --suite file: the report would replace the prompts. "
                                  "Give the report another name.")

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 
-def check_output_path(path: str | os.PathLike, option: str, example: str = "out.json") -> Path:
+def check_output_path(path: str | os.PathLike, option: str, example: str = "out.json", why: str = "") -> Path:
     """``path`` as a ``Path``, once it is sure that the file can be written there: the writers create missing
     folders, so the nearest existing folder above it must be a writable folder. The file's folder is made now and a
     file is written there and removed (permissions alone do not tell: root may write anywhere by them, yet not in
@@ -19,14 +19,22 @@ def check_output_path(path: str | os.PathLike, option: str, example: str = "out.
         path: the output file given on the command line.
         option: the option's name for the message (e.g. "--json").
         example: a file name for the message's suggestion when ``path`` is a folder.
+        why: what the file is, e.g. "a trace is a .json file (the app replays .json files only)": given, the name
+            must end in ``example``'s ending (any case; a report named out.html or a drafter named a.txt was
+            written, then read by nothing that looks for its kind).
 
     Raises:
-        ValueError: ``path`` is a folder, a file stands where a folder of it would go, or the nearest existing
-            folder is not writable, or the folder cannot be made or written (the system's reason).
+        ValueError: ``path`` is a folder, its name lacks the ending that ``why`` asks for, a file stands where a
+            folder of it would go, or the nearest existing folder is not writable, or the folder cannot be made or
+            written (the system's reason).
     """
     out = Path(path)
-    if out.is_dir():
+    if str(path) and out.is_dir():  # "" is no name (Path("") is ".")
         raise ValueError(f"{option} {path} is a folder: give a file name, e.g. {out / example}.")
+    suffix = Path(example).suffix
+    if why and out.suffix.lower() != suffix:
+        name = path or repr(str(path))
+        raise ValueError(f"{option} {name}: {why}: give a name ending in {suffix}, e.g. {example}")
     above = out.absolute().parent
     while not above.exists():
         above = above.parent

@@ -96,4 +96,4 @@ def check_arguments(args) -> None:
     if args.corpus != "none":
         corpus_path(args.corpus)
     if args.out:
-        check_output_path(args.out, "--out", "drafter.safetensors")
+        check_output_path(args.out, "--out", "drafter.safetensors", "a drafter is saved as a safetensors file")
