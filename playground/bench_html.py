@@ -19,6 +19,7 @@ from plotly.subplots import make_subplots
 
 from pass_core.registry import BASELINE
 from pass_core.decoding.text import count
+from pass_core.runtime.outputs import check_output_path, write_text_atomically
 
 from playground.cost_charts import pass_cost_figure
 from playground.race_charts import colour, short_name
@@ -176,9 +177,9 @@ def render_html(report: dict) -> str:
 
 
 def write_html(report: dict, path: str) -> None:
-    """Write ``render_html(report)`` to ``path``."""
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(render_html(report))
+    """Write ``render_html(report)`` to ``path`` (its missing folders made, as every writer of the project does; the
+    file replaced at once, never left half-written)."""
+    write_text_atomically(path, render_html(report))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -206,6 +207,11 @@ def main(argv: list[str] | None = None) -> int:
         reason = err.strerror if isinstance(err, OSError) and err.strerror else err  # not the path twice
         print(f"error: {argv[0]}: {reason}", file=sys.stderr)
         return 1
+    try:  # an OUT named out.json, or where no file can be written: refused before drawing
+        check_output_path(argv[1], "OUT.html", "bench.html", "the figures are one HTML page")
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     try:
         write_html(report, argv[1])
     except OSError as err:  # the output's problem, named as such (it was blamed on the report)

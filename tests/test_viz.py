@@ -272,13 +272,28 @@ def test_bench_html_command_line(tmp_path, capsys):
     assert "Per-position acceptance" in (tmp_path / "b.html").read_text(encoding="utf-8")
 
 
-def test_bench_html_command_line_refuses_what_is_not_a_report(tmp_path, capsys):
+def test_bench_html_command_line_refuses_what_is_not_a_report(tmp_path, capsys, monkeypatch):
     assert bench_html.main([str(tmp_path / "missing.json"), str(tmp_path / "x.html")]) == 1
     assert capsys.readouterr().err == f"error: {tmp_path / 'missing.json'}: No such file or directory\n"
-    (tmp_path / "b.json").write_text(json.dumps(fake_report()), encoding="utf-8")  # a good report, no folder to write
-    assert bench_html.main([str(tmp_path / "b.json"), str(tmp_path / "no-folder" / "x.html")]) == 1
-    assert capsys.readouterr().err == (f"error: {tmp_path / 'no-folder' / 'x.html'} could not be written: No such "
-                                       "file or directory\n")
+    (tmp_path / "b.json").write_text(json.dumps(fake_report()), encoding="utf-8")  # a good report
+    assert bench_html.main([str(tmp_path / "b.json"), str(tmp_path / "new" / "x.html")]) == 0  # its folder made,
+    assert (tmp_path / "new" / "x.html").is_file()  # as generate --trace and bench --json make theirs
+    capsys.readouterr()
+    assert bench_html.main([str(tmp_path / "b.json"), str(tmp_path / "b.json" / "x.html")]) == 2
+    assert capsys.readouterr().err == (f"error: OUT.html {tmp_path / 'b.json' / 'x.html'}: {tmp_path / 'b.json'} is a "
+                                       "file, so no folder can be made there; choose another path.\n")
+    assert bench_html.main([str(tmp_path / "b.json"), str(tmp_path / "out.json")]) == 2  # HTML in a .json file
+    assert capsys.readouterr().err == (f"error: OUT.html {tmp_path / 'out.json'}: the figures are one HTML page: give a "
+                                       "name ending in .html, e.g. bench.html\n")
+    assert not (tmp_path / "out.json").exists()
+
+    def full_disk(path, text):
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(bench_html, "write_text_atomically", full_disk)
+        assert bench_html.main([str(tmp_path / "b.json"), str(tmp_path / "y.html")]) == 1
+    assert capsys.readouterr().err == f"error: {tmp_path / 'y.html'} could not be written: No space left on device\n"
     (tmp_path / "bad.json").write_text("{not json", encoding="utf-8")
     assert bench_html.main([str(tmp_path / "bad.json"), str(tmp_path / "x.html")]) == 1
     (tmp_path / "other.json").write_text('{"a": 1}', encoding="utf-8")
