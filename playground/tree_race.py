@@ -89,6 +89,9 @@ def with_trees(loaded, prompt: str, settings: DecodeSettings, keys, found: dict,
     Raises:
         ValueError: a setting the tree cannot go with, no shipped tree for a method, or (auto) no physical
             pass-cost curve on this machine (``usable_pass_cost``); shown as gr.Error.
+
+    A tree asked for with no tree-capable method ticked is said in a ``gr.Warning`` (a toast on the page) too: the
+    drafter line, where alone it was said, is folded.
     """
     nodes = whole(tree_nodes)
     if not nodes:
@@ -103,8 +106,11 @@ def with_trees(loaded, prompt: str, settings: DecodeSettings, keys, found: dict,
             out[tree_entry(key, size)] = METHODS[key].decode(loaded, prompt, tree_settings, found[key])
             lines.append(f"{METHODS[key].short_name} {size} nodes")
     how = "auto for this machine (most expected tokens per unit of pass cost): " if nodes == TREE_AUTO else ""
-    return out, note + (f"  \n**Token tree:** {how}{', '.join(lines)}." if lines else
-                        "  \n**Token tree:** no ticked method drafts trees (PaSS, PaSS + adapters, ParallelSpec do).")
+    if lines:
+        return out, note + f"  \n**Token tree:** {how}{', '.join(lines)}."
+    drafting = ", ".join(METHODS[key].short_name for key in TREE_PANES)
+    gr.Warning(f"Token tree: no ticked method drafts trees ({drafting} do), so this race has no tree run: tick one.")
+    return out, note + f"  \n**Token tree:** no ticked method drafts trees ({drafting} do)."
 
 
 def tree_outputs(events: dict, show_rejected: bool, charts_now: bool = True, revision: str = "race") -> tuple:

@@ -285,6 +285,21 @@ def test_auto_tree_size_follows_this_machines_pass_cost(tiny, monkeypatch, curve
     assert f"auto for this machine (most expected tokens per unit of pass cost): ParallelSpec {size} nodes" in note
 
 
+def test_a_tree_with_no_tree_method_ticked_is_said_in_a_toast(tiny):
+    """A tree asked for beside AR and prompt lookup only was said in the folded drafter line alone: a toast says it
+    (``gr.Warning``, a Python warning outside a page's request), naming the methods that draft trees."""
+    from pass_core.decoding.settings import DecodeSettings
+    from playground import tree_race
+
+    keys = ["ar", "prompt-lookup"]
+    with pytest.warns(UserWarning, match=r"^Token tree: no ticked method drafts trees \(PaSS, PaSS\+adapters, "
+                                         r"ParallelSpec do\), so this race has no tree run: tick one\.$"):
+        decoders, note = tree_race.with_trees(tiny, "Hi", DecodeSettings(max_new_tokens=2), keys,
+                                              dict.fromkeys(keys), dict.fromkeys(keys), "", 8)
+    assert list(decoders) == keys and note.endswith("no ticked method drafts trees (PaSS, PaSS+adapters, "
+                                                    "ParallelSpec do).")
+
+
 def test_zerogpu_counts_the_tree_entries():
     """On ZeroGPU a tree race asks for GPU time for its tree entries too, and caps its tokens to fit."""
     from playground import race_inputs
