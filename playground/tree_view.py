@@ -128,8 +128,7 @@ def _tree_traces(events: list[StepEvent], event: StepEvent, entry: str, first: b
     traces = [edges([(parents[j], j) for j in range(len(drafts)) if j not in path], "edges", EDGE_GREY, 1.5),
               edges([(parents[j], j) for j in path], "accepted path", accepted_colour, 4)]
     if final is not None:
-        traces.append(edges([(end, len(drafts))], "last token", colours[TOKEN_LABELS[final.label]], 2,
-                            "dot"))
+        traces.append(edges([(end, len(drafts))], "last token", colours[TOKEN_LABELS[final.label]], 2, "dot"))
     groups = {"accepted": ([], accepted_colour, "circle"), "rejected": ([], REJECTED_GREY, "x"),
               "not_verified": ([], UNTRIED_GREY, "circle-open")}
     for j, d in enumerate(drafts):
@@ -155,9 +154,8 @@ def _tree_traces(events: list[StepEvent], event: StepEvent, entry: str, first: b
         colour = colours[TOKEN_LABELS[final.label]]
         traces.append(go.Scatter(x=[xy[len(drafts)][0]], y=[xy[len(drafts)][1]], mode="markers+text",
                                  text=[label(final.text)], textposition="top center", customdata=[NEXT],
-                                 cliponaxis=False,
-                                 marker=dict(color=colour, size=13, symbol="diamond"), name=final.label,
-                                 legendgroup=final.label, showlegend=True,
+                                 cliponaxis=False, marker=dict(color=colour, size=13, symbol="diamond"),
+                                 name=final.label, legendgroup=final.label, showlegend=True,
                                  hovertext=[f"{final.label} token {final.text!r} (id {final.token_id})"],
                                  hoverinfo="text"))
     return traces
@@ -191,8 +189,11 @@ def tree_figure(events: dict[str, list[StepEvent]], revision: str = "race") -> g
     fig = make_subplots(rows=len(steps), cols=1, subplot_titles=titles, row_heights=rows,
                         vertical_spacing=gap / (sum(rows) + gap * (len(steps) - 1)))
     for row, (key, (evs, event)) in enumerate(steps.items(), start=1):
-        for trace in _tree_traces(evs, event, key, first=row == 1):
+        traces = _tree_traces(evs, event, key, first=row == 1)
+        for trace in traces:
             fig.add_trace(trace, row=row, col=1)
+        deepest = max(x for t in traces for x in t.x if x is not None)  # half a label's room at both ends: the
+        fig.update_xaxes(range=[-0.45, deepest + 0.45], row=row, col=1)  # deepest "<|im_end|>" was cut on a phone
     seen: set[str] = set()
     for trace in fig.data:  # one legend entry per kind (two panels may both end in a resampled token)
         if trace.showlegend is not False:
@@ -203,8 +204,7 @@ def tree_figure(events: dict[str, list[StepEvent]], revision: str = "race") -> g
     fig.update_xaxes(title=dict(text="depth (draft position; 0 = the root)"), row=len(steps), col=1)
     # the top margin leaves the first title clear of the plot's label, two lines high on a phone
     fig.update_layout(height=sum(rows) + gap * (len(steps) - 1) + 165, margin=dict(l=15, r=15, t=95, b=10),
-                      uirevision=revision,
-                      paper_bgcolor="white", plot_bgcolor="white", font=dict(size=12),
+                      uirevision=revision, paper_bgcolor="white", plot_bgcolor="white", font=dict(size=12),
                       legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0))
     return fig
 

@@ -59,6 +59,9 @@ def test_tree_figure_draws_every_node_the_accepted_path_and_the_last_token():
     # the accepted path's edges: root -> A -> D (x = depth), the resampled token after D at depth 3
     path = traces_named(fig, "accepted path")[0]
     assert [x for x in path.x if x is not None] == [0, 1, 1, 2]
+    # half a label's room beyond the root and the deepest node (the resampled token at depth 3): a label centred on
+    # the plot's edge was cut there on a phone
+    assert list(fig.layout.xaxis.range) == [-0.45, 3.45]
     # a tree cut below the size chosen (the drafter's depth, the tokens left) says so: "4 nodes" of a 16-node
     # setting read as a fault
     assert "step 2<br>6 nodes of 8, 2 accepted" in fig.layout.annotations[0].text
