@@ -137,7 +137,7 @@ def _with_prob(top: TopN, token_id: int, prob: float) -> TopN:
     return TopN(top.ids + (token_id,), top.probs + (prob,))
 
 
-def inspector_figure(event: StepEvent, token_index: int, decode=str) -> go.Figure | None:
+def inspector_figure(event: StepEvent, token_index: int, decode=str, mark: str = "") -> go.Figure | None:
     """Bars for the distribution(s) behind one token of a step, the token marked.
 
     Accepted or rejected draft d_i: top-n of p_i and q_i (the draft was drawn from q_i). Resampled: top-n of p,
@@ -148,8 +148,9 @@ def inspector_figure(event: StepEvent, token_index: int, decode=str) -> go.Figur
         event: the step.
         token_index: index into ``event.tokens``.
         decode: token id -> text for the axis (e.g. the tokenizer's decode; ``str`` by default).
+        mark: the token's mark over its bar (default "d_i" for a draft, "drawn" otherwise; a tree node's "node 3").
     """
-    by_position = {pi.position: pi for pi in event.inspection}
+    by_position, given_mark = {pi.position: pi for pi in event.inspection}, mark
     token = event.tokens[token_index]
     label, token_id, mark = token.label, token.token_id, "drawn"
     if label in ("accepted", "rejected"):
@@ -188,13 +189,14 @@ def inspector_figure(event: StepEvent, token_index: int, decode=str) -> go.Figur
                      for name, top, colour in series])
     if token_id in ids:
         fig.add_annotation(x=names[ids.index(token_id)], y=max(_prob(top, token_id) for _, top, _ in series),
-                           text=mark, showarrow=True, arrowcolor=_DRAWN, font=dict(color=_DRAWN))
+                           text=given_mark or mark, showarrow=True, arrowcolor=_DRAWN, font=dict(color=_DRAWN))
     # the y-axis fits the tallest bar (bars of 0.01-0.15 would be slivers on 0-1), with room above for the mark;
     # as the race's charts: no template, the legend under the axis (never over the bars or the plot's label)
     top = max((_prob(t, i) for _, t, _ in series for i in ids), default=1.0)
     y_top = inspector_y_top(top)
     ticks = [i / 5 for i in range(6)] if y_top > 1 else None  # a probability axis read "1.2" under the toolbar
     fig.update_layout(barmode="group", height=320, margin=dict(l=55, r=10, t=35, b=10), legend=_BOTTOM_LEGEND,
+                      showlegend=True,  # one series too: which distribution the bars are
                       yaxis=dict(range=[0, y_top], tickvals=ticks, title="probability", gridcolor="#e5e7eb"),
                       xaxis=dict(title="token (top-n of each distribution)"), paper_bgcolor="white",
                       plot_bgcolor="white")

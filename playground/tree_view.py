@@ -297,4 +297,4 @@ def inspect_node(events: dict[str, list[StepEvent]], choice: str, decode=str) ->
         shown = _node_event(event, node)
     rule = TREE_RULE + (TREE_GREEDY if greedy_step(event) else "")
     markdown = "\n".join([text, "", head, "", *node_table(event, node), "", rule])
-    return markdown, (inspector_figure(shown[0], shown[1], decode) if shown else None)
+    return markdown, inspector_figure(*shown, decode, mark="" if node is None else f"node {node}") if shown else None
