@@ -22,8 +22,8 @@ from playground.race_charts import pane_colours, short_name
 from playground.race_panes import highlighted_tokens, pane_entries
 from playground.race_inputs import chosen_methods, whole
 from playground.teaching import INSPECTOR_HINT, inspect_selection, token_namer
-from playground.tree_view import (NEXT, TREE_HINT, accepted_path, inspect_node, node_choices, tree_figure,
-                                  tree_step)
+from playground.tree_inspector import inspect_node, node_choices
+from playground.tree_view import NEXT, TREE_HINT, accepted_path, tree_figure, tree_step
 
 #: The token tree setting's choices: (shown, value = ``DecodeSettings.tree_nodes``); the sizes are the shipped ones.
 TREE_CHOICES = [("chain (no tree)", 0), ("4 nodes", 4), ("8 nodes", 8), ("16 nodes", 16),
@@ -176,7 +176,7 @@ def inspector_outputs(markdown: str, figure=None) -> tuple:
 
 
 def wire_tree(ui: SimpleNamespace, holder) -> None:
-    """The node chooser fills the token inspector (``tree_view.inspect_node``); a token clicked in a tree pane
+    """The node chooser fills the token inspector (``tree_inspector.inspect_node``); a token clicked in a tree pane
     fills it with its node (``inspect_tree_pane``), and a token clicked in it or in a method's pane empties the
     chooser (it named a node the inspector no longer shows); Previous and Next, which move the tree figure to
     another step and empty the chooser, put the inspector of a chosen node back to its hint (it kept a node of

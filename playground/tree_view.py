@@ -1,5 +1,5 @@
-"""Token trees on the race page, from events alone: the current step's tree as a node-link figure, the step's
-nodes to choose from, and the token inspector for one node (docs/algorithms.md section 4b).
+"""Token trees on the race page, from events alone: the current step's tree as a node-link figure
+(docs/algorithms.md section 4b); its nodes to choose from and the inspector for one node are in ``tree_inspector``.
 
 Pure: events in, markdown and Plotly figures out; no Gradio, no tensors. A tree step is a ``StepEvent`` with
 ``tree_parents`` (each draft node's parent, -1 = the root, the pending token) and one ``DraftRecord`` per node in
@@ -7,18 +7,15 @@ Pure: events in, markdown and Plotly figures out; no Gradio, no tensors. A tree 
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from pass_core.decoding.events import TOKEN_LABELS, StepEvent, TokenRecord
-from pass_core.decoding.inspection import PositionInspection
 from pass_core.registry import tree_entry_nodes
 from playground.race_charts import pane_colours, short_name
-from playground.teaching import _code, _fmt, greedy_step, inspector_figure
+from playground.teaching import _fmt
 
-#: The choice that stands for the step's last token (resampled or bonus) in ``node_choices``.
+#: The choice that stands for the step's last token (resampled or bonus) in ``tree_inspector.node_choices``.
 NEXT = "next"
 #: Node colours beside the accepted colour of ``pane_colours``: rejected (greyed), never tried (lighter; its labels
 #: #9ca3af: the lighter grey on white could not be read).
@@ -28,17 +25,6 @@ TREE_HINT = ("*The tree of drafts of the step the page shows: the root (the pend
              "the accepted path in the accepted colour, rejected nodes grey and struck through, nodes not verified "
              "open. A tree is cut at the drafter's depth (L or k) and at the tokens left, so a step can hold fewer "
              "nodes than chosen. Pause, Next and Previous move it; choose a node below to inspect it.*")
-#: The inspector's rule line for a tree step (docs/algorithms.md section 4b).
-TREE_RULE = ("Token tree: at each node its children are tried in rank order; child x is accepted when "
-             "u < min(1, p_res(x)/q(x)), where p_res starts as p at the node and loses each rejected sibling "
-             "(p_res ← norm(max(0, p_res − q))). The candidates are the drafter's top-i tokens, each proposed "
-             "outright (q is one-hot at it: q(x) = 1 for every node). When every child is rejected the next token is "
-             "drawn from p_res (resampled); at a leaf it is drawn from p (bonus).")
-#: Added to ``TREE_RULE`` for a greedy run's step.
-TREE_GREEDY = (" Greedy (temperature 0): p is one-hot too, so a child is accepted exactly when it is the target's "
-               "argmax at its parent, and no uniform draw u plays a part (not used: greedy).")
-
-
 def tree_step(events: list[StepEvent]) -> StepEvent | None:
     """The latest tree step of one method's events (the step-through's current state), or None."""
     return next((e for e in reversed(events) if e.tree_parents), None)
@@ -207,94 +193,3 @@ def tree_figure(events: dict[str, list[StepEvent]], revision: str = "race") -> g
                       uirevision=revision, paper_bgcolor="white", plot_bgcolor="white", font=dict(size=12),
                       legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0))
     return fig
-
-
-def node_choices(events: dict[str, list[StepEvent]]) -> list[tuple[str, str]]:
-    """The current tree step's nodes of every method, for the node chooser: (label, "entry|node"), then its last
-    token as "entry|next"; texts labelled as in the figure (``label``: a list collapsed "\\n   " to "\\n ")."""
-    out = []
-    for key, evs in events.items():
-        event = tree_step(evs)
-        if event is None:
-            continue
-        for j, d in enumerate(event.drafts):
-            out.append((f"{short_name(key)} · step {event.step} · node {j} (depth {d.position}) "
-                        f"'{label(d.text)}' · {d.decision.replace('_', ' ')}", f"{key}|{j}"))  # as the figure
-        final = last_token(event)
-        if final is not None:
-            out.append((f"{short_name(key)} · step {event.step} · {final.label} token '{label(final.text)}'",
-                        f"{key}|{NEXT}"))
-    return out
-
-
-def _node_event(event: StepEvent, node: int) -> tuple[StepEvent, int] | None:
-    """The tree step seen as a chain up to ``node`` (its accepted ancestors, then the node itself), for
-    ``inspector_figure``: (that event, the node's token index). None for a node never tried."""
-    if (draft := event.drafts[node]).decision not in ("accepted", "rejected"):
-        return None
-    exact = tuple(event.tokens[:1]) if event.tokens and event.tokens[0].label == "exact" else ()
-    above = [event.drafts[j] for j in accepted_path(event) if event.drafts[j].position < draft.position]
-    tokens = exact + tuple(TokenRecord(d.token_id, d.text, "accepted") for d in above)
-    tokens += (TokenRecord(draft.token_id, draft.text, draft.decision),)
-    return replace(event, tokens=tokens, drafts=(*above, draft)), len(tokens) - 1
-
-
-def _final_event(event: StepEvent, final: TokenRecord) -> tuple[StepEvent, int] | None:
-    """The step's resampled or bonus token with the p of the last accepted node, for ``inspector_figure``."""
-    m = len(accepted_path(event))
-    if (at := next((pi for pi in event.inspection if pi.position == m + 1), None)) is None:
-        return None
-    return replace(event, tokens=(replace(final, label="target"),), inspection=(PositionInspection(1, at.p),)), 0
-
-
-def node_table(event: StepEvent, selected: int | None = None) -> list[str]:
-    """Markdown rows of every node of a tree step: parent, depth, token, q(x), p(x), p_res(x), min(1, p_res/q), u
-    (sampled runs only: in a greedy one no uniform draw decides, ``teaching.greedy_step``) and the decision; the
-    ``selected`` node's index in bold; p(x) "–" for a node never tried, as in the chain's inspector (1.0000 there)."""
-    greedy = greedy_step(event)
-    lines = ["| node | parent | depth | token | q(x) | p(x) | p_res(x) | min(1, p_res/q) |" + ("" if greedy else " u |")
-             + " decision |", "|---|---|---|---|---|---|---|---|" + ("" if greedy else "---|") + "---|"]
-    for j, (d, parent) in enumerate(zip(event.drafts, event.tree_parents)):
-        ratio = min(1.0, d.p_res / d.q) if d.p_res is not None and d.q > 0 else None
-        name = f"**{j}**" if j == selected else str(j)
-        p = None if d.decision == "not_verified" else d.p
-        lines.append(f"| {name} | {'root' if parent < 0 else parent} | {d.position} | {_code(d.text)} | {d.q:.4f} | "
-                     f"{_fmt(p, '.4f')} | {_fmt(d.p_res, '.4f')} | {_fmt(ratio, '.4f')} |"
-                     + ("" if greedy else f" {_fmt(d.u, '.4f')} |") + f" {d.decision.replace('_', ' ')} |")
-    return lines
-
-
-def inspect_node(events: dict[str, list[StepEvent]], choice: str, decode=str) -> tuple[str, go.Figure | None] | None:
-    """The token inspector for a chosen node ("entry|node" or "entry|next" from ``node_choices``) of the current
-    tree step: the node's token, q, p, p_res and decision, the step's node table and the tree rule, and
-    ``teaching.inspector_figure``'s bars of the p the node was tried against (the accepted path's p, recorded by
-    the inspector; None for a node never tried). None when the choice does not name a node of the current step."""
-    entry, _, which = str(choice or "").rpartition("|")
-    event = tree_step(events.get(entry, []))
-    if event is None or not (which == NEXT or (which.isdigit() and int(which) < len(event.drafts))):
-        return None
-    head = f"**{short_name(entry)}, step {event.step}** ({len(event.drafts)}-node tree). "
-    if which == NEXT:
-        final = last_token(event)
-        if final is None:
-            return None
-        how = ("drawn from p at the leaf the accepted path ends in" if final.label == "bonus" else
-               "drawn from p_res at the last accepted node: p there with every rejected child taken out and "
-               "renormalised (the bars show that p)")
-        text = f"Selected: {_code(final.text)} (token id {final.token_id}, **{final.label}**), {how}."
-        shown, node = _final_event(event, final), None
-    else:
-        node = int(which)
-        d = event.drafts[node]
-        parent = event.tree_parents[node]
-        text = (f"Selected: node {node}, {_code(d.text)} (token id {d.token_id}, "
-                f"**{d.decision.replace('_', ' ')}**), depth {d.position}, "
-                f"parent {'the root' if parent < 0 else f'node {parent}'}: q(x) = {d.q:.4f}, "
-                f"p(x) = {_fmt(None if d.decision == 'not_verified' else d.p, '.4f')}, "
-                f"p_res(x) = {_fmt(d.p_res, '.4f')}"
-                + ("" if d.p_res is not None else " (never tried: an earlier sibling was accepted, its parent was "
-                                                  "not, or the step ended)") + ".")
-        shown = _node_event(event, node)
-    rule = TREE_RULE + (TREE_GREEDY if greedy_step(event) else "")
-    markdown = "\n".join([text, "", head, "", *node_table(event, node), "", rule])
-    return markdown, inspector_figure(*shown, decode, mark="" if node is None else f"node {node}") if shown else None

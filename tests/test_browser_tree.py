@@ -13,7 +13,7 @@ from pass_core.teaching.race import events_upto
 from playground.tree_view import last_token, tree_step
 from test_browser import ARTIFACTS, in_process_page, new_page, race_on, race_page_url  # noqa: F401 (fixtures)
 
-#: The columns of the node inspector's table (``tree_view.node_table``).
+#: The columns of the node inspector's table (``tree_inspector.node_table``).
 COLUMNS = ["node", "parent", "depth", "token", "q(x)", "p(x)", "p_res(x)", "min(1, p_res/q)", "u", "decision"]
 
 

@@ -17,8 +17,8 @@ from pass_core.teaching.trace import load_trace
 from playground import page
 from playground.race_charts import pane_colours
 from playground.tree_race import TREE_CHOICES, TREE_PANES, inspect_tree_pane, pane_node, tree_base, tree_problem
-from playground.tree_view import (NEXT, REJECTED_GREY, TREE_RULE, accepted_path, inspect_node, label, node_choices,
-                                   tree_figure)
+from playground.tree_inspector import TREE_RULE, inspect_node, node_choices, untried_reason
+from playground.tree_view import NEXT, REJECTED_GREY, accepted_path, label, tree_figure
 from test_app import OUTPUT_NAMES, run
 
 #: A 6-node tree: the root's children A (accepted) and B (not tried: A came first); under A, C (rejected) then D
@@ -142,7 +142,11 @@ def test_node_choices_and_the_node_inspector_show_the_nodes_numbers():
     # the node marked by its name (the chain's "d_2" named a draft a tree has several of), the one series in a legend
     assert [a.text for a in fig.layout.annotations] == ["node 3"] and fig.layout.showlegend
     text, fig = inspect_node(events, "parallelspec+tree8|4")
-    assert "**not verified**" in text and "never tried" in text and fig is None
+    assert "**not verified**" in text and "(never tried: its parent, node 1, was not accepted)" in text and fig is None
+    assert [untried_reason(tree_event(), j) for j in (1, 4)] == ["an earlier sibling, node 0, was accepted",
+                                                                  "its parent, node 1, was not accepted"]
+    ended = replace(tree_event(), drafts=tuple(replace(d, decision="not_verified") for d in tree_event().drafts))
+    assert untried_reason(ended, 0) == "the step ended before it"
     # its p(x) reads "–", as an untried draft's in the chain's inspector (p(x) = 1.0000 beside "not verified")
     assert "p(x) = –, p_res(x) = –" in text and "| **4** | 1 | 2 | `'E'` | 1.0000 | – | – | – |" in text
     text, fig = inspect_node(events, f"parallelspec+tree8|{NEXT}")
