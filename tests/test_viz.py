@@ -159,7 +159,10 @@ def test_latency_chart_leaves_out_the_prefill_step_and_the_run_line_states_it():
                                            "chart): AR 912 ms  ·  PaSS 1,500 ms")
     assert race_text.prefill_line({"ar": []}) == ""
     assert "AR 912 ms" in race_view(events, True, True, False, False).run_line
-    assert len(charts.cumulative_figure(events).data[0].x) == 4  # the race itself keeps every step (and 0)
+    race = charts.cumulative_figure(events)
+    assert len(race.data[0].x) == 4  # the race itself keeps every step (and 0)
+    last = max(trace.x[-1] for trace in race.data)  # the slowest line ends inside the plot, not on its edge
+    assert race.layout.xaxis.range[0] == 0 and race.layout.xaxis.range[1] == pytest.approx(1.03 * last)
 
 
 def test_legends_sit_under_the_axes():
