@@ -338,10 +338,14 @@ def test_run_pressed_while_loading_waits_for_the_model(tiny):
     assert "Finished" in list(updates)[-1][OUTPUT_NAMES.index("run_info")]
 
 
-def test_model_holder_with_loaded_model(tiny):
+def test_model_holder_with_loaded_model(tiny, monkeypatch):
     holder = page.ModelHolder(loaded=tiny)
     assert holder.ready and holder.wait() is tiny
     assert tiny.describe() in holder.status()
+    choice = {"backend": "fp32", "threads": 1, "why": "fastest", "timings": [{"backend": "fp32", "threads": 1,
+                                                                            "quiet_ms": 9.0}]}
+    monkeypatch.setattr(tiny, "backend_choice", choice)  # the page said "Backend: backend auto -> fp32"
+    assert "**Backend:** auto -> fp32, 1 thread(s): fastest. One-token pass: fp32 1t 9.0 ms." in holder.status()
 
 
 def test_model_holder_warms_each_method_up_before_it_says_ready(tiny, monkeypatch):

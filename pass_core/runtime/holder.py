@@ -147,7 +147,7 @@ class ModelHolder:
             return f"⚠ **Model failed to load**: {self.error}"
         choice = self.loaded.backend_choice
         return (f"**Target model:** {self.loaded.describe()}" + self._warmup_note()
-                + (f"  \n**Backend:** {choice_line(choice)}" if choice else ""))
+                + (f"  \n**Backend:** {choice_line(choice).removeprefix('backend ')}" if choice else ""))  # not twice
 
     def headline(self) -> str:
         """A short status for the top of the page (fits one line on a phone): loading progress, "ready", or
