@@ -35,7 +35,7 @@ METRIC_LABELS = {
     "speedup": "speed-up vs AR",
     "tokens_per_forward_pass": "tokens per forward pass",
     "mean_accepted_tokens": "mean accepted tokens per verification step",
-    "acceptance_rate": "draft acceptance rate",
+    "acceptance_rate": "draft acceptance rate α",
 }
 
 #: On a phone, over the token inspector: its table is wider than the screen and scrolls sideways (nothing showed it).

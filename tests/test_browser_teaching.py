@@ -127,7 +127,7 @@ def test_each_lesson_asks_first_then_explains_with_its_race_numbers(new_page, ti
     page = open_page(new_page, tiny_page_url, 1400)
     labels = {"tokens_per_s": "tokens/s", "speedup": "speed-up vs AR", "tokens_per_forward_pass":
               "tokens per forward pass", "mean_accepted_tokens": "mean accepted tokens per verification step",
-              "acceptance_rate": "draft acceptance rate"}
+              "acceptance_rate": "draft acceptance rate α"}
     open_settings(page)
     tree = page.locator("#input-tree_nodes input")
     tree.click()  # a token tree left on from an earlier race: a lesson sets it back to a chain
