@@ -150,8 +150,9 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
             lab_prompt = gr.Textbox(LAB_PROMPT, label="prompt for the lab", lines=1, scale=3)
             with gr.Column(scale=2):
                 lab_runs = number_box("runs N per method", LAB_DEFAULT_RUNS, 1,
-                                      f"{LAB_MIN_RUNS}-{MAX_RUNS}; about 4 s per N on a 2-core CPU: N = "
-                                      f"{LAB_DEFAULT_RUNS} takes about 3.5 minutes (embedded model)", "lab-runs",
+                                      f"{LAB_MIN_RUNS}-{MAX_RUNS}; about 4 s per N on an idle 2-core CPU: N = "
+                                      f"{LAB_DEFAULT_RUNS} takes about 3.5 minutes (embedded model), twice that "
+                                      "on a busy one", "lab-runs",
                                       (LAB_MIN_RUNS, MAX_RUNS))
             lab_btn = gr.Button("Run lab", variant="primary", scale=1)
         lab_plot = gr.Plot(label="empirical distributions vs the exact law", elem_id="lab-plot",
