@@ -154,7 +154,7 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
                                       f"{LAB_DEFAULT_RUNS} takes about 3.5 minutes (embedded model), twice that "
                                       "on a busy one", "lab-runs",
                                       (LAB_MIN_RUNS, MAX_RUNS))
-            lab_btn = gr.Button("Run lab", variant="primary", scale=1)
+            lab_btn = gr.Button("Run lab", variant="primary", scale=1, elem_id="lab-run")
         lab_plot = gr.Plot(label="empirical distributions vs the exact law", elem_id="lab-plot",
                            visible=False)  # shown with the first lab's chart: an empty plot box stood over the tab
         lab_md = gr.Markdown(LAB_WAITING, elem_id="lab-table")  # the progress bar shows over it

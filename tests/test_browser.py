@@ -349,6 +349,9 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
         # the trace of this race, replayed on the reloaded page
         original = {key: page.locator(f"#pane-{key} .textfield").inner_text() for key in ("ar", "pass")}
         assert "PaSS: alpha = " in page.locator("#theory-sentences").inner_text()
+        # the buttons beside the 170-px upload box keep a button's height (they stood 170 px tall, as did Run lab)
+        tall = {b: page.locator(b).bounding_box()["height"] for b in ("#trace-download", "#replay-button")}
+        assert max(tall.values()) < 90, tall
         with page.expect_download() as download:
             page.locator("#trace-download").click()
         saved = tmp_path / "trace.json"
@@ -374,6 +377,7 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
         assert runs.input_value() == "10"
         assert not page.locator("#lab-plot").is_visible()  # no empty plot box before a lab, nor after a refusal
         runs.fill("50")
+        assert page.locator("#lab-run").bounding_box()["height"] < 90
         page.get_by_role("button", name="Run lab").click()
         page.get_by_text("✗ fail").first.wait_for(timeout=120_000)
         table = page.locator("#lab-table").inner_text()
