@@ -184,8 +184,9 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
         found, note = drafters_for(loaded, keys, settings)
         if show["guards"]["prefill"]:  # said before the long first step, not after it
             gr.Warning(show["guards"]["prefill"].replace("**", ""))
-            yield render({key: [] for key in keys}, show_rejected, settings.greedy, settings.fused, False, note,
-                         **show)
+        # empty panes and "Racing…" at once: the previous race stood on the page until the first step (the
+        # prefills of every method: a second or more on the embedded model)
+        yield render({key: [] for key in keys}, show_rejected, settings.greedy, settings.fused, False, note, **show)
         decoders = {key: METHODS[key].decode(loaded, prompt, settings, found[key]) for key in keys}
         decoders, note = with_trees(loaded, prompt, settings, keys, found, decoders, note, r.tree_nodes)
         events = {key: [] for key in decoders}  # a tree entry races beside its method (``tree_race``)

@@ -57,6 +57,15 @@ def run(loaded, prompt="Hello there", num_lookahead=2, temperature=0.0, top_k=0,
     return [dict(zip(OUTPUT_NAMES, out, strict=True)) for out in outs]
 
 
+def opening(outs) -> dict:
+    """The race's first update, before any step: "Racing…" and empty panes (the previous race's panes stood on the
+    page until the first step, the prefills of every method)."""
+    first = dict(zip(OUTPUT_NAMES, next(outs), strict=True))
+    assert first["run_info"].startswith("**Racing…**") and not any(first[f"{key}_tokens"] for key in METHODS)
+    assert first["state"] is not None and not any(first["state"]["events"].values())
+    return first
+
+
 def test_default_race_fills_its_panes_metrics_and_charts(tiny):
     final = run(tiny, update_interval_s=0.0)[-1]
     assert page.DEFAULT_RACE == ("ar", "pass", "parallelspec")
@@ -157,12 +166,13 @@ def test_rejected_drafts_toggle(tiny):
 
 def test_updates_are_throttled(tiny):
     outs = run(tiny, max_new_tokens=8, update_interval_s=60.0)
-    assert len(outs) == 2  # the first event, then the final update
-    assert "Racing" in outs[0]["run_info"] and "Finished" in outs[1]["run_info"]
+    assert len(outs) == 3  # the empty opening (``opening``), the first event, then the final update
+    assert not outs[0]["ar_tokens"] and outs[1]["ar_tokens"]
+    assert "Racing" in outs[1]["run_info"] and "Finished" in outs[2]["run_info"]
 
 
 def test_charts_redraw_every_few_updates_and_at_the_end(tiny):
-    outs = run(tiny, max_new_tokens=12, update_interval_s=0.0)
+    outs = run(tiny, max_new_tokens=12, update_interval_s=0.0)[1:]  # after the opening (``opening``)
     assert len(outs) > page.CHART_EVERY + 1
     skipped = [i for i, out in enumerate(outs) if out["latency"] == gr.skip()]
     assert skipped and all(i % page.CHART_EVERY for i in skipped)  # updates 0, 4, 8, ... draw the charts

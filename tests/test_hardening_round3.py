@@ -25,7 +25,7 @@ from pass_core.teaching.trace import MAX_TRACE_BYTES, load_trace, make_trace, sa
 from playground import page, race_handlers, stepping
 from playground.stepping import RESUME, StepControl
 from servers import REPO, free_port
-from test_app import API_OUTPUT_NAMES, OUTPUT_NAMES
+from test_app import API_OUTPUT_NAMES, OUTPUT_NAMES, opening
 from test_browser import open_settings
 from tiny import tiny_loaded
 from playground.race_inputs import RaceRequest
@@ -351,6 +351,7 @@ def test_a_paused_race_yields_a_heartbeat(tiny):
     control = StepControl()
     control.pause()
     outs = page.race_handler(tiny, RaceRequest("Hello there", 2, 0.0, 0, 1.0, 16, 0), update_interval_s=0.0, control=control)
+    opening(outs)
     first = next(outs)
     got: list = []
     worker = threading.Thread(target=lambda: got.append((next(outs), time.monotonic())), daemon=True)

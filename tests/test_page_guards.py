@@ -22,7 +22,7 @@ from pass_core.teaching.trace import load_trace
 from playground import page, page_guards, race_guards
 from playground.stepping import NEXT, StepControl
 from playground.whatif import MACHINE, NO_MACHINE_CURVE, whatif_view
-from test_app import OUTPUT_NAMES, run
+from test_app import OUTPUT_NAMES, opening, run
 from playground.race_inputs import RaceRequest
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
@@ -216,6 +216,7 @@ def test_step_buttons_wait_for_their_step_and_take_one_press_at_a_time(tiny):
     control = StepControl()
     control.pause()
     outs = page.race_handler(tiny, RaceRequest("Hello there", 2, 0.0, 0, 1.0, 12, 0), update_interval_s=0.0, control=control)
+    opening(outs)
     first = dict(zip(OUTPUT_NAMES, next(outs), strict=True))
     assert first["state"]["position"] == 1
     next(outs)  # gradio asks for the next update once the first is sent: the first step is shown
@@ -240,6 +241,7 @@ def test_step_buttons_wait_for_their_step_and_take_one_press_at_a_time(tiny):
 
 def test_stop_offers_the_trace_of_what_was_produced(tiny, tmp_path):
     outs = page.race_handler(tiny, RaceRequest("Hello there", 2, 0.0, 0, 1.0, 40, 0), update_interval_s=0.0)
+    opening(outs)
     frames = [dict(zip(OUTPUT_NAMES, next(outs), strict=True)) for _ in range(5)]
     outs.close()  # Stop cancels the race: gradio closes its generator
     state = frames[-1]["state"]
@@ -587,6 +589,7 @@ def test_a_paused_race_is_not_called_busy_for_what_ran_while_it_waited(tiny, mon
     control.pause()  # the race stops after its first step
     outs = page.race_handler(tiny, RaceRequest("Hello there", 2, 1.0, 0, 1.0, 8, 0, True, False),
                              update_interval_s=0.0, control=control)
+    opening(outs)
     assert "Paused" in dict(zip(OUTPUT_NAMES, next(outs), strict=True))["run_info"]
     window[0] = time.monotonic()
     time.sleep(3.0)

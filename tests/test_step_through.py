@@ -22,7 +22,7 @@ from playground.stepping import MAX_STEP_DELAY_S, NEXT, PREVIOUS, RESUME, StepCo
 from playground.teaching import INSPECTOR_HINT, inspect_selection, token_namer
 from playground.race_handlers import SLOW_MOTION_CHART_GAP_S
 from playground.race_inputs import RaceRequest
-from test_app import OUTPUT_NAMES, run
+from test_app import OUTPUT_NAMES, opening, run
 
 
 def race_events(tiny, temperature=1.0, max_new_tokens=16):
@@ -74,6 +74,7 @@ def test_paused_race_steps_next_and_previous(tiny):
     outs = page.race_handler(tiny, RaceRequest("Hello there", 2, 1.0, 0, 1.0, 16, 0, True, False), update_interval_s=0.0,
                             inspect=True, control=control)
     frame = lambda: dict(zip(OUTPUT_NAMES, next(outs), strict=True))  # noqa: E731
+    opening(outs)
     first = frame()
     assert first["state"]["position"] == 1 and first["run_info"].startswith("**Paused** after step 1 of the 1 computed so far")
     computed = sum(map(len, first["state"]["events"].values()))
@@ -117,6 +118,7 @@ def test_a_paused_race_computes_nothing(tiny):
     control = StepControl()
     control.pause()
     outs = page.race_handler(tiny, RaceRequest("Hello there", 2, 0.0, 0, 1.0, 16, 0), update_interval_s=0.0, control=control)
+    opening(outs)
     next(outs)
     got = []
     worker = threading.Thread(target=lambda: got.append(next(outs)), daemon=True)
@@ -135,7 +137,7 @@ def test_slow_motion_shows_every_step(tiny):
         tiny, RaceRequest("Hello there", 2, 0.0, 0, 1.0, 12, 0), update_interval_s=10.0, control=control)]
     elapsed = time.monotonic() - start
     steps = sum(map(len, outs[-1]["state"]["events"].values()))
-    assert len(outs) == steps + 1  # one update per step (the interval of 10 s would allow one), and the last
+    assert len(outs) == 1 + steps + 1  # the opening, one update per step (the 10 s interval would allow one), the last
     assert elapsed >= 0.02 * steps
     assert all(out["ar_tokens"] is not None for out in outs)  # the panes show every step
     # ...the figures at most once per SLOW_MOTION_CHART_GAP_S: the first step, then on time, and at the end
