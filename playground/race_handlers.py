@@ -184,8 +184,7 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
         found, note = drafters_for(loaded, keys, settings)
         if show["guards"]["prefill"]:  # said before the long first step, not after it
             gr.Warning(show["guards"]["prefill"].replace("**", ""))
-        # empty panes and "Racing…" at once: the previous race stood on the page until the first step (the
-        # prefills of every method: a second or more on the embedded model)
+        # empty panes and "Racing…" at once: the previous race stood until the first step (every method's prefill)
         yield render({key: [] for key in keys}, show_rejected, settings.greedy, settings.fused, False, note, **show)
         decoders = {key: METHODS[key].decode(loaded, prompt, settings, found[key]) for key in keys}
         decoders, note = with_trees(loaded, prompt, settings, keys, found, decoders, note, r.tree_nodes)

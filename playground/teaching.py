@@ -150,14 +150,14 @@ def inspector_figure(event: StepEvent, token_index: int, decode=str, mark: str =
         decode: token id -> text for the axis (e.g. the tokenizer's decode; ``str`` by default).
         mark: the token's mark over its bar (default "d_i" for a draft, "drawn" otherwise; a tree node's "node 3").
     """
-    by_position, given_mark = {pi.position: pi for pi in event.inspection}, mark
+    by_position = {pi.position: pi for pi in event.inspection}
     token = event.tokens[token_index]
-    label, token_id, mark = token.label, token.token_id, "drawn"
+    label, token_id, tag = token.label, token.token_id, "drawn"
     if label in ("accepted", "rejected"):
         position = 1 + sum(t.label in ("accepted", "rejected") for t in event.tokens[:token_index])
         entry = by_position.get(position)
         series = [(f"p_{position}", entry.p, _P), (f"q_{position} (the draft's law)", entry.q, _Q)] if entry else []
-        mark = f"d_{position}"
+        tag = f"d_{position}"
     elif label == "resampled":
         entry = next((pi for pi in event.inspection if pi.residual is not None), None)
         series = [("p", entry.p, _P), ("q", entry.q, _Q),
@@ -189,7 +189,7 @@ def inspector_figure(event: StepEvent, token_index: int, decode=str, mark: str =
                      for name, top, colour in series])
     if token_id in ids:
         fig.add_annotation(x=names[ids.index(token_id)], y=max(_prob(top, token_id) for _, top, _ in series),
-                           text=given_mark or mark, showarrow=True, arrowcolor=_DRAWN, font=dict(color=_DRAWN))
+                           text=mark or tag, showarrow=True, arrowcolor=_DRAWN, font=dict(color=_DRAWN))
     # the y-axis fits the tallest bar (bars of 0.01-0.15 would be slivers on 0-1), with room above for the mark;
     # as the race's charts: no template, the legend under the axis (never over the bars or the plot's label)
     top = max((_prob(t, i) for _, t, _ in series for i in ids), default=1.0)

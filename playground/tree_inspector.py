@@ -27,7 +27,6 @@ TREE_GREEDY = (" Greedy (temperature 0): p is one-hot too, so a child is accepte
                "argmax at its parent, and no uniform draw u plays a part (not used: greedy).")
 
 
-
 def node_choices(events: dict[str, list[StepEvent]]) -> list[tuple[str, str]]:
     """The current tree step's nodes of every method, for the node chooser: (label, "entry|node"), then its last
     token as "entry|next"; texts labelled as in the figure (``label``: a list collapsed "\\n   " to "\\n ")."""

@@ -213,7 +213,7 @@ def test_the_lookahead_trainers_help_gives_each_option_its_meaning_and_default()
     ("bench", ["--suite", "quick", "--json", "out.html"], "--json out.html: the report is a JSON file (python -m "
                                                           "playground.bench_html draws it): give a name ending in "
                                                           ".json, e.g. bench.json"),
-    ("lookahead", ["--out", "a.txt"], "--out a.txt: look-ahead embeddings are saved as a safetensors file: give a "
+    ("lookahead", ["--out", "a.txt"], "--out a.txt: look-ahead embeddings are safetensors: give a "
                                       "name ending in .safetensors, e.g. lookahead.safetensors"),
     ("lookahead", ["--out", "la.safetensors", "--report", "r.txt"], "--report r.txt: the report is JSON (a .md beside "
                                                                     "it): give a name ending in .json"),

