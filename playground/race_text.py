@@ -97,11 +97,16 @@ def finish_line(summaries: dict[str, RunSummary | None]) -> str:
     """The finish view: markdown naming the method with the highest tokens/s (the tokens/s metric: generated
     tokens / summed compute time, whole run) and every other method's rate, fastest first; "" before two methods
     have a step. Greedy races write the same tokens, so the highest rate is also the first to finish on the
-    compute clock; sampled races may write different lengths, so it is the rate that is compared."""
+    compute clock; sampled races may write different lengths, so it is the rate that is compared. A race in which
+    no method verified a draft (one new token: the prefill wrote it) names no method: each ran as AR does."""
     rates = sorted(((s.tokens_per_s, key) for key, s in summaries.items() if s and s.steps),
                    key=lambda pair: -pair[0])
     if len(rates) < 2:
         return ""
+    if not any(s.verification_steps for s in summaries.values() if s):
+        every = ", ".join(f"{short_name(key)} {rate_text(rate)}" for rate, key in rates)
+        return (f"**No method verified a draft in this race**: each ran as AR does, so the tokens/s differ by timing "
+                f"alone ({every}). Raise max new tokens to see drafting.")
     (best, winner), rest = rates[0], rates[1:]
     others = ", ".join(f"{short_name(key)} {rate_text(rate)}" for rate, key in rest)
     return f"**Highest tokens/s: {short_name(winner)}** at {rate_text(best)} tokens/s (then {others})."

@@ -220,20 +220,25 @@ def inspect_selection(events: list[StepEvent], key: str, index: int, show_reject
         decode: token id -> text for the figure's axis.
 
     Returns:
-        (``inspector_markdown`` headed by the clicked token, ``inspector_figure`` or None); for a step mark or
-        an index outside the pane, (a hint to click a token, None).
+        (``inspector_markdown`` headed by the clicked token, ``inspector_figure`` or None); for a step mark, the
+        step it opens (its table, no figure: a distribution belongs to a token); for an index outside the pane, (a
+        hint to click a token, None).
     """
     entries = pane_entries(events, show_rejected)
-    if not 0 <= index < len(entries) or entries[index][2] is None:
+    if not 0 <= index < len(entries):
         return INSPECTOR_HINT, None
-    e, t = entries[index][2]
-    event, token = events[e], events[e].tokens[t]
     base, *variants = key.split("+")  # a tree entry "pass+tree8": PaSS's label, "+tree8"
     method = METHODS.get(base)
     name = " +".join([method.label, *variants]) if method else key
+    # a step mark opens the step after it (a mark is never last: a step that adds no entry adds no mark)
+    e, t = entries[index][2] or next(where for _, _, where in entries[index:] if where is not None)
+    body = inspector_markdown(events[e], name, lookahead=bool(method and method.fusable))
+    if entries[index][2] is None:  # the step's table, no figure: a distribution belongs to a token
+        return (f"Selected: the mark before step {events[e].step}. Click one of its tokens for the distribution it "
+                "was drawn from.\n\n" + body), None
+    token = events[e].tokens[t]
     head = f"Selected: {_code(token.text)} (token id {token.token_id}, **{token.label}**)."
-    body = inspector_markdown(event, name, lookahead=bool(method and method.fusable))
-    return head + "\n\n" + body, inspector_figure(event, t, decode)
+    return head + "\n\n" + body, inspector_figure(events[e], t, decode)
 
 
 def token_namer(events: dict[str, list[StepEvent]], model_decode=None):

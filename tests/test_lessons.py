@@ -58,8 +58,10 @@ def test_five_or_six_lessons_and_an_unknown_one():
 
 
 def _run(method: str, tokens: int, seconds: float) -> list[StepEvent]:
-    """``tokens`` one-token steps of ``seconds / tokens`` each (the last one finished)."""
+    """``tokens`` one-token steps of ``seconds / tokens`` each (the last one finished); a drafting method's steps
+    after the first (the prefill) each verified one draft."""
     return [StepEvent(method, i + 1, (TokenRecord(i, "x", "target"),), step_s=seconds / tokens,
+                      num_verified_drafts=int(method != "ar" and i > 0),
                       finish_reason="max_new_tokens" if i == tokens - 1 else None) for i in range(tokens)]
 
 
@@ -87,9 +89,13 @@ def test_the_finish_view_waits_for_the_end_and_two_methods():
     events = {"ar": _run("ar", 4, 1.0), "pass": _run("pass", 4, 0.5)}
     assert "Highest tokens/s" not in race_view(events, True, True, False, False, with_figures=False).run_line
     assert finish_line({"ar": None, "pass": None}) == ""
-    slow = {"ar": _run("ar", 1, 25.0), "pass": _run("pass", 1, 40.0)}  # one token after a long prefill
+    slow = {"ar": _run("ar", 2, 25.0), "pass": _run("pass", 2, 40.0)}  # two tokens after a long prefill
     assert finish_line({k: summarize(v) for k, v in slow.items()}) == \
-        "**Highest tokens/s: AR** at 0.04 tokens/s (then PaSS 0.025)."
+        "**Highest tokens/s: AR** at 0.08 tokens/s (then PaSS 0.05)."
+    one = {"ar": _run("ar", 1, 0.2), "pass": _run("pass", 1, 0.1)}  # one token: the prefill wrote it, no draft
+    assert finish_line({k: summarize(v) for k, v in one.items()}) == (
+        "**No method verified a draft in this race**: each ran as AR does, so the tokens/s differ by timing alone "
+        "(PaSS 10.0, AR 5.0). Raise max new tokens to see drafting.")
     assert "Highest tokens/s: AR" in race_view({"ar": _run("ar", 4, 0.25), "pass": events["pass"]}, True, True,
                                                False, True, with_figures=False).run_line
 

@@ -19,7 +19,7 @@ from pass_core.registry import METHODS
 from playground import race_charts as charts
 from playground import race_panes as panes
 from playground.stepping import MAX_STEP_DELAY_S, NEXT, PREVIOUS, RESUME, StepControl, step_position
-from playground.teaching import INSPECTOR_HINT, inspect_selection, token_namer
+from playground.teaching import INSPECTOR_HINT, inspect_selection, inspector_markdown, token_namer
 from playground.race_handlers import SLOW_MOTION_CHART_GAP_S
 from playground.race_inputs import RaceRequest
 from test_app import OUTPUT_NAMES, opening, run
@@ -187,8 +187,12 @@ def test_inspector_shows_the_events_numbers_for_a_rejected_draft(tiny):
         _, figure = inspect_selection(events[key], key, resampled, True, decode)
         names = [trace.name for trace in figure.data]
         assert names == ["p", "q", "residual norm(max(0, p − q))"], key
-    marks = [i for i, (_, label, _) in enumerate(panes.pane_entries(events["pass"])) if label is None]
-    assert inspect_selection(events["pass"], "pass", marks[0], True) == (INSPECTOR_HINT, None)
+    entries = panes.pane_entries(events["pass"])
+    for mark in [i for i, (_, label, _) in enumerate(entries) if label is None][:3]:  # a mark: the step after it
+        e = entries[mark + 1][2][0]
+        text, figure = inspect_selection(events["pass"], "pass", mark, True)
+        assert text.startswith(f"Selected: the mark before step {events['pass'][e].step}.") and figure is None
+        assert inspector_markdown(events["pass"][e], METHODS["pass"].label, lookahead=True) in text
     assert inspect_selection(events["pass"], "pass", 10**6, True) == (INSPECTOR_HINT, None)
 
 
