@@ -175,6 +175,41 @@ def lesson_values(title: str | None) -> list | None:
     return None if lesson is None else lesson.values()
 
 
+def lesson_changes(title: str | None, values: list) -> list[str]:
+    """What a race about to run changed from the lesson titled ``title``: the names of the inputs (in
+    ``Lesson.values``' order, ``values`` as the page sends them) that differ from the lesson's, e.g. ["prompt",
+    "temperature"]; [] when it runs as the lesson set it (the rejected-drafts toggle aside: it changes no number),
+    or for no or an unknown title, or a lab lesson (no race answers it). A lesson quoted a later race's numbers as its answer (a race of other methods
+    and settings, found by a teacher-persona helper)."""
+    lesson = find_lesson(title)
+    if lesson is None or lesson.lab:
+        return []
+    names = ["prompt", *(NUMERIC_INPUTS[name][0] for name in ("num_lookahead", "temperature", "top_k", "top_p",
+                                                              "max_new_tokens", "seed")),
+             None, "fused step", "methods", "chat template", "cost-aware draft lengths", "token tree"]
+    changed = []
+    for name, ours, sent in zip(names, lesson.values(), values):
+        if name == "methods":
+            same = sorted(ours) == sorted(sent or [])
+        elif isinstance(ours, (bool, str)):
+            same = ours == sent
+        else:  # a number box sends a float or an int (a tree choice: "8" through the API)
+            try:
+                same = float(ours) == float(sent)
+            except (TypeError, ValueError):
+                same = False
+        if name and not same:
+            changed.append(name)
+    return changed
+
+
+def lesson_put_aside(title: str, changed: list[str]) -> str:
+    """The strip's text once a race changed ``changed`` (``lesson_changes``) from the lesson titled ``title``."""
+    what = ", ".join(changed[:-1]) + " and " + changed[-1] if len(changed) > 1 else changed[0]
+    return (f"*This race changed the {what} from lesson “{title}”, so it is not that lesson's race and the lesson is "
+            "put aside. Pick the lesson again to set its race up.*")
+
+
 def lab_lesson_markdown(title: str | None, table: str) -> str | None:
     """A lab lesson's question and what to look at, with the verdicts of the lab's table (``lab_view.lab_markdown``:
     one row "| name | TV | bound | ✓ pass |" or "... | ✗ fail |" per method and the broken rule); None when

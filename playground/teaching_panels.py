@@ -15,7 +15,8 @@ import functools
 
 import gradio as gr
 
-from playground.lessons import LESSON_HINT, LESSONS, find_lesson, lab_lesson_markdown, lesson_markdown, lesson_values
+from playground.lessons import (LESSON_HINT, LESSONS, find_lesson, lab_lesson_markdown, lesson_changes, lesson_markdown,
+                               lesson_put_aside, lesson_values)
 from playground.plot_boxes import shown_plot
 from playground.whatif import K_MAX, MACHINE, PRESETS, TYPED_EXAMPLE, whatif_view
 
@@ -61,15 +62,19 @@ def lesson_strip(offered=None, slow_motion: gr.Slider | None = None):
         answer = lab_lesson_markdown(title, table)
         return gr.skip() if answer is None else answer
 
-    def question(title):
-        return lesson_markdown(title) if title else gr.skip()
+    def question(title, *values):
+        changed = lesson_changes(title, values)
+        if changed:  # the race is not the lesson's: the lesson is put aside, not answered with its numbers
+            return None, lesson_put_aside(title, changed)
+        return gr.skip(), (lesson_markdown(title) if title else gr.skip())
 
     def wire(state: gr.State, inputs: list, run: gr.Button):
         choice.input(choose, choice, [text, *inputs, *([slow_motion] if slow_motion is not None else [])],
                      queue=False, api_visibility="private", show_progress="hidden")
         # a new race: the question again (the strip showed the race before's numbers while the next one ran or was
         # paused); wired before the race's own listener, so it answers before the race starts (see ``wire_panels``)
-        run.click(question, choice, text, queue=False, api_visibility="private", show_progress="hidden")
+        run.click(question, [choice, *inputs], [choice, text], queue=False, api_visibility="private",
+                  show_progress="hidden")
 
         def on_race(race, lab=None, lab_table=None) -> None:  # what to look at, with the numbers of ...
             race.success(after_race, [choice, state], text, queue=False, api_visibility="private",

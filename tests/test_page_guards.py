@@ -451,8 +451,36 @@ def test_run_and_replay_clear_the_token_inspector_and_run_asks_the_lesson_again(
     ask = listeners_before(demo, race, "lesson-text")
     assert len(ask) == 1 and not ask[0].queue
     title = LESSONS[1].title
-    assert ask[0].fn(title) == lesson_markdown(title) and "This run:" not in ask[0].fn(title)
-    assert ask[0].fn(None) == gr.skip()  # no lesson chosen: the strip keeps its hint
+    choice, text = ask[0].fn(title, *LESSONS[1].values())  # Run with the lesson's settings: the question again
+    assert is_skip(choice) and text == lesson_markdown(title) and "This run:" not in text
+    assert all(map(is_skip, ask[0].fn(None, *LESSONS[1].values())))  # no lesson chosen: the strip keeps its hint
+
+
+def test_a_race_with_other_settings_puts_the_lesson_aside(tiny):
+    """A lesson stayed chosen through races of other methods and settings and answered with their numbers (a
+    teacher-persona helper: lesson 2's "This run:" quoted a later race's AR at 0.25 tokens/s). A Run whose inputs
+    differ from the chosen lesson's now unselects it and says what changed, so the race's end answers nothing; a Run
+    with the lesson's own inputs (the rejected-drafts toggle aside, methods in any order) keeps it."""
+    from playground.lessons import LESSONS, lesson_changes
+
+    demo = page.build_demo(tiny)
+    race = next(fn for fn in demo.fns.values() if fn.api_name == "race")
+    ask = listeners_before(demo, race, "lesson-text")[0]
+    radio = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lesson-choice")
+    assert [block._id for block in ask.outputs][0] == radio._id
+    lesson = LESSONS[1]  # prompt, L, temperature, top-k, top-p, max new tokens, seed, rejected, fused, methods, ...
+    same = lesson.values()
+    same[7], same[9] = False, list(reversed(same[9]))
+    assert lesson_changes(lesson.title, same) == [] and is_skip(ask.fn(lesson.title, *same)[0])
+    other = lesson.values()
+    other[0], other[2], other[9], other[12] = "Hi", 0.7, ["ar", "parallelspec"], "8"
+    assert lesson_changes(lesson.title, other) == ["prompt", "temperature", "methods", "token tree"]
+    choice, text = ask.fn(lesson.title, *other)
+    assert choice is None and text == (f"*This race changed the prompt, temperature, methods and token tree from "
+                                       f"lesson “{lesson.title}”, so it is not that lesson's race and the lesson is "
+                                       "put aside. Pick the lesson again to set its race up.*")
+    lab = next(one for one in LESSONS if one.lab)  # answered by the lab, whatever a race runs
+    assert lesson_changes(lab.title, other) == [] and lesson_changes("no such lesson", other) == []
 
 
 def test_a_lesson_that_asks_for_slow_motion_sets_it(tiny):
