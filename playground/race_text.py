@@ -42,6 +42,9 @@ def baseline_label(backend: str, auto: bool) -> str:
 UNKNOWN_BASELINE = "vs AR (its backend is not recorded)"
 #: A method's speed-up before it (or the baseline) has a step after the prefill.
 NOT_YET = "not yet"
+#: A method's speed-up when it or the baseline ended after its first step (one new token: the prefill wrote it), so
+#: no rate after the prefill exists ("not yet" stood there after the race had ended).
+ONLY_PREFILL = "– (ended at its prefill)"
 #: The speed-up's second line in a sampled race.
 SAMPLED_NOTE = ("sampled: the methods wrote different texts, so the ratio compares different lengths of work; "
                 "tokens/s is each method's own rate")
@@ -70,7 +73,11 @@ def metric_texts(summaries: dict[str, RunSummary | None], events: dict[str, list
     base = _reference(summaries)
     ratio = (lambda k: decode_speedup(events[k], events[base])) if events else (
         lambda k: speedup(summaries[k], summaries[base]))
-    ratios = [f"{short_name(k)} " + (NOT_YET if (r := ratio(k)) is None else f"{r:.2f}×") for k in summaries
+    def missing(k: str) -> str:  # no ratio: "not yet" while it may come, "–" once a side ended on its prefill
+        ended = events and any(len(events[key]) == 1 and events[key][-1].finish_reason for key in (k, base))
+        return ONLY_PREFILL if ended else NOT_YET
+
+    ratios = [f"{short_name(k)} " + (missing(k) if (r := ratio(k)) is None else f"{r:.2f}×") for k in summaries
               if k != base]  # "–×" read as a broken number
     notes = [((baseline or UNKNOWN_BASELINE) if base == BASELINE else f"vs {short_name(base)}")
              + ("; after the first step (the prefill)" if events else "")]

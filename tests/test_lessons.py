@@ -4,6 +4,8 @@ and the finish view (the method with the highest tokens/s)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from pass_core.decoding.events import StepEvent, TokenRecord
@@ -14,7 +16,7 @@ from playground.tree_race import TREE_CHOICES
 from playground.lessons import AFTER_LAB_PENDING, AFTER_PENDING, LESSON_HINT, LESSONS, lab_lesson_markdown, \
     lesson_markdown, lesson_values
 from playground.race_handlers import validate_inputs
-from playground.race_text import finish_line
+from playground.race_text import finish_line, metric_texts
 from playground.race_view import race_view
 
 
@@ -96,6 +98,12 @@ def test_the_finish_view_waits_for_the_end_and_two_methods():
     assert finish_line({k: summarize(v) for k, v in one.items()}) == (
         "**No method verified a draft in this race**: each ran as AR does, so the tokens/s differ by timing alone "
         "(PaSS 10.0, AR 5.0). Raise max new tokens to see drafting.")
+    # no speed-up without a step after the prefill: "not yet" while running, "–" once a side ended on its prefill
+    running = {key: [replace(evs[0], finish_reason=None)] for key, evs in one.items()}
+    for evs, shown in ((running, "not yet"), (one, "– (ended at its prefill)"), ({**running, "ar": one["ar"]},
+                                                                                "– (ended at its prefill)")):
+        texts = metric_texts({key: summarize(e) for key, e in evs.items()}, evs)
+        assert texts["speedup"].splitlines()[0] == f"PaSS {shown}", evs
     assert "Highest tokens/s: AR" in race_view({"ar": _run("ar", 4, 0.25), "pass": events["pass"]}, True, True,
                                                False, True, with_figures=False).run_line
 
