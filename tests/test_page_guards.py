@@ -393,7 +393,8 @@ def test_a_long_prompt_is_warned_about_before_its_prefill(tiny, monkeypatch, mea
     assert not any(first["state"]["events"].values())  # before any step
     tokens = int(first["run_info"].split("Long prompt: ")[1].split(" tokens")[0].replace(",", ""))
     assert tokens > 60 and "for each of the 3 methods" in first["run_info"]
-    assert f"at least about {tokens * 4.75e-3:.1f} s on this machine" in first["run_info"]
+    assert f"up to about {tokens * 4.75e-3:.1f} s on this machine" in first["run_info"]  # an upper estimate
+    assert race_guards.prefill_warning(2642, 2, {"widths": [1, 16], "ms": [80.0, 366.4]}).count("up to about 61 s")
     assert "Long prompt" not in outs[-1]["run_info"]
     assert "Long prompt" not in run(tiny, prompt="short", max_new_tokens=4, update_interval_s=0.0)[0]["run_info"]
     # a prompt the context cannot hold: refused before any update, so no "Racing…" and no prefill warning, with the
