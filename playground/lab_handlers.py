@@ -52,3 +52,15 @@ def validate_lab(prompt, runs) -> list:
     another lab runs. ``lab_handler`` checks the same again."""
     return [gr.validate(problem is None, problem or "")
             for problem in (prompt_problem(prompt), lab_runs_problem(runs))]
+
+
+#: The run line's last line for a race that a losslessness lab ran beside (``page_guards.RaceSlots.lab_beside``).
+LAB_BESIDE = ("⚠ **A losslessness lab ran on this server during this race:** the two shared the CPU, so these "
+              "timings are slower than the race alone would be.")
+
+
+def with_lab_note(frame: tuple, at: int) -> tuple:
+    """``frame`` (a race update) with ``LAB_BESIDE`` added to its run line, output ``at`` (unless skipped)."""
+    if not isinstance(frame[at], str) or LAB_BESIDE in frame[at]:
+        return frame
+    return (*frame[:at], frame[at] + "  \n" + LAB_BESIDE, *frame[at + 1:])

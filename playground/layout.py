@@ -107,7 +107,7 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
         tree = tree_panel()  # the tree entries' panes (hidden until one races), the step's tree, a node chooser
         with gr.Accordion("Token inspector", open=True, elem_id="inspector"):
             inspector_md = gr.Markdown(INSPECTOR_HINT, elem_id="inspector-text")
-            inspector_plot = gr.Plot(label="the distribution the selected token was drawn from",
+            inspector_plot = gr.Plot(label="the selected token's distributions: target p, drafter q",
                                      elem_id="inspector-plot", visible=False)  # shown with a selected token
         greedy_md = gr.Markdown(elem_id="greedy-check")
         with gr.Row():

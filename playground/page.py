@@ -13,7 +13,6 @@ events, ``summarize``), figures, token colours, display strings and the page's C
 from __future__ import annotations
 
 import functools
-import threading
 from pathlib import Path
 
 try:  # Hugging Face's `spaces` package (ZeroGPU); imported before anything touches CUDA
@@ -31,7 +30,7 @@ from pass_core.runtime.holder import ModelHolder, ModelNotReady
 from pass_core.runtime.models import LoadedModel
 from pass_core.teaching.race import events_upto
 from pass_core.teaching.trace import MAX_TRACE_BYTES
-from playground.lab_handlers import lab_handler, validate_lab
+from playground.lab_handlers import lab_handler, validate_lab, with_lab_note
 from playground.layout import lay_out
 from playground.page_guards import CANCEL_RACE_JS, CLEAR_STEP_ECHO_JS, MEASURING_NOTE, SCROLL_TO_INSPECTOR_JS, \
     SCROLL_TO_PANES_JS, STEP_WAIT_S, STOPPED_NOTE, RaceSlots, stop_handler, stopped_frame, \
@@ -162,29 +161,20 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                                                         token_namer(state["events"], model_decode)))
         return handler
 
-    labs: dict = {}  # session -> its running lab's stop flag
-
     def on_unload(request: gr.Request = None):
         session = getattr(request, "session_hash", None)
         delays.pop(session, None)
-        slots.leave(session)
-        if session in labs:  # a closed tab's lab stops at its next run (it held the one lab slot for minutes)
-            labs[session].set()
+        slots.close(session)  # its lab, if any, stops at its next run
 
     def on_lab(prompt, runs, progress=gr.Progress(), request: gr.Request = None):
         try:
             loaded = holder.wait(timeout_s=LOAD_TIMEOUT_S)
         except ModelNotReady as err:
             raise user_error(str(err)) from err
-        session, stop = getattr(request, "session_hash", None), threading.Event()
-        labs[session] = stop
-        try:
+        with slots.lab(getattr(request, "session_hash", None)) as stop:
             figure, table = lab_handler(loaded, prompt, runs, progress, decode=holder.token_text, stop=stop)
-            # the plot is hidden until the first lab (an empty plot box stood over the tab): shown with its chart
-            return shown_plot(figure), table
-        finally:
-            if labs.get(session) is stop:
-                del labs[session]
+        # the plot is hidden until the first lab (an empty plot box stood over the tab): shown with its chart
+        return shown_plot(figure), table
 
     def on_run(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused, methods,
                chat_template=True, auto_drafts=False, tree_nodes=0, request: gr.Request = None):
@@ -209,6 +199,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         if slots.measuring:
             yield (gr.skip(),) * (len(outputs) - 3) + (MEASURING_NOTE, gr.skip(), gr.skip())
         slots.start(session)  # waits for a pass-cost measurement to end
+        labs_before = slots.labs_started
         try:
             # the panes of the methods about to race, now (a listener after this one ran once the race had ended)
             yield (*pane_visibility(methods), *(gr.skip(),) * (len(outputs) - len(METHODS)))
@@ -223,7 +214,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                     if control.stop_frame_due:  # Stop's line and the trace of that frame, in this stream
                         yield stopped_frame(holder.loaded, control, len(outputs))
                     return
-                yield frame
+                yield with_lab_note(frame, -3) if slots.lab_beside(labs_before) else frame
         finally:
             if control is not None:
                 control.end()  # Stop, waiting for the race to end, replies now

@@ -107,6 +107,8 @@ class RaceSlots:
         self.measuring = False
         self._waiting: set = set()
         self._racing: set = set()  # the sessions whose race runs
+        self._labs: dict = {}  # session -> its running lab's stop flag
+        self.labs_started = 0
 
     def start(self, session) -> None:
         """A race of ``session`` starts (it has left the queue), once no pass-cost measurement runs (it waits for
@@ -150,6 +152,35 @@ class RaceSlots:
             waiting = session in self._waiting
             self._waiting.discard(session)
             return waiting
+
+    @contextlib.contextmanager
+    def lab(self, session):
+        """Hold while the lab of ``session`` runs; yields its stop flag, which ``close`` sets. A race does not wait
+        for a lab (a lab takes minutes), so ``lab_beside`` tells a race that one shared the CPU with it."""
+        stop = threading.Event()
+        with self._lock:
+            self._labs[session] = stop
+            self.labs_started += 1
+        try:
+            yield stop
+        finally:
+            with self._lock:
+                if self._labs.get(session) is stop:
+                    del self._labs[session]
+
+    def lab_beside(self, started_before: int) -> bool:
+        """A lab runs now, or one started since ``labs_started`` was ``started_before`` (read at a race's start):
+        the lab runs in this process, so the race's busy line (other programs' CPU time) does not count it."""
+        with self._lock:
+            return bool(self._labs) or self.labs_started != started_before
+
+    def close(self, session) -> None:
+        """``session`` closed its tab: it waits no more, and its lab stops at its next run (a closed tab's lab held
+        the one lab slot for minutes)."""
+        self.leave(session)
+        with self._lock:
+            if session in self._labs:
+                self._labs[session].set()
 
     def on_run(self, request: gr.Request = None):
         """Run's first, unqueued answer: a note in the run line when another race is running, else no change."""

@@ -557,3 +557,47 @@ def test_closing_a_tab_stops_its_lab(tiny, monkeypatch):
     assert time.monotonic() - start < 2.0 and gone.result == (gr.skip(), gr.skip())
     staying_thread.join(timeout=120)
     assert staying.result is not None and "✗ fail" in staying.result[1]  # the other visitor's lab ended as usual
+
+
+def test_a_race_beside_a_lab_says_so(tiny, monkeypatch):
+    """A race does not wait for a lab (minutes), and the lab runs in the page's own process, so the race's busy line
+    (other programs' CPU time) never counted it: a race beside a lab looked like a race alone (a teacher-persona
+    helper ran both). Its run line now ends with ``LAB_BESIDE`` while and after a lab ran; a race alone has none."""
+    from playground import lab_handlers, page_guards
+
+    slots = page_guards.RaceSlots()
+    before = slots.labs_started
+    assert not slots.lab_beside(before)
+    with slots.lab("a") as stop:
+        assert slots.lab_beside(before) and not stop.is_set()
+        slots.close("a")  # its tab closed: the lab stops at its next run
+        assert stop.is_set()
+    assert slots.lab_beside(before) and not slots.lab_beside(slots.labs_started)  # one ran since; none now
+    frame = ("pane", "Racing…", gr.skip())
+    assert lab_handlers.with_lab_note(frame, 1)[1] == "Racing…  \n" + lab_handlers.LAB_BESIDE
+    assert lab_handlers.with_lab_note(frame, 2) == frame  # a skipped run line stays skipped
+
+    started, release = threading.Event(), threading.Event()
+
+    def held_lab(*args, progress, **kwargs):  # a lab that runs until the race has ended
+        started.set()
+        release.wait(timeout=60)
+        return real(*args, progress=progress, **kwargs)
+
+    real = lab_handlers.run_lab
+    monkeypatch.setattr(lab_handlers, "run_lab", held_lab)
+    demo = page.build_demo(tiny, untrained_drafters=True)
+    lab = next(fn.fn for fn in demo.fns.values() if fn.api_name == "lab")
+    on_run = next(fn.fn for fn in demo.fns.values() if fn.api_name == "race")
+    alone = dict(zip(OUTPUT_NAMES, list(on_run("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False, ["ar", "pass"]))[-1]))
+    assert "Finished" in alone["run_info"] and lab_handlers.LAB_BESIDE not in alone["run_info"]
+    visitor = type("Request", (), {"session_hash": "teacher"})()
+    thread = threading.Thread(target=lambda: lab("ab", 30, None, visitor))
+    thread.start()
+    try:
+        assert started.wait(timeout=30)
+        beside = dict(zip(OUTPUT_NAMES, list(on_run("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False, ["ar", "pass"]))[-1]))
+    finally:
+        release.set()
+        thread.join(timeout=120)
+    assert "Finished" in beside["run_info"] and beside["run_info"].endswith(lab_handlers.LAB_BESIDE)
