@@ -208,6 +208,12 @@ INSPECTOR_HINT = ("*Click any token in a pane to inspect its step: the drafts wi
                   "uniform draw u and the decision, and the distribution the token was drawn from.*")
 
 
+#: After a selected token whose text holds "�": a byte-level token can hold part of a character (an emoji spans
+#: several tokens), and its bytes alone decode to "�" (found by a teacher-persona helper on an emoji prompt).
+PARTIAL_CHARACTER = (" Its text shows � because the token holds only some of the bytes of a character that spans "
+                     "several tokens (an emoji, an accented letter): on their own those bytes are no character.")
+
+
 def inspect_selection(events: list[StepEvent], key: str, index: int, show_rejected: bool = True,
                       decode=str) -> tuple[str, go.Figure | None]:
     """The token inspector for the entry a visitor clicked in a method's pane.
@@ -237,7 +243,8 @@ def inspect_selection(events: list[StepEvent], key: str, index: int, show_reject
         return (f"Selected: the mark before step {events[e].step}. Click one of its tokens for the distribution it "
                 "was drawn from.\n\n" + body), None
     token = events[e].tokens[t]
-    head = f"Selected: {_code(token.text)} (token id {token.token_id}, **{token.label}**)."
+    head = f"Selected: {_code(token.text)} (token id {token.token_id}, **{token.label}**)." + (
+        PARTIAL_CHARACTER if "\ufffd" in token.text else "")
     return head + "\n\n" + body, inspector_figure(events[e], t, decode)
 
 

@@ -166,3 +166,17 @@ def test_an_emptied_lab_n_box_is_called_empty_and_the_lesson_choice_has_a_name()
         lesson_strip()
     radios = [b for b in demo.blocks.values() if isinstance(b, gr.Radio) and b.elem_id == "lesson-choice"]
     assert [r.label for r in radios] == ["lessons"] and not radios[0].show_label
+
+
+def test_a_token_of_part_of_a_character_says_why_it_shows_the_replacement_sign():
+    """An emoji prompt's panes showed struck-through "�" drafts with no word on what they are (a teacher-persona
+    helper): selecting a token whose text holds "�" says it holds part of a character's bytes; other tokens do not."""
+    from playground.race_panes import pane_entries
+    from playground.teaching import PARTIAL_CHARACTER, inspect_selection
+
+    step = _step(margin=2.5)
+    events = [StepEvent("pass", 1, (TokenRecord(5, "\ufffd", "exact"),)), step]
+    entries = pane_entries(events)
+    texts = {entry[0]: inspect_selection(events, "pass", i)[0] for i, entry in enumerate(entries) if entry[2]}
+    assert PARTIAL_CHARACTER in texts["\ufffd"] and texts["\ufffd"].startswith("Selected: `'\ufffd'` (token id 5")
+    assert not any(PARTIAL_CHARACTER in text for key, text in texts.items() if key != "\ufffd")
