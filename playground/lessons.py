@@ -178,15 +178,15 @@ def lesson_values(title: str | None) -> list | None:
 def lesson_changes(title: str | None, values: list) -> list[str]:
     """What a race about to run changed from the lesson titled ``title``: the names of the inputs (in
     ``Lesson.values``' order, ``values`` as the page sends them) that differ from the lesson's, e.g. ["prompt",
-    "temperature"]; [] when it runs as the lesson set it (the rejected-drafts toggle aside: it changes no number),
-    or for no or an unknown title, or a lab lesson (no race answers it). A lesson quoted a later race's numbers as its answer (a race of other methods
+    "temperature"]; [] when it runs as the lesson set it, or for no or an unknown title, or a lab lesson (no race
+    answers it). The rejected-drafts toggle, max new tokens and the seed are not compared: a longer or shorter race,
+    or other draws, still answer the lesson's question (a class with little time shortens its races). A lesson quoted a later race's numbers as its answer (a race of other methods
     and settings, found by a teacher-persona helper)."""
     lesson = find_lesson(title)
     if lesson is None or lesson.lab:
         return []
-    names = ["prompt", *(NUMERIC_INPUTS[name][0] for name in ("num_lookahead", "temperature", "top_k", "top_p",
-                                                              "max_new_tokens", "seed")),
-             None, "fused step", "methods", "chat template", "cost-aware draft lengths", "token tree"]
+    names = ["prompt", *(NUMERIC_INPUTS[name][0] for name in ("num_lookahead", "temperature", "top_k", "top_p")),
+             None, None, None, "fused step", "methods", "chat template", "cost-aware draft lengths", "token tree"]
     changed = []
     for name, ours, sent in zip(names, lesson.values(), values):
         if name == "methods":

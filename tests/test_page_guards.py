@@ -461,7 +461,8 @@ def test_a_race_with_other_settings_puts_the_lesson_aside(tiny):
     """A lesson stayed chosen through races of other methods and settings and answered with their numbers (a
     teacher-persona helper: lesson 2's "This run:" quoted a later race's AR at 0.25 tokens/s). A Run whose inputs
     differ from the chosen lesson's now unselects it and says what changed, so the race's end answers nothing; a Run
-    with the lesson's own inputs (the rejected-drafts toggle aside, methods in any order) keeps it."""
+    with the lesson's own inputs (methods in any order; another max new tokens, seed or rejected-drafts toggle) keeps
+    it."""
     from playground.lessons import LESSONS, lesson_changes
 
     demo = page.build_demo(tiny)
@@ -471,7 +472,7 @@ def test_a_race_with_other_settings_puts_the_lesson_aside(tiny):
     assert [block._id for block in ask.outputs][0] == radio._id
     lesson = LESSONS[1]  # prompt, L, temperature, top-k, top-p, max new tokens, seed, rejected, fused, methods, ...
     same = lesson.values()
-    same[7], same[9] = False, list(reversed(same[9]))
+    same[5], same[6], same[7], same[9] = 12, 7, False, list(reversed(same[9]))  # a shorter race, other draws
     assert lesson_changes(lesson.title, same) == [] and is_skip(ask.fn(lesson.title, *same)[0])
     other = lesson.values()
     other[0], other[2], other[9], other[12] = "Hi", 0.7, ["ar", "parallelspec"], "8"
