@@ -190,7 +190,7 @@ def lesson_changes(title: str | None, values: list) -> list[str]:
     changed = []
     for name, ours, sent in zip(names, lesson.values(), values):
         if name == "methods":
-            same = sorted(ours) == sorted(sent or [])
+            same = isinstance(sent, (list, tuple)) and sorted(ours) == sorted(map(str, sent))
         elif isinstance(ours, (bool, str)):
             same = ours == sent
         else:  # a number box sends a float or an int (a tree choice: "8" through the API)

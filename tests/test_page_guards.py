@@ -481,6 +481,9 @@ def test_a_race_with_other_settings_puts_the_lesson_aside(tiny):
     assert choice is None and text == (f"*This race changed the prompt, temperature, methods and token tree from "
                                        f"lesson “{lesson.title}”, so it is not that lesson's race and the lesson is "
                                        "put aside. Pick the lesson again to set its race up.*")
+    odd = lesson.values()
+    odd[2], odd[9] = None, [1, "ar"]  # values no page sends (an API client's): named, never an exception
+    assert lesson_changes(lesson.title, odd) == ["temperature", "methods"]
     lab = next(one for one in LESSONS if one.lab)  # answered by the lab, whatever a race runs
     assert lesson_changes(lab.title, other) == [] and lesson_changes("no such lesson", other) == []
 
