@@ -180,8 +180,9 @@ def lesson_changes(title: str | None, values: list) -> list[str]:
     ``Lesson.values``' order, ``values`` as the page sends them) that differ from the lesson's, e.g. ["prompt",
     "temperature"]; [] when it runs as the lesson set it, or for no or an unknown title, or a lab lesson (no race
     answers it). The rejected-drafts toggle, max new tokens and the seed are not compared: a longer or shorter race,
-    or other draws, still answer the lesson's question (a class with little time shortens its races). A lesson quoted a later race's numbers as its answer (a race of other methods
-    and settings, found by a teacher-persona helper)."""
+    or other draws, still answer the lesson's question (a class with little time shortens its races). A lesson
+    quoted a later race's numbers as its answer (a race of other methods and settings, found by a teacher-persona
+    helper)."""
     lesson = find_lesson(title)
     if lesson is None or lesson.lab:
         return []

@@ -75,7 +75,8 @@ def prefill_warning(tokens: int, methods: int, curve: dict | None, limit: int | 
     if tokens <= (LONG_PREFILL_TOKENS if limit is None else limit):
         return ""
     seconds = prefill_seconds(tokens, curve)
-    each = (f"up to about {seconds:.{0 if seconds >= 10 else 1}f} s on this machine (from its widest measured pass; a long prompt's pass is "
-            "usually faster per token)" if seconds is not None else "a while")
+    each = "a while" if seconds is None else (
+        f"up to about {seconds:.{0 if seconds >= 10 else 1}f} s on this machine (from its widest measured pass; a long "
+        "prompt's pass is usually faster per token)")
     return (f"⏳ **Long prompt: {tokens:,} tokens.** The first step of each method reads the whole prompt "
             f"(prefill): it may take {each}, for each of the {methods} methods, before the panes start to fill.")

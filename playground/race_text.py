@@ -73,6 +73,7 @@ def metric_texts(summaries: dict[str, RunSummary | None], events: dict[str, list
     base = _reference(summaries)
     ratio = (lambda k: decode_speedup(events[k], events[base])) if events else (
         lambda k: speedup(summaries[k], summaries[base]))
+
     def missing(k: str) -> str:  # no ratio: "not yet" while it may come, "–" once a side ended on its prefill
         ended = events and any(len(events[key]) == 1 and events[key][-1].finish_reason for key in (k, base))
         return ONLY_PREFILL if ended else NOT_YET
