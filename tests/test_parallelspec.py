@@ -191,7 +191,11 @@ def test_train_cli_checkpoints_and_resumes(tiny_folder, tmp_path, monkeypatch, c
     assert f"{per_step:.2f} |" in out.with_suffix(".report.md").read_text()
     capsys.readouterr()
     report = main(common + ["--steps", "4", "--resume"])
-    assert "at step 2" in capsys.readouterr().out and report["args"]["steps"] == 4
+    printed = capsys.readouterr().out
+    assert "at step 2" in printed and report["args"]["steps"] == 4
+    # the finished run says where its checkpoint stays (about 54 MB for the shipped drafter) and what it is for
+    ckpt = tmp_path / "cache" / "drafter-checkpoints"
+    assert [f"checkpoint kept: {path}" in printed for path in ckpt.iterdir()] == [True]
     assert "k = 3" in out.with_suffix(".report.md").read_text()
 
 

@@ -268,5 +268,7 @@ def main(argv=None) -> dict:
     write_report(out, report)
     print(json.dumps({k: report[k] for k in ("file", "file_mb", "train_s", "total_s", "heldout", "min_confidence")},
                      indent=1))
+    print(f"checkpoint kept: {ckpt_path} ({ckpt_path.stat().st_size / 2**20:.1f} MB; --resume with a larger --steps "
+          "trains on from it; delete it to free the space)")
     return report
 
