@@ -129,10 +129,11 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
                                   elem_id="theory-plot")
             theory_md = gr.Markdown(THEORY_BEFORE_RACE, elem_id="theory-sentences")
         with gr.Accordion("Pass cost on this machine", open=True):
+            # the button first: the chart appears under it, so it stays where it was pressed (it moved down)
+            wire_remeasure = remeasure_button()  # with a progress indicator; refused while a race runs
             cost_plot = gr.Plot(label="pass cost c(w) and steps", visible=False,  # one line on a phone
                                 elem_id="cost-plot")
             cost_md = gr.Markdown(COST_WAITING, elem_id="cost-sentences")
-            wire_remeasure = remeasure_button()  # with a progress indicator; refused while a race runs
         wire_whatif = whatif_accordion(lambda: machine_curve(holder))  # alpha, k and c(w) -> predicted speed-up
         with gr.Accordion("Traces: download a race, replay one without a model", open=True):
             with gr.Row(equal_height=True):

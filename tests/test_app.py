@@ -296,6 +296,16 @@ def test_demo_builds_with_race_endpoint_and_limits(tiny):
     assert demo._queue.max_size == page.QUEUE_MAX_SIZE
 
 
+def test_remeasure_stands_above_the_cost_chart_it_draws(tiny):
+    """*Re-measure pass cost* comes first in its accordion: the chart it draws appears under it, so the button stays
+    where it was pressed (under the chart, it moved down as the chart appeared)."""
+    demo = page.build_demo(tiny)
+    button = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "remeasure-button")
+    plot = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "cost-plot")
+    assert button.parent is plot.parent
+    assert button.parent.children.index(button) < plot.parent.children.index(plot)
+
+
 def test_page_ranges_match_setting_ranges(tiny):
     """Every number box states its range, every slider beside it spans exactly that range, and the help text
     states the ranges ``DecodeSettings`` enforces."""
