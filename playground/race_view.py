@@ -51,7 +51,9 @@ LAB_SWIPE = "The table may be wider than the screen: swipe it sideways for every
 #: checkboxes two a line (four in a row cut their labels, on a desktop too); on a narrow screen a smaller title
 #: and the checkboxes still two a line, the four step buttons two a line (three and one cut "◀ Previous step"
 #: onto two lines) and a line over the inspector saying that its table scrolls sideways (``INSPECTOR_SWIPE``); the
-#: step buttons' answer under them takes no room while empty.
+#: step buttons' answer under them takes no room while empty; each chart's toolbar (on hover) keeps download, zoom,
+#: pan and reset (selection, lasso, zoom in / out, autoscale and Plotly's logo do nothing useful here, and on a phone
+#: their ten buttons ran under the chart's label).
 PAGE_CSS = f"""
 .range-aid .head {{display: none}}
 .token-pane {{min-height: 220px}}
@@ -70,6 +72,8 @@ body.hide-rejected {charts.rejected_css_selector().removesuffix(" .text")} {{dis
 #trace-download, #replay-button, #lab-run {{align-self: center}}  /* a button's height, not its row's 170 px */
 #lab-table {{min-height: 4em}}  /* room for the lab's progress bar before the first table */
 #lab-table:has(.progress-level) .prose {{visibility: hidden}}  /* the bar's label ran over the waiting line */
+.modebar-btn[data-val="select"], .modebar-btn[data-val="lasso"], .modebar-btn--logo,
+.modebar-btn[data-attr="zoom"]:not([data-val="reset"]) {{display: none !important}}
 @media (max-width: 640px) {{
   #page-title h1 {{font-size: 1.4em; margin: 0}}
   #settings-checks .form > .block {{min-width: 140px !important}}

@@ -58,6 +58,10 @@ def test_tree_figure_and_node_inspector(new_page, race_page_url, tmp_path, width
         line = page.locator("#tree-plot [data-testid='block-label']").evaluate(
             "e => parseFloat(getComputedStyle(e).lineHeight) || 1.5 * parseFloat(getComputedStyle(e).fontSize)")
         assert badge["height"] < 2 * line, (badge, line)
+        # its toolbar keeps four buttons (ten, selection and lasso included, ran under the badge on a phone)
+        toolbar = page.locator("#tree-plot .modebar-btn").evaluate_all(
+            "bs => bs.filter(b => getComputedStyle(b).display !== 'none').map(b => b.dataset.title)")
+        assert toolbar == ["Download plot as a PNG", "Zoom", "Pan", "Reset axes"], toolbar
         for part in ("#tree-plot", "#tree-node", "#inspector-text", "#pane-parallelspec-tree"):  # nothing clipped
             box = page.locator(part).bounding_box()
             assert box["x"] >= 0 and box["x"] + box["width"] <= width + 1, (part, box)
