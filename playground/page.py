@@ -200,6 +200,10 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
             yield (gr.skip(),) * (len(outputs) - 3) + (MEASURING_NOTE, gr.skip(), gr.skip())
         slots.start(session)  # waits for a pass-cost measurement to end
         labs_before = slots.labs_started
+
+        def noted(frame: tuple) -> tuple:  # a lab that ran beside this race is said on its run line (output -3)
+            return with_lab_note(frame, -3) if slots.lab_beside(labs_before) else frame
+
         try:
             # the panes of the methods about to race, now (a listener after this one ran once the race had ended)
             yield (*pane_visibility(methods), *(gr.skip(),) * (len(outputs) - len(METHODS)))
@@ -212,9 +216,9 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                 frame = out if show == bool(show_rejected) else with_panes_for(out, show)
                 if control is not None and not control.yielding(frame[-1]):  # Stop: the panes keep the last frame
                     if control.stop_frame_due:  # Stop's line and the trace of that frame, in this stream
-                        yield stopped_frame(holder.loaded, control, len(outputs))
+                        yield noted(stopped_frame(holder.loaded, control, len(outputs)))
                     return
-                yield with_lab_note(frame, -3) if slots.lab_beside(labs_before) else frame
+                yield noted(frame)
         finally:
             if control is not None:
                 control.end()  # Stop, waiting for the race to end, replies now

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import gradio as gr
 import pytest
@@ -597,7 +598,19 @@ def test_a_race_beside_a_lab_says_so(tiny, monkeypatch):
     try:
         assert started.wait(timeout=30)
         beside = dict(zip(OUTPUT_NAMES, list(on_run("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False, ["ar", "pass"]))[-1]))
+        # a race stopped beside the lab: Stop's line (its last frame) says so too (it did not)
+        handlers = {getattr(fn.fn, "__name__", ""): fn.fn for fn in demo.fns.values()}
+        handlers["on_slow_motion"](0.05, visitor)  # a frame per step: Stop comes after the fourth
+        frames = []
+        with ThreadPoolExecutor(1) as pool:
+            for out in on_run("Hello there", 2, 0.0, 0, 1.0, 40, 0, True, False, ["ar", "pass"], request=visitor):
+                frames.append(dict(zip(OUTPUT_NAMES, out)))
+                if len(frames) == 4:
+                    stopping = pool.submit(handlers["on_stop"], None, visitor)
+            stopping.result(timeout=30)
     finally:
         release.set()
         thread.join(timeout=120)
     assert "Finished" in beside["run_info"] and beside["run_info"].endswith(lab_handlers.LAB_BESIDE)
+    stopped = frames[-1]["run_info"]
+    assert stopped.startswith(page.STOPPED_NOTE) and stopped.endswith(lab_handlers.LAB_BESIDE), stopped
