@@ -113,8 +113,9 @@ def busy_warning(curve: dict) -> str:
         busy = f"while the CPU was busy (load average {load:.1f} on {cores} cores)"
     else:
         return ""
-    return (f"Measured {busy}: other jobs distort these timings. Restart when the machine is idle to measure "
-            "again; on a shared CPU, --threads 1 avoids the worst slow-downs.")
+    return (f"Measured {busy}: other jobs distort these timings. Measure again when the machine is idle (the "
+            "page's *Re-measure pass cost*, or the command run again); on a shared CPU, --threads 1 avoids the worst "
+            "slow-downs.")
 
 
 #: Cached curves by model object: (loaded model's id, device, dtype, threads) -> curve; and the newest physical
