@@ -54,7 +54,8 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
     with gr.Tab("Race", id="race"):
         with gr.Row():
             with gr.Column(scale=3):
-                prompt = gr.Textbox(label="prompt", lines=4, placeholder="Type a prompt, or pick an example below.")
+                prompt = gr.Textbox(label="prompt", lines=4, placeholder="Type a prompt, or pick an example below.",
+                                    elem_id="input-prompt")
                 gr.Examples(examples=[[e] for e in EXAMPLES], inputs=[prompt], label="examples")
                 with gr.Row():
                     run_btn = gr.Button("Run", variant="primary")

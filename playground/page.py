@@ -32,9 +32,9 @@ from pass_core.teaching.race import events_upto
 from pass_core.teaching.trace import MAX_TRACE_BYTES
 from playground.lab_handlers import lab_handler, validate_lab, with_lab_note
 from playground.layout import lay_out
-from playground.page_guards import CANCEL_RACE_JS, CLEAR_STEP_ECHO_JS, MEASURING_NOTE, SCROLL_TO_INSPECTOR_JS, \
-    SCROLL_TO_PANES_JS, STEP_WAIT_S, STOPPED_NOTE, RaceSlots, stop_handler, stopped_frame, \
-    wire_step_button  # noqa: F401
+from playground.page_guards import CANCEL_RACE_JS, CLEAR_STEP_ECHO_JS, MEASURING_NOTE, STEP_WAIT_S, STOPPED_NOTE, \
+    RaceSlots, stop_handler, stopped_frame, wire_step_button  # noqa: F401
+from playground.scrolling import RUN_SCROLL_JS, SCROLL_TO_INSPECTOR_JS, SCROLL_TO_LAB_JS, SCROLL_TO_PANES_JS
 from playground.plot_boxes import shown_plot
 from playground.race_inputs import RaceRequest, cap_for_zerogpu, hide_paths, method_offer, methods_problem, whole
 from playground.race_view import HIDE_REJECTED_JS, METRIC_LABELS, PAGE_CSS  # noqa: F401  (re-exported)
@@ -233,7 +233,8 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                   ui.show_rejected, ui.fused, ui.methods, ui.chat_template, ui.auto_drafts]
         ui.run_btn.click(slots.on_run, None, ui.run_md, api_visibility="private", queue=False, show_progress="hidden")
         ui.run_btn.click(None, None, None, js=CLEAR_STEP_ECHO_JS, api_visibility="private", queue=False)  # a new race
-        ui.run_btn.click(None, None, None, js=SCROLL_TO_PANES_JS, api_visibility="private", queue=False)  # in view
+        ui.run_btn.click(None, None, None, js=RUN_SCROLL_JS, api_visibility="private", queue=False)  # in view
+        ui.replay_btn.click(None, None, None, js=SCROLL_TO_PANES_JS, api_visibility="private", queue=False)
         for button in (ui.run_btn, ui.replay_btn):  # a new race or replay: the inspector let go of the old token
             button.click(clear_inspector, None, [ui.inspector_md, ui.inspector_plot], api_visibility="private",
                          queue=False, show_progress="hidden")
@@ -273,6 +274,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         lab_event = ui.lab_btn.click(on_lab, [ui.lab_prompt, ui.lab_runs], [ui.lab_plot, ui.lab_md], api_name="lab",
                                      concurrency_limit=1, preprocess=False, validator=validate_lab,
                                      show_progress_on=ui.lab_md)  # the plot is hidden before the first lab
+        ui.lab_btn.click(None, None, None, js=SCROLL_TO_LAB_JS, **private)  # its progress, then its table, in view
         after_race(run_event, lab_event, ui.lab_md)  # the lesson strip answers after a race, or a lab
         # Stop: a live race answers in its own stream (``stopped_frame``); after Stop's reply, the hidden
         # cancel button takes a race still waiting in the queue out of it (on ZeroGPU, where the race runs in another

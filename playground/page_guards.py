@@ -259,19 +259,6 @@ STEP_ECHO_JS = ("const r = document.querySelector('#run-line'); const e = docume
 CANCEL_RACE_JS = "() => { document.getElementById('cancel-race')?.click(); }"
 #: Client-side, on Run: the step-through's last answer under the buttons goes (it spoke of the previous race).
 CLEAR_STEP_ECHO_JS = "() => { const e = document.getElementById('step-echo-text'); if (e) e.textContent = ''; }"
-#: Client-side, on Run: when the race's panes start in the lower 40 % of the window or below it (at 1400 x 900 they
-#: start under the fold), scroll them up to 40 % of its height, so that Run starts a race one can watch (the step
-#: buttons stay in view above them on a desktop).
-SCROLL_TO_PANES_JS = ("() => { const pane = [...document.querySelectorAll('.token-pane')].find(e => e.offsetParent "
-                      "!== null); if (!pane) return; const top = pane.getBoundingClientRect().top; if (top > "
-                      "0.6 * window.innerHeight) window.scrollBy({top: top - 0.4 * window.innerHeight, behavior: "
-                      "'smooth'}); }")
-#: Client-side, on a token clicked in a pane: when the token inspector (under the panes) starts below the window's
-#: upper two thirds, scroll it up to a fifth of the window's height, so that the click visibly answers (on a phone,
-#: and often on a desktop, the inspector was out of sight below the panes).
-SCROLL_TO_INSPECTOR_JS = ("() => { const box = document.getElementById('inspector'); if (!box) return; const top = "
-                          "box.getBoundingClientRect().top; if (top > 0.67 * window.innerHeight) window.scrollBy({top: "
-                          "top - 0.2 * window.innerHeight, behavior: 'smooth'}); }")
 
 
 def _busy_js(elem_id: str, busy: bool, echo: bool = True) -> str:

@@ -290,6 +290,18 @@ BAR_TEXTS = """() => [...document.querySelectorAll('.js-plotly-plot text.bartext
     .map(([t, b]) => ({x: b.x, y: b.y, width: b.width, height: b.height, text: t.textContent}))"""
 
 
+#: The first visible race pane starts in the upper 60 % of the window (``scrolling.SCROLL_TO_PANES_JS``).
+PANES_IN_VIEW = ("() => { const p = [...document.querySelectorAll('.token-pane')].find(e => e.offsetParent !== null);"
+                 " const top = p.getBoundingClientRect().top; return top >= 0 && top <= 0.6 * window.innerHeight; }")
+#: A refusal's message under its input is on the screen (``scrolling.RUN_SCROLL_JS``).
+MESSAGE_IN_VIEW = ("() => [...document.querySelectorAll('div.validation-error')].some(e => { const r = "
+                   "e.getBoundingClientRect(); return e.offsetParent !== null && r.top >= 0 && r.bottom <= "
+                   "window.innerHeight; })")
+#: The lab's table starts in the window, 100 px above its bottom or higher (``scrolling.SCROLL_TO_LAB_JS``).
+LAB_TABLE_IN_VIEW = ("() => { const t = document.getElementById('lab-table').getBoundingClientRect().top; "
+                     "return t >= 0 && t <= window.innerHeight - 100; }")
+
+
 @pytest.mark.parametrize("width", [400, 1400])
 def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, tmp_path, width, fixed_pass_cost):
     """The layout at a phone's and a desktop's width, then the race's trace, its replay and the lab, on one page.
@@ -314,7 +326,11 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
         if width >= 1000:
             slider, pane = page.locator("#slow-motion").bounding_box(), page.locator("#pane-ar").bounding_box()
             assert 0 <= pane["y"] - (slider["y"] + slider["height"]) < 60, (slider, pane)  # nothing in between
-        page.get_by_label("prompt", exact=True).fill("Hello there")
+        if width < 600:  # a refused Run shows its message (it scrolled to the panes, 1,300 px below it, on a phone)
+            page.locator("#input-prompt textarea").fill("")
+            page.get_by_role("button", name="Run").click()
+            page.wait_for_function(MESSAGE_IN_VIEW, timeout=10_000)
+        page.locator("#input-prompt textarea").fill("Hello there")
         page.get_by_role("button", name="Run").click()  # the default race, settings untouched
         page.get_by_text("Finished.").first.wait_for(timeout=60_000)
         assert page.locator("#pane-parallelspec .token.highlighted").count() > 0
@@ -362,6 +378,7 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
         page.wait_for_timeout(1000)
         page.locator("#replay-button").click()
         page.get_by_text("Replay of a trace").first.wait_for(timeout=30_000)
+        page.wait_for_function(PANES_IN_VIEW, timeout=10_000)  # on a phone Replay left them 3,000 px above
         for key, text in original.items():
             assert page.locator(f"#pane-{key} .textfield").inner_text() == text, key
         assert "PaSS: alpha = " in page.locator("#theory-sentences").inner_text()
@@ -378,7 +395,10 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
         assert not page.locator("#lab-plot").is_visible()  # no empty plot box before a lab, nor after a refusal
         runs.fill("50")
         assert page.locator("#lab-run").bounding_box()["height"] < 90
+        # the button at the window's bottom, as a phone user scrolls to it: the table under it is below the fold
+        page.locator("#lab-run").evaluate("b => b.scrollIntoView({block: 'end'})")
         page.get_by_role("button", name="Run lab").click()
+        page.wait_for_function(LAB_TABLE_IN_VIEW, timeout=10_000)  # its progress, then its verdicts, in view
         page.get_by_text("✗ fail").first.wait_for(timeout=120_000)
         table = page.locator("#lab-table").inner_text()
         assert table.count("✓ pass") == len(METHODS) and table.count("✗ fail") == 1

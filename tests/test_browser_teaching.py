@@ -22,7 +22,8 @@ from pass_core.registry import METHODS
 from pass_core.teaching.trace import load_trace
 from playground.lessons import AFTER_LAB_PENDING, LESSONS
 from servers import free_port
-from test_browser import ARTIFACTS, new_page, open_settings  # noqa: F401 (a fixture: a fresh context of the run's Chromium)
+from test_browser import ARTIFACTS, PANES_IN_VIEW, new_page, open_settings  # noqa: F401 (new_page: a fixture, a fresh
+# context of the run's Chromium)
 
 #: The palindrome race of the theory check is cut to this many new tokens (the page's default is 96).
 THEORY_TOKENS = 48
@@ -61,11 +62,6 @@ def open_page(new_page, url: str, width: int):  # noqa: F811
     page.get_by_text("Ready:").first.wait_for(timeout=60_000)
     open_settings(page)
     return page
-
-
-#: Client-side: the first shown race pane starts in the upper 60 % of the window.
-PANES_IN_VIEW = ("() => { const p = [...document.querySelectorAll('.token-pane')].find(e => e.offsetParent !== null);"
-                 " const top = p.getBoundingClientRect().top; return top >= 0 && top <= 0.6 * window.innerHeight; }")
 
 
 def plain(markdown: str) -> str:

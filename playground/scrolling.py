@@ -1,0 +1,36 @@
+"""Client-side scrolling that keeps a press's answer in view (on a phone the page is some 11,000 px long, and a
+button's answer often lands screens away from it): each constant is the ``js`` of an unqueued listener."""
+
+from __future__ import annotations
+
+
+def scroll_into_view_js(selector: str, below: float, to: float) -> str:
+    """JS that scrolls the first visible element matching ``selector`` up to ``to`` of the window's height when its
+    top lies below ``below`` of it, or above the window's top."""
+    return ("() => { const e = [...document.querySelectorAll(" + repr(selector) + ")].find(x => x.offsetParent !== "
+            "null); if (!e) return; const top = e.getBoundingClientRect().top; if (top > "
+            f"{below} * window.innerHeight || top < 0) window.scrollBy({{top: top - {to} * window.innerHeight, "
+            "behavior: 'smooth'}); }")
+
+
+#: On a token clicked in a pane: when the token inspector (under the panes) starts below the window's upper two
+#: thirds, scroll it up to a fifth of the window's height, so that the click visibly answers (on a phone, and often
+#: on a desktop, the inspector was out of sight below the panes).
+SCROLL_TO_INSPECTOR_JS = scroll_into_view_js("#inspector", 0.67, 0.2)
+#: On Replay: the replayed panes in view, as on Run (on a phone Replay, the page's last button, left them some
+#: 3,000 px above it, and the page did not move).
+SCROLL_TO_PANES_JS = scroll_into_view_js(".token-pane", 0.6, 0.4)
+#: On Run lab: its table, where the progress bar and then the verdicts appear (below the fold on a phone).
+SCROLL_TO_LAB_JS = scroll_into_view_js("#lab-table", 0.67, 0.2)
+
+#: On Run: the race's panes in view once the race is accepted (at 1400 x 900 they start under the fold; on a
+#: desktop the step buttons stay in view above them), and a refusal's message in view instead when the inputs are
+#: refused (a refused Run on a phone scrolled to the panes, 800-1,300 px below the message, and seemed to do
+#: nothing). A message is new when it was not on the page at the press (gradio writes a new one per refusal); the
+#: panes wait 300 ms for it (validation answers first).
+RUN_SCROLL_JS = ("() => { const seen = new Set(document.querySelectorAll('div.validation-error')); const start = "
+                 "Date.now(); let panes = false; const watch = setInterval(() => { const mark = [...document."
+                 "querySelectorAll('div.validation-error')].find(e => e.offsetParent !== null && !seen.has(e)); if "
+                 "(mark) { clearInterval(watch); mark.scrollIntoView({block: 'center', behavior: 'smooth'}); return; "
+                 "} if (!panes && Date.now() - start >= 300) { panes = true; (" + SCROLL_TO_PANES_JS + ")(); } if "
+                 "(Date.now() - start > 10000) clearInterval(watch); }, 100); }")
