@@ -228,24 +228,24 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
     yield render(events, show_rejected, settings.greedy, settings.fused, True, note, trace_path=str(path), **show)
 
 
-def validate_inputs(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected=True,
-                    fused=False, methods=DEFAULT_RACE, chat_template=True, auto_drafts=False, tree_nodes=0, *,
-                    offer: MethodOffer | None = None) -> list:
-    """One ``gr.validate`` per input, run by gradio before the race, for the page and the API alike: the page marks
-    each faulty input with its message (the setting, its range and the value given), ``gradio_client`` raises
-    ``ValidationError`` listing them, and nothing races. ``race_handler`` checks the same again. ``offer``: the
-    methods the page offers (a method it leaves out, asked for through the API, is refused by name)."""
+def race_problems(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected=True,
+                  fused=False, methods=DEFAULT_RACE, chat_template=True, auto_drafts=False, tree_nodes=0, *,
+                  offer: MethodOffer | None = None) -> list[str | None]:
+    """What refuses a race, per input in ``validate_inputs``' order (None: fine; ``offer``: the methods offered)."""
     *fields, methods_issue = input_problems(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
                                             methods, offer)
-    tree_issue = tree_problem(tree_nodes, fused, auto_drafts)
     rejected_issue, fused_issue, template_issue, auto_issue = (
         checkbox_problem(label, value) for label, value in (("show rejected drafts", show_rejected),
                                                             ("fused step", fused), ("chat template", chat_template),
                                                             ("cost-aware draft lengths", auto_drafts)))
-    return [gr.validate(problem is None, problem or "")
-            for problem in (*fields, rejected_issue, fused_issue, methods_issue, template_issue, auto_issue,
-                            tree_issue)]
+    return [*fields, rejected_issue, fused_issue, methods_issue, template_issue, auto_issue,
+            tree_problem(tree_nodes, fused, auto_drafts)]
 
+
+def validate_inputs(*values, offer: MethodOffer | None = None, **named) -> list:
+    """One ``gr.validate`` per input (``race_problems``), run by gradio before the race: the page marks each faulty
+    input with its message, ``gradio_client`` raises ``ValidationError`` listing them, and nothing races."""
+    return [gr.validate(problem is None, problem or "") for problem in race_problems(*values, offer=offer, **named)]
 
 
 def gpu_duration(request: RaceRequest, run_note: str = "", control=None) -> int:

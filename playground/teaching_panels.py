@@ -18,6 +18,7 @@ import gradio as gr
 from playground.lessons import (LESSON_HINT, LESSONS, find_lesson, lab_lesson_markdown, lesson_changes, lesson_markdown,
                                lesson_put_aside, lesson_values)
 from playground.plot_boxes import shown_plot
+from playground.race_handlers import race_problems
 from playground.whatif import K_MAX, MACHINE, PRESETS, TYPED_EXAMPLE, whatif_view
 
 WHATIF_INTRO = ("Predicted tokens per step and speed-up over AR from three numbers: how often a draft is accepted "
@@ -63,6 +64,8 @@ def lesson_strip(offered=None, slow_motion: gr.Slider | None = None):
         return gr.skip() if answer is None else answer
 
     def question(title, *values):
+        if any(race_problems(*values)):  # a refused Run races nothing: the strip stays (it put the lesson aside)
+            return gr.skip(), gr.skip()
         changed = lesson_changes(title, values)
         if changed:  # the race is not the lesson's: the lesson is put aside, not answered with its numbers
             return None, lesson_put_aside(title, changed)

@@ -481,6 +481,9 @@ def test_a_race_with_other_settings_puts_the_lesson_aside(tiny):
     assert choice is None and text == (f"*This race changed the prompt, temperature, methods and token tree from "
                                        f"lesson “{lesson.title}”, so it is not that lesson's race and the lesson is "
                                        "put aside. Pick the lesson again to set its race up.*")
+    refused = list(other)
+    refused[5] = 100_000  # max new tokens out of range: the Run races nothing, so the strip stays (it put the
+    assert all(map(is_skip, ask.fn(lesson.title, *refused)))  # lesson aside, a phone-persona helper found)
     odd = lesson.values()
     odd[2], odd[9] = None, [1, "ar"]  # values no page sends (an API client's): named, never an exception
     assert lesson_changes(lesson.title, odd) == ["temperature", "methods"]
