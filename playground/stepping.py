@@ -172,11 +172,15 @@ def step_line(events: dict[str, list[StepEvent]], order: list[tuple[str, int]], 
     event = events[name][index]
     label = short_name(name)  # "ParallelSpec +tree8" for a tree entry
     tokens = len(event.new_token_ids)
-    where = f"step {position} of the {len(order)} computed so far" if live else f"step {position} of {len(order)}"
-    return (f"**Paused** after {where} of the race: {label} step {event.step} "
-            f"({tokens} new token{'s' * (tokens != 1)}, {event.step_s * 1000:.1f} ms; outlined in its pane). "
-            "*Next step* and *Previous step* move one step on the shared compute clock; "
-            + ("*Resume* runs on." if live else "*Resume* shows the whole race."))
+    last = not live and position == len(order)  # a finished race's last step: Next has nothing more to show
+    where = (f"step {position} of the {len(order)} computed so far of the race" if live else
+             f"step {position} of {len(order)}, the finished race's last" if last else
+             f"step {position} of {len(order)} of the race")
+    return (f"**Paused** after {where}: {label} step "
+            f"{event.step} ({tokens} new token{'s' * (tokens != 1)}, {event.step_s * 1000:.1f} ms; outlined in its "
+            "pane). " + ("*Previous step* moves back one step; *Resume* shows the whole race and how it finished."
+                         if last else "*Next step* and *Previous step* move one step on the shared compute clock; "
+                         + ("*Resume* runs on." if live else "*Resume* shows the whole race.")))
 
 
 def newest_css(events: dict, order: list[tuple[str, int]], position: int) -> str:

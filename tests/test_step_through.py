@@ -163,6 +163,11 @@ def test_step_buttons_after_the_race_render_from_the_state(tiny):
     assert forward["state"]["position"] == total
     for key in page.DEFAULT_RACE:
         assert forward[f"{key}_tokens"] == final[f"{key}_tokens"], key
+    # back at the end, the run line says it is the finished race's last step and offers no Next (it read as any
+    # paused step: "Paused after step 209 of 209 ... Next step ...", and the race seemed unfinished)
+    end = forward["run_info"]
+    assert f"step {total} of {total}, the finished race's last" in end and "*Next step*" not in end, end
+    assert "*Next step*" in back["run_info"]
 
 
 def test_inspector_shows_the_events_numbers_for_a_rejected_draft(tiny):
