@@ -80,6 +80,8 @@ body.hide-rejected {charts.rejected_css_selector().removesuffix(" .text")} {{dis
   #step-through > button {{flex: 1 1 40% !important; white-space: nowrap}}
   #lab-table:has(table)::before {{content: "{LAB_SWIPE}"}}
   #inspector-text:has(table)::before {{content: "{INSPECTOR_SWIPE}"}}
+  #lab-table table {{font-size: 0.9em}}  /* names on two or three lines: the verdicts fit a phone's width */
+  #lab-table th, #lab-table td {{white-space: normal; overflow-wrap: normal; word-break: normal; padding: 2px 3px}}
   #inspector-text:has(table)::before, #lab-table:has(table)::before {{display: block; font-size: 0.85em;
     font-style: italic; color: var(--body-text-color-subdued)}}
 }}

@@ -402,6 +402,8 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
         page.get_by_text("✗ fail").first.wait_for(timeout=120_000)
         table = page.locator("#lab-table").inner_text()
         assert table.count("✓ pass") == len(METHODS) and table.count("✗ fail") == 1
+        # the table fits its box, verdicts on screen (on a phone the names pushed them off: a swipe hid the names)
+        assert page.locator("#lab-table table").evaluate("t => t.scrollWidth <= t.clientWidth + 1"), width
         page.locator("#lab-plot .js-plotly-plot").wait_for(timeout=30_000)  # the lab's chart, shown
         page.screenshot(path=str(ARTIFACTS / f"browser-lab-{width}.png"), full_page=True)
         legend, area = (page.locator(f"#lab-plot {part}").first.bounding_box() for part in (".legend", ".nsewdrag"))
