@@ -204,11 +204,14 @@ def lesson_changes(title: str | None, values: list) -> list[str]:
     return changed
 
 
-def lesson_put_aside(title: str, changed: list[str]) -> str:
-    """The strip's text once a race changed ``changed`` (``lesson_changes``) from the lesson titled ``title``."""
+def lesson_put_aside(title: str, changed: list[str], slow_motion_s: float = 0.0) -> str:
+    """The strip's text once a race changed ``changed`` (``lesson_changes``) from the lesson titled ``title``; a slow
+    motion still on (``slow_motion_s`` > 0, e.g. lesson 2's 0.5 s) is named, for it slows this race and the next."""
     what = ", ".join(changed[:-1]) + " and " + changed[-1] if len(changed) > 1 else changed[0]
+    slow = (f" Slow motion is still {slow_motion_s:g} s per step (set it to 0 for full speed)."
+            if isinstance(slow_motion_s, (int, float)) and slow_motion_s > 0 else "")
     return (f"*This race changed the {what} from lesson “{title}”, so it is not that lesson's race and the lesson is "
-            "put aside. Pick the lesson again to set its race up.*")
+            f"put aside. Pick the lesson again to set its race up.{slow}*")
 
 
 def lab_lesson_markdown(title: str | None, table: str) -> str | None:

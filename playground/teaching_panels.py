@@ -64,11 +64,12 @@ def lesson_strip(offered=None, slow_motion: gr.Slider | None = None):
         return gr.skip() if answer is None else answer
 
     def question(title, *values):
+        values, delay = (values[:-1], values[-1]) if slow_motion is not None else (values, 0.0)
         if any(race_problems(*values)):  # a refused Run races nothing: the strip stays (it put the lesson aside)
             return gr.skip(), gr.skip()
         changed = lesson_changes(title, values)
         if changed:  # the race is not the lesson's: the lesson is put aside, not answered with its numbers
-            return None, lesson_put_aside(title, changed)
+            return None, lesson_put_aside(title, changed, delay)
         return gr.skip(), (lesson_markdown(title) if title else gr.skip())
 
     def wire(state: gr.State, inputs: list, run: gr.Button):
@@ -76,8 +77,8 @@ def lesson_strip(offered=None, slow_motion: gr.Slider | None = None):
                      queue=False, api_visibility="private", show_progress="hidden")
         # a new race: the question again (the strip showed the race before's numbers while the next one ran or was
         # paused); wired before the race's own listener, so it answers before the race starts (see ``wire_panels``)
-        run.click(question, [choice, *inputs], [choice, text], queue=False, api_visibility="private",
-                  show_progress="hidden")
+        run.click(question, [choice, *inputs, *([slow_motion] if slow_motion is not None else [])], [choice, text],
+                  queue=False, api_visibility="private", show_progress="hidden")
 
         def on_race(race, lab=None, lab_table=None) -> None:  # what to look at, with the numbers of ...
             race.success(after_race, [choice, state], text, queue=False, api_visibility="private",
