@@ -198,8 +198,8 @@ def inspector_figure(event: StepEvent, token_index: int, decode=str, mark: str =
     fig.update_layout(barmode="group", height=320, margin=dict(l=55, r=10, t=35, b=10), legend=_BOTTOM_LEGEND,
                       showlegend=True,  # one series too: which distribution the bars are
                       yaxis=dict(range=[0, y_top], tickvals=ticks, title="probability", gridcolor="#e5e7eb"),
-                      xaxis=dict(title="token (top-n of each distribution)"), paper_bgcolor="white",
-                      plot_bgcolor="white")
+                      xaxis=dict(title="token (top-n of each distribution)", dtick=1),  # every bar named (on a
+                      paper_bgcolor="white", plot_bgcolor="white")  # phone 20 bars showed every other name)
     return fig
 
 

@@ -617,3 +617,27 @@ def test_the_outline_covers_whitespace_tokens_of_a_replayed_step(new_page, race_
         page.locator("#resume-button").click()
         race_on(page, max_new_tokens=4)  # a race of the ticked methods: all three panes again
         page.locator("#pane-parallelspec").wait_for(state="visible", timeout=10_000)
+
+
+def test_the_inspector_chart_names_every_bar_on_a_phone(new_page):
+    """The token inspector's chart, 330 px wide as on a phone, with 20 bars (the top 10 of p and of q, as a sampled
+    draft's chart has): every bar is named under the axis (Plotly left out every other name, so the drawn token's
+    bar could go unnamed). The figure is ``inspector_figure``'s, drawn by the plotly.js of the plotly package."""
+    from plotly.offline import get_plotlyjs
+
+    from pass_core.decoding.events import DraftRecord, StepEvent, TokenRecord
+    from pass_core.decoding.inspection import PositionInspection, TopN
+    from playground.teaching import inspector_figure
+
+    ranked = tuple(0.2 - 0.009 * i for i in range(10))
+    p, q = TopN(tuple(range(100, 110)), ranked), TopN(tuple(range(200, 210)), ranked)
+    draft = DraftRecord(position=1, token_id=200, text="t200", q=0.2, p=0.0, u=0.5, decision="rejected")
+    event = StepEvent(method="pass", step=2, tokens=(TokenRecord(200, "t200", "rejected"),), drafts=(draft,),
+                      num_verified_drafts=1, inspection=(PositionInspection(1, p=p, q=q),))
+    figure = inspector_figure(event, 0, decode=lambda i: f"tok{i}")
+    page = new_page(400)
+    page.set_content(f"<div id='plot' style='width: 330px'></div><script>{get_plotlyjs()}</script>")
+    named, bars = page.evaluate("f => Plotly.newPlot('plot', f.data, f.layout).then(g => "
+                                "[g.querySelectorAll('.xtick').length, new Set(g.data.flatMap(t => t.x)).size])",
+                                figure.to_plotly_json())
+    assert bars == 20 and named == bars, (named, bars)
