@@ -269,12 +269,12 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
             pane.select(on_select(key), [ui.state, ui.show_rejected], [ui.inspector_md, ui.inspector_plot], **private)
             pane.select(None, None, None, js=SCROLL_TO_INSPECTOR_JS, **private)  # the answer in view
         demo.unload(on_unload)
+        ui.lab_btn.click(None, None, None, js=SCROLL_TO_LAB_JS, **private)  # its progress, then its table, in view
         # preprocess=False: N reaches validate_lab as sent, for it to refuse by name (the slider's own range check
         # answers "Value 5 is less than minimum value 10" and logs a traceback)
         lab_event = ui.lab_btn.click(on_lab, [ui.lab_prompt, ui.lab_runs], [ui.lab_plot, ui.lab_md], api_name="lab",
                                      concurrency_limit=1, preprocess=False, validator=validate_lab,
                                      show_progress_on=ui.lab_md)  # the plot is hidden before the first lab
-        ui.lab_btn.click(None, None, None, js=SCROLL_TO_LAB_JS, **private)  # its progress, then its table, in view
         after_race(run_event, lab_event, ui.lab_md)  # the lesson strip answers after a race, or a lab
         # Stop: a live race answers in its own stream (``stopped_frame``); after Stop's reply, the hidden
         # cancel button takes a race still waiting in the queue out of it (on ZeroGPU, where the race runs in another

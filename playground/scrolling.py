@@ -6,11 +6,13 @@ from __future__ import annotations
 
 def scroll_into_view_js(selector: str, below: float, to: float) -> str:
     """JS that scrolls the first visible element matching ``selector`` up to ``to`` of the window's height when its
-    top lies below ``below`` of it, or above the window's top."""
-    return ("() => { const e = [...document.querySelectorAll(" + repr(selector) + ")].find(x => x.offsetParent !== "
-            "null); if (!e) return; const top = e.getBoundingClientRect().top; if (top > "
+    top lies below ``below`` of it, or above the window's top; checked again 0.4 s and 1.2 s later, as the page may
+    move under it (a refusal's message that goes, a pane that appears). A listener with it must come before the
+    press's own event: gradio runs a click's listeners in turn, each to its end."""
+    return ("() => { const check = () => { const e = [...document.querySelectorAll(" + repr(selector) + ")].find(x "
+            "=> x.offsetParent !== null); if (!e) return; const top = e.getBoundingClientRect().top; if (top > "
             f"{below} * window.innerHeight || top < 0) window.scrollBy({{top: top - {to} * window.innerHeight, "
-            "behavior: 'smooth'}); }")
+            "behavior: 'smooth'}); }; [0, 400, 1200].forEach(ms => setTimeout(check, ms)); }")
 
 
 #: On a token clicked in a pane: when the token inspector (under the panes) starts below the window's upper two
