@@ -4,15 +4,21 @@ button's answer often lands screens away from it): each constant is the ``js`` o
 from __future__ import annotations
 
 
-def scroll_into_view_js(selector: str, below: float, to: float) -> str:
-    """JS that scrolls the first visible element matching ``selector`` up to ``to`` of the window's height when its
-    top lies below ``below`` of it, or above the window's top; checked again 0.4 s and 1.2 s later, as the page may
-    move under it (a refusal's message that goes, a pane that appears). A listener with it must come before the
-    press's own event: gradio runs a click's listeners in turn, each to its end."""
-    return ("() => { const check = () => { const e = [...document.querySelectorAll(" + repr(selector) + ")].find(x "
-            "=> x.offsetParent !== null); if (!e) return; const top = e.getBoundingClientRect().top; if (top > "
+def _check_js(selector: str, below: float, to: float) -> str:
+    """A JS function that scrolls the first visible element matching ``selector`` up to ``to`` of the window's height
+    when its top lies below ``below`` of it, or above the window's top."""
+    return ("() => { const e = [...document.querySelectorAll(" + repr(selector) + ")].find(x => x.offsetParent !== "
+            "null); if (!e) return; const top = e.getBoundingClientRect().top; if (top > "
             f"{below} * window.innerHeight || top < 0) window.scrollBy({{top: top - {to} * window.innerHeight, "
-            "behavior: 'smooth'}); }; [0, 400, 1200].forEach(ms => setTimeout(check, ms)); }")
+            "behavior: 'smooth'}); }")
+
+
+def scroll_into_view_js(selector: str, below: float, to: float) -> str:
+    """JS that runs ``_check_js`` at once and again 0.4 s and 1.2 s later, as the page may move under the element
+    (a refusal's message that goes, a pane that appears). A listener with it must come before the press's own
+    event: gradio runs a click's listeners in turn, each to its end."""
+    return ("() => { const check = " + _check_js(selector, below, to) + "; [0, 400, 1200].forEach(ms => "
+            "setTimeout(check, ms)); }")
 
 
 #: On a token clicked in a pane: when the token inspector (under the panes) starts below the window's upper two
@@ -29,10 +35,12 @@ SCROLL_TO_LAB_JS = scroll_into_view_js("#lab-table", 0.67, 0.2)
 #: desktop the step buttons stay in view above them), and a refusal's message in view instead when the inputs are
 #: refused (a refused Run on a phone scrolled to the panes, 800-1,300 px below the message, and seemed to do
 #: nothing). A message is new when it was not on the page at the press (gradio writes a new one per refusal); the
-#: panes wait 300 ms for it (validation answers first).
+#: panes wait 300 ms for it (validation answers first), and their checks at 0.7 s and 1.5 s stop once a message came
+#: (they would scroll back down from it).
 RUN_SCROLL_JS = ("() => { const seen = new Set(document.querySelectorAll('div.validation-error')); const start = "
-                 "Date.now(); let panes = false; const watch = setInterval(() => { const mark = [...document."
-                 "querySelectorAll('div.validation-error')].find(e => e.offsetParent !== null && !seen.has(e)); if "
-                 "(mark) { clearInterval(watch); mark.scrollIntoView({block: 'center', behavior: 'smooth'}); return; "
-                 "} if (!panes && Date.now() - start >= 300) { panes = true; (" + SCROLL_TO_PANES_JS + ")(); } if "
-                 "(Date.now() - start > 10000) clearInterval(watch); }, 100); }")
+                 "Date.now(); const due = [300, 700, 1500]; const panes = " + _check_js(".token-pane", 0.6, 0.4) +
+                 "; const watch = setInterval(() => { const mark = [...document.querySelectorAll('div.validation-"
+                 "error')].find(e => e.offsetParent !== null && !seen.has(e)); if (mark) { clearInterval(watch); "
+                 "mark.scrollIntoView({block: 'center', behavior: 'smooth'}); return; } if (due.length && Date.now() "
+                 "- start >= due[0]) { due.shift(); panes(); } if (Date.now() - start > 10000) clearInterval(watch); "
+                 "}, 100); }")
