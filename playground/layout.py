@@ -56,12 +56,12 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
             with gr.Column(scale=3):
                 prompt = gr.Textbox(label="prompt", lines=4, placeholder="Type a prompt, or pick an example below.",
                                     elem_id="input-prompt")
-                gr.Examples(examples=[[e] for e in EXAMPLES], inputs=[prompt], label="examples")
-                with gr.Row():
+                with gr.Row():  # right under the prompt: on a phone the examples pushed Run to a second screen
                     run_btn = gr.Button("Run", variant="primary")
                     stop_btn = gr.Button("Stop", variant="stop")
                     # pressed by the page after Stop's reply (``page_guards.CANCEL_RACE_JS``), never by a visitor
                     cancel_btn = gr.Button("cancel race", visible="hidden", elem_id="cancel-race")
+                gr.Examples(examples=[[e] for e in EXAMPLES], inputs=[prompt], label="examples", elem_id="examples")
                 with gr.Row(elem_id="step-through"):  # step-through: the state after each step of the race
                     pause_btn = gr.Button("Pause", size="sm", elem_id="pause-button", min_width=90)
                     previous_btn = gr.Button("◀ Previous step", size="sm", elem_id="previous-button",

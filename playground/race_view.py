@@ -78,6 +78,7 @@ body.hide-rejected {charts.rejected_css_selector().removesuffix(" .text")} {{dis
   #page-title h1 {{font-size: 1.4em; margin: 0}}
   #settings-checks .form > .block {{min-width: 140px !important}}
   #step-through > button {{flex: 1 1 40% !important; white-space: nowrap}}
+  #examples .gallery-item .gallery {{white-space: nowrap !important; overflow: hidden; text-overflow: ellipsis}}
   #lab-table:has(table)::before {{content: "{LAB_SWIPE}"}}
   #inspector-text:has(table)::before {{content: "{INSPECTOR_SWIPE}"}}
   #lab-table table {{font-size: 0.9em}}  /* names on two or three lines: the verdicts fit a phone's width */

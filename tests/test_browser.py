@@ -306,12 +306,12 @@ LAB_TABLE_IN_VIEW = ("() => { const t = document.getElementById('lab-table').get
 def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, tmp_path, width, fixed_pass_cost):
     """The layout at a phone's and a desktop's width, then the race's trace, its replay and the lab, on one page.
 
-    Layout: at 400 px the header used to fill the first screen and push the prompt below it, the charts sat side by
-    side and their legends covered the axes; on a desktop the unfolded settings pushed the panes some 1,300 px
-    below Run, so a first Run changed nothing in view. Now the prompt is on the first screen, Settings is folded
-    when the page loads, a desktop shows the empty panes right under the step buttons, a race runs from the
-    folded settings, the charts stack in one column on a phone (two on a desktop), no legend covers its
-    chart's plot area, and each step button's label stays on one line.
+    Layout: at 400 px the header used to fill the first screen and push the prompt below it (then the examples
+    pushed Run below it), the charts sat side by side and their legends covered the axes; on a desktop the unfolded
+    settings pushed the panes some 1,300 px below Run, so a first Run changed nothing in view. Now the prompt and Run
+    are on the first screen, Settings is folded when the page loads, a desktop shows the empty panes right under the
+    step buttons, a race runs from the folded settings, the charts stack in one column on a phone (two on a
+    desktop), no legend covers its chart's plot area, and each step button's label stays on one line.
 
     Then download that race's trace, reload the page, upload the trace and press Replay: the replayed panes equal
     the original panes and the theory sentences are back. Then the lab tab's Run lab fills its table, with a pass
@@ -320,6 +320,8 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
     with in_process_page(new_page, race_page_url, width, settings_open=False) as page:
         prompt = page.get_by_label("prompt", exact=True).bounding_box()
         assert prompt["y"] + prompt["height"] < 800, f"the prompt is below the first screen at {width} px"
+        run = page.get_by_role("button", name="Run").bounding_box()  # the ten examples pushed it 1,000 px down
+        assert run["y"] + run["height"] < 800, f"Run is below the first screen at {width} px"
         assert page.locator("#input-seed").count() == 0 or not page.locator("#input-seed").is_visible()
         lines = page.evaluate(STEP_BUTTON_LINES)  # at 400 px "◀ Previous step" took two lines (three in a row)
         assert lines and all(n == 1 for n in lines.values()), f"a step button's label wraps at {width} px: {lines}"

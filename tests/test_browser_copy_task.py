@@ -47,7 +47,7 @@ def test_prompt_lookup_copies_faster_than_ar_with_the_same_tokens(smollm, embedd
     page.goto(embedded_page_url)
     page.get_by_text("Ready:").first.wait_for(timeout=60_000)
     open_settings(page)
-    page.get_by_text(COPY_PROMPT[:40]).first.click()  # the example under the prompt box fills it in
+    page.get_by_text(COPY_PROMPT[:40]).first.click()  # the example under Run fills the prompt box
     expect(page.get_by_label("prompt", exact=True)).to_have_value(COPY_PROMPT, timeout=10_000)
     for key in METHODS:  # race AR against prompt lookup only
         box = page.get_by_label(METHODS[key].label, exact=True)

@@ -333,7 +333,7 @@ def test_theory_predicts_the_measured_mean_on_the_palindrome_example(new_page, s
 
     with served(smollm) as url:
         page = open_page(new_page, url, 1400)
-        page.get_by_text(EXAMPLES[0][:40]).first.click()  # the example under the prompt box fills it in
+        page.get_by_text(EXAMPLES[0][:40]).first.click()  # the example under Run fills the prompt box
         prompt = page.get_by_label("prompt", exact=True)
         for _ in range(120):  # the server fills it in: up to a minute on a busy machine
             if prompt.input_value() == EXAMPLES[0]:
