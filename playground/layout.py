@@ -62,21 +62,15 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
                     # pressed by the page after Stop's reply (``page_guards.CANCEL_RACE_JS``), never by a visitor
                     cancel_btn = gr.Button("cancel race", visible="hidden", elem_id="cancel-race")
                 gr.Examples(examples=[[e] for e in EXAMPLES], inputs=[prompt], label="examples", elem_id="examples")
-                with gr.Row(elem_id="step-through"):  # step-through: the state after each step of the race
-                    pause_btn = gr.Button("Pause", size="sm", elem_id="pause-button", min_width=90)
-                    previous_btn = gr.Button("◀ Previous step", size="sm", elem_id="previous-button",
-                                             min_width=90)
-                    next_btn = gr.Button("Next step ▶", size="sm", elem_id="next-button", min_width=90)
-                    resume_btn = gr.Button("Resume ▶▶", size="sm", elem_id="resume-button", min_width=90)
-                # the step buttons' answer under them (the run line, further down, says it in full): page_guards
-                gr.HTML('<div id="step-echo-text" aria-live="polite"></div>', elem_id="step-echo", padding=False)
+                # placed under both columns, right above the panes (below: on a phone the lessons and Settings
+                # stood between the step buttons and the tokens they outline); made here for the lessons' wiring
                 slow_motion = gr.Slider(0, MAX_STEP_DELAY_S, value=0, step=0.05, elem_id="slow-motion",
-                                        label="slow motion: delay per step (s)",
+                                        label="slow motion: delay per step (s)", render=False,
                                         info="0 = full speed; the wait is wall time, never counted as compute")
             with gr.Column(scale=2):  # on a phone this column comes after the prompt and Run
                 # "Start here": presets, each with a question before Run (and, for lesson 2, slow motion)
                 wire_lessons = lesson_strip(offer.keys, slow_motion)
-                # folded: the empty panes sit right under Run, so a first Run is seen to fill them
+                # folded: the empty panes come soon after the examples, so a first Run is seen to fill them
                 with gr.Accordion("Settings: methods, sampling, length, token tree", open=False, elem_id="settings"):
                     methods = gr.CheckboxGroup([(METHODS[key].label, key) for key in offer.keys],
                                                value=list(offer.default), label="methods to race",
@@ -96,6 +90,18 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
                                                   info="each step verifies 0..L drafts, chosen from this "
                                                        "machine's pass cost and the acceptance so far")
                     tree_nodes = tree_setting()  # token trees beside the chains (playground/tree_race.py)
+        with gr.Row():
+            with gr.Column(scale=3):
+                with gr.Row(elem_id="step-through"):  # step-through: the state after each step of the race
+                    pause_btn = gr.Button("Pause", size="sm", elem_id="pause-button", min_width=90)
+                    previous_btn = gr.Button("◀ Previous step", size="sm", elem_id="previous-button",
+                                             min_width=90)
+                    next_btn = gr.Button("Next step ▶", size="sm", elem_id="next-button", min_width=90)
+                    resume_btn = gr.Button("Resume ▶▶", size="sm", elem_id="resume-button", min_width=90)
+                # the step buttons' answer under them (the run line, further down, says it in full): page_guards
+                gr.HTML('<div id="step-echo-text" aria-live="polite"></div>', elem_id="step-echo", padding=False)
+            with gr.Column(scale=2):
+                slow_motion.render()
         with gr.Row(equal_height=True):
             panes = [gr.HighlightedText(label=m.label, color_map=pane_colours(key), show_legend=True,
                                         show_inline_category=False, combine_adjacent=False,

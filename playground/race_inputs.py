@@ -16,7 +16,7 @@ from pass_core.registry import METHODS, offered_methods
 from pass_core.decoding.settings import GREEDY_BELOW, DecodeSettings
 from pass_core.decoding.text import check_prompt
 
-#: The example prompts offered under the prompt box: free text first, then grounded prompts (the answer copies
+#: The example prompts offered under Run: free text first, then grounded prompts (the answer copies
 #: from the prompt: where prompt lookup shines and a trained drafter need not).
 EXAMPLES = [
     "Write a Python function that checks whether a string is a palindrome.",

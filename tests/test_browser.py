@@ -309,8 +309,8 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
     Layout: at 400 px the header used to fill the first screen and push the prompt below it (then the examples
     pushed Run below it), the charts sat side by side and their legends covered the axes; on a desktop the unfolded
     settings pushed the panes some 1,300 px below Run, so a first Run changed nothing in view. Now the prompt and Run
-    are on the first screen, Settings is folded when the page loads, a desktop shows the empty panes right under the
-    step buttons, a race runs from the folded settings, the charts stack in one column on a phone (two on a
+    are on the first screen, Settings is folded when the page loads, the empty panes stand right under the step
+    buttons, a race runs from the folded settings, the charts stack in one column on a phone (two on a
     desktop), no legend covers its chart's plot area, and each step button's label stays on one line.
 
     Then download that race's trace, reload the page, upload the trace and press Replay: the replayed panes equal
@@ -325,9 +325,11 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
         assert page.locator("#input-seed").count() == 0 or not page.locator("#input-seed").is_visible()
         lines = page.evaluate(STEP_BUTTON_LINES)  # at 400 px "◀ Previous step" took two lines (three in a row)
         assert lines and all(n == 1 for n in lines.values()), f"a step button's label wraps at {width} px: {lines}"
-        if width >= 1000:
-            slider, pane = page.locator("#slow-motion").bounding_box(), page.locator("#pane-ar").bounding_box()
-            assert 0 <= pane["y"] - (slider["y"] + slider["height"]) < 60, (slider, pane)  # nothing in between
+        # the step buttons and slow motion right above the panes (on a phone the lessons and Settings stood between)
+        steps, pane = page.locator("#step-through").bounding_box(), page.locator("#pane-ar").bounding_box()
+        slider = page.locator("#slow-motion").bounding_box()
+        assert 0 <= pane["y"] - (slider["y"] + slider["height"]) < 60, (slider, pane)  # nothing in between
+        assert 0 <= pane["y"] - (steps["y"] + steps["height"]) < 250, (steps, pane)
         if width < 600:  # a refused Run shows its message (it scrolled to the panes, 1,300 px below it, on a phone)
             page.locator("#input-prompt textarea").fill("")
             page.get_by_role("button", name="Run").click()
