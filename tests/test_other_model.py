@@ -135,3 +135,22 @@ def test_a_hub_id_without_network_is_read_from_the_local_cache_at_once(tmp_path,
     assert time.monotonic() - start < 10, str(err.value)
     assert "org/missing (local Hugging Face cache: the hub's name does not resolve here" in str(err.value)
     assert "local Hugging Face cache" in load_model("org/tiny", device="cpu").source
+
+
+def test_a_sliding_window_model_is_refused_when_it_loads(tmp_path):
+    """A model whose cache has sliding-window layers cannot drop rejected drafts once its window is full: it passed
+    the 3-token crop check at load and then failed mid-race with transformers' bare RuntimeError. Now the load
+    refuses it by name; a full-attention model of the same size loads."""
+    from tiny import tiny_tokenizer
+    from transformers import MistralConfig, MistralForCausalLM
+
+    tokenizer = tiny_tokenizer()
+    for window, folder in ((4, tmp_path / "sliding"), (None, tmp_path / "full")):
+        config = MistralConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                               num_attention_heads=4, num_key_value_heads=2, sliding_window=window,
+                               max_position_embeddings=256)
+        MistralForCausalLM(config).save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+    with pytest.raises(ValueError, match="DynamicSlidingWindowLayer layers .sliding-window or recurrent attention"):
+        load_model(str(tmp_path / "sliding"), device="cpu")
+    assert load_model(str(tmp_path / "full"), device="cpu").model.config.sliding_window is None

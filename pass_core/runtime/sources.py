@@ -175,14 +175,23 @@ def load_pretrained(ref: str, dtype: torch.dtype, local_only: bool = False) -> t
 
 
 def check_cache_croppable(model, name: str) -> None:
-    """Run a 3-token forward with a DynamicCache and crop it back.
+    """Check that every layer of the model's cache is a plain ``DynamicLayer`` (full attention), then run a
+    3-token forward with a DynamicCache and crop it back.
 
     Raises:
-        ValueError: when the model's cache cannot be cropped (recurrent or
-            sliding-window-only layers), which rejected-draft rollback needs.
+        ValueError: when the model's cache cannot be cropped at every length (recurrent or sliding-window
+            layers: a sliding window's cache refuses a crop once the window is full, so a model with one passed
+            a 3-token check and failed mid-race), which rejected-draft rollback needs.
     """
     from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
 
+    other = sorted({type(layer).__name__ for layer in DynamicCache(config=model.config).layers
+                    if type(layer) is not DynamicLayer})
+    if other:
+        raise ValueError(f"Model {name!r} cannot be used for speculative decoding here: its KV cache has "
+                         f"{', '.join(other)} layers (sliding-window or recurrent attention), which cannot drop "
+                         "rejected drafts at every length. Use a transformer with full attention.")
     try:
         cache = DynamicCache(config=model.config)
         ids = torch.zeros((1, 3), dtype=torch.long, device=model.device)
