@@ -159,11 +159,13 @@ def inspector_figure(event: StepEvent, token_index: int, decode=str, mark: str =
         series = [(f"p_{position}", entry.p, _P), (f"q_{position} (the draft's law)", entry.q, _Q)] if entry else []
         tag = f"d_{position}"
     elif label == "resampled":
-        entry = next((pi for pi in event.inspection if pi.residual is not None), None)
-        series = [("p", entry.p, _P), ("q", entry.q, _Q),
-                  ("residual norm(max(0, p − q))", entry.residual, _RESIDUAL)] if entry else []
-    elif label == "bonus":
-        entry = by_position.get(event.num_verified_drafts + 1)
+        entry = next((pi for pi in event.inspection if pi.residual is not None), None) or by_position.get(
+            1 + sum(t.label == "accepted" for t in event.tokens))  # p alone: a tree trace without p_res
+        name = ("p_res (p, every rejected child taken out)" if event.tree_parents else
+                "residual norm(max(0, p − q))")
+        series = [("p", entry.p, _P), ("q", entry.q, _Q), (name, entry.residual, _RESIDUAL)] if entry else []
+    elif label == "bonus":  # after every accepted draft (a tree: the accepted path to a leaf)
+        entry = by_position.get(1 + sum(t.label == "accepted" for t in event.tokens))
         series = [("p (bonus position)", entry.p, _P)] if entry else []
     elif label == "exact" and 0 in by_position and token_index == 0:
         series = [("p (exact token)", by_position[0].p, _P)]

@@ -67,11 +67,12 @@ def _node_event(event: StepEvent, node: int) -> tuple[StepEvent, int] | None:
 
 
 def _final_event(event: StepEvent, final: TokenRecord) -> tuple[StepEvent, int] | None:
-    """The step's resampled or bonus token with the p of the last accepted node, for ``inspector_figure``."""
+    """The step's resampled or bonus token with the p of the last accepted node (and a resampled token's p_res),
+    for ``inspector_figure``."""
     m = len(accepted_path(event))
     if (at := next((pi for pi in event.inspection if pi.position == m + 1), None)) is None:
         return None
-    return replace(event, tokens=(replace(final, label="target"),), inspection=(PositionInspection(1, at.p),)), 0
+    return replace(event, tokens=(final,), inspection=(PositionInspection(1, at.p, None, at.residual),)), 0
 
 
 def node_table(event: StepEvent, selected: int | None = None) -> list[str]:
@@ -107,7 +108,7 @@ def inspect_node(events: dict[str, list[StepEvent]], choice: str, decode=str) ->
             return None
         how = ("drawn from p at the leaf the accepted path ends in" if final.label == "bonus" else
                "drawn from p_res at the last accepted node: p there with every rejected child taken out and "
-               "renormalised (the bars show that p)")
+               "renormalised (the bars show p and p_res)")
         text = f"Selected: {_code(final.text)} (token id {final.token_id}, **{final.label}**), {how}."
         shown, node = _final_event(event, final), None
     else:

@@ -59,3 +59,40 @@ def test_inspection_is_off_by_default_and_top_n_by_hand(tiny):
     assert [g.position for g in got] == [1, 2] and got[1].residual.ids == (1, 0)
     assert got[1].residual.probs == pytest.approx((0.6, 0.4)) and got[0].residual is None
     assert [g.position for g in inspect_verification(p, q, m=2)] == [1, 2, 3]  # all accepted: the bonus position
+
+
+def test_a_tree_steps_resampled_token_shows_p_res_and_its_bonus_token_p(tiny):
+    """A token tree's resampled token is drawn from p_res at the last accepted node, p with every rejected child
+    taken out and renormalised (docs/algorithms.md section 4b): the inspector holds that law at position m + 1
+    (it held only p there, and the pane's figure of a resampled tree token was empty): the rejected children's
+    tokens have no mass, the resampled token has some, and the rest is p's renormalised. The node chooser's "next"
+    draws p and p_res for a resampled token, p for a bonus one."""
+    from playground.tree_inspector import inspect_node
+    from playground.tree_view import NEXT
+
+    settings = DecodeSettings(max_new_tokens=40, num_lookahead=3, temperature=1.0, top_k=4, inspect=True,
+                              tree_nodes=8)
+    seen = set()
+    for prompt in ("hello", "abc", "abcab abcab"):
+        for event in METHODS["parallelspec"].decode(tiny, prompt, settings):
+            if not event.tree_parents:
+                continue
+            last = event.tokens[-1]
+            m = sum(t.label == "accepted" for t in event.tokens)
+            at = next(pi for pi in event.inspection if pi.position == m + 1)
+            _, fig = inspect_node({"parallelspec+tree8": [event]}, f"parallelspec+tree8|{NEXT}")
+            if last.label == "bonus":
+                assert at.residual is None and [t.name for t in fig.data] == ["p (bonus position)"]
+                seen.add("bonus")
+                continue
+            assert last.label == "resampled", event.tokens
+            parent = ([-1] + [j for j, d in enumerate(event.drafts) if d.decision == "accepted"])[-1]
+            rejected = {d.token_id for j, d in enumerate(event.drafts)
+                        if event.tree_parents[j] == parent and d.decision == "rejected"}
+            law = dict(zip(at.residual.ids, at.residual.probs))
+            assert rejected and not rejected & set(law) and law.get(last.token_id, 0) > 0, (rejected, law, last)
+            p = {i: x for i, x in zip(at.p.ids, at.p.probs) if i not in rejected}
+            assert law == pytest.approx({i: x / sum(p.values()) for i, x in p.items()}, rel=1e-4)
+            assert [t.name for t in fig.data] == ["p", "p_res (p, every rejected child taken out)"]
+            seen.add("resampled")
+    assert seen == {"bonus", "resampled"}

@@ -37,7 +37,7 @@ class PositionInspection:
         p: top-n of the target's processed distribution at this position.
         q: top-n of the draft distribution q_i (drafts only, else None).
         residual: top-n of norm(max(0, p_i - q_i)) at the first rejection (else None): the law the
-            resampled token was drawn from.
+            resampled token was drawn from (a token tree's: p_res, every rejected child taken out).
     """
 
     position: int
@@ -54,7 +54,8 @@ def top_n(probs: torch.Tensor, n: int = TOP_N) -> TopN:
 
 
 def inspect_verification(p: torch.Tensor, q: torch.Tensor, m: int, n: int = TOP_N,
-                         exact: TopN | None = None) -> tuple[PositionInspection, ...]:
+                         exact: TopN | None = None, residual: torch.Tensor | None = None
+                         ) -> tuple[PositionInspection, ...]:
     """The inspector's data of one verification.
 
     Args:
@@ -62,6 +63,9 @@ def inspect_verification(p: torch.Tensor, q: torch.Tensor, m: int, n: int = TOP_
         q: (k, V) processed draft distributions q_1..q_k.
         m: accepted drafts (the residual is shown at position m + 1 when m < k).
         exact: top-n of the distribution PaSS's exact token was drawn from (position 0), if any.
+        residual: (V,) float, a token tree's p_res at its last accepted node (the law of its resampled token,
+            docs/algorithms.md section 4b), shown at position m + 1; a tree step passes its accepted path's p
+            and q (k = m), so no residual is computed from them.
 
     Returns:
         One ``PositionInspection`` per position that verification used: (0,) 1..min(m + 1, k + 1).
@@ -72,12 +76,12 @@ def inspect_verification(p: torch.Tensor, q: torch.Tensor, m: int, n: int = TOP_
     q_top = q[:min(used, k)].float().topk(min(n, q.shape[-1])) if k else None
     out = [PositionInspection(0, exact)] if exact is not None else []
     for i in range(used):
-        residual = None
+        shown = top_n(residual, n) if residual is not None and i == m else None
         if i == m < k:
             diff = (p[i] - q[i]).clamp_min(0.0)
-            residual = top_n(diff / diff.sum() if float(diff.sum()) > 1e-12 else p[i], n)
+            shown = top_n(diff / diff.sum() if float(diff.sum()) > 1e-12 else p[i], n)
         out.append(PositionInspection(
-            i + 1, _pair(p_top, i), _pair(q_top, i) if q_top is not None and i < k else None, residual))
+            i + 1, _pair(p_top, i), _pair(q_top, i) if q_top is not None and i < k else None, shown))
     return tuple(out)
 
 

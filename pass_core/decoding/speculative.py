@@ -189,7 +189,9 @@ def generate_speculative(loaded, prompt: str, settings: DecodeSettings, drafter:
             q_draft = q[torch.arange(k), drafts].tolist()
             records_of_drafts = draft_records(state.detok, drafts.tolist(), q_draft, result if k else None, records)
         else:  # along the accepted path; every node's q, p, p_res and decision are in its draft record
-            inspection = inspect_verification(p[rows], q[path], m, exact=proposal.exact_top) if settings.inspect else ()
+            law = None if result.next_is_bonus else result.next_law  # p_res: the resampled token's law
+            inspection = (inspect_verification(p[rows], q[path], m, exact=proposal.exact_top, residual=law)
+                          if settings.inspect else ())
             j = first_rejected(tree, result)
             rejected = int(drafts[j]) if j is not None else None
             records_of_drafts = tree_draft_records(state.detok, tree, drafts.tolist(), result, records)

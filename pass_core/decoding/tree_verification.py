@@ -40,6 +40,8 @@ class TreeVerification:
         p_draft: per node p(x), the target's probability of its token at the parent.
         p_res: per node p_res(x) when tried (the residual after its earlier siblings' rejections), else None.
         q_draft: per node q(x).
+        next_law: (V,) float, the law ``next_token`` was drawn from: p_res at the last accepted node (every
+            rejected child taken out) or p at the leaf; None from a rule that does not give it (a test seam's).
     """
 
     path: tuple[int, ...]
@@ -51,6 +53,7 @@ class TreeVerification:
     p_draft: tuple[float, ...]
     p_res: tuple[float | None, ...]
     q_draft: tuple[float, ...]
+    next_law: torch.Tensor | None = None
 
     @property
     def num_accepted(self) -> int:
@@ -118,7 +121,8 @@ def verify_tree(tree: TreeSpec, draft_ids: torch.Tensor, draft_probs: torch.Tens
         next_token = int(torch.multinomial(next_probs.float(), 1, generator=generator))
     return TreeVerification(path=tuple(path), next_token=next_token, next_is_bonus=is_bonus,
                             decisions=tuple(decisions), uniforms=tuple(used), accept_probs=tuple(accept),
-                            p_draft=tuple(p_draft), p_res=tuple(residual_x), q_draft=tuple(q_draft))
+                            p_draft=tuple(p_draft), p_res=tuple(residual_x), q_draft=tuple(q_draft),
+                            next_law=next_probs)
 
 
 def along_path(out: TargetOutput, num_real: int, path: list[int]) -> TargetOutput:
