@@ -147,6 +147,28 @@ def test_greedy_verify_is_argmax_rule():
         assert (res.num_accepted, res.next_token) == (n_acc, nxt)
 
 
+def test_only_a_one_hot_law_skips_the_draw_and_vocabularies_must_agree():
+    """A one-hot row (greedy) is its argmax with no draw; a sampled row whose top probability rounds to 1.0 in
+    float32 is still drawn (its other tokens keep their tiny mass: the shortcut took the argmax for it, a bias
+    against them). q and p of different vocabulary widths are refused by name (they passed silently when every
+    draft was accepted)."""
+    from pass_core.decoding.sampling import sample
+    from pass_core.decoding.tree import chain
+    from pass_core.decoding.tree_verification import verify_tree
+
+    for row, draws in (([0.0, 1.0, 0.0], False), ([1.0, 2e-9, 0.0], True)):
+        probs = torch.tensor([row], dtype=torch.float32)
+        gen = torch.Generator().manual_seed(0)
+        before = gen.get_state().clone()
+        token = sample(probs, gen)
+        assert int(token[0]) == int(probs.argmax()) and (not torch.equal(gen.get_state(), before)) == draws, row
+    drafts, q, p = torch.tensor([1, 2]), torch.full((2, 9), 1 / 9), torch.full((3, 8), 1 / 8)
+    with pytest.raises(ValueError, match="cover 9 tokens, the target's 8: a drafter for another vocabulary"):
+        verify_drafts(drafts, q, p, torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="cover 9 tokens, the target's 8: a drafter for another vocabulary"):
+        verify_tree(chain(2), drafts, q, p, torch.Generator().manual_seed(0))
+
+
 def test_sampling_filters():
     logits = torch.tensor([[3.0, 2.0, 1.0, 0.0]])
     assert logits_to_probs(logits, DecodeSettings()).tolist() == [[1.0, 0.0, 0.0, 0.0]]

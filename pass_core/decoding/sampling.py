@@ -51,14 +51,15 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tens
         generator: the run's ``torch.Generator`` on ``probs.device``; never the global RNG.
 
     Returns:
-        (N,) int64 token ids. A one-hot row (greedy) returns its argmax without
-        consuming randomness, so greedy runs do not depend on the seed.
+        (N,) int64 token ids. One-hot rows (greedy: every other entry exactly 0) return their argmax without
+        consuming randomness, so greedy runs do not depend on the seed. A sampled row whose top probability
+        rounds to 1.0 is still drawn (its other tokens keep their mass: a draw is exact).
 
     Raises:
         ValueError: a row holds NaN, inf or a negative number (a drafter with non-finite weights),
             instead of torch's bare ``RuntimeError``.
     """
-    if bool((probs.max(-1).values >= 1.0).all()):
+    if bool(((probs > 0).sum(-1) == 1).all()):
         return probs.argmax(-1)
     try:
         return torch.multinomial(probs, 1, generator=generator).squeeze(-1)

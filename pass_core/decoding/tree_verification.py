@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from pass_core.decoding.events import DraftRecord
+from pass_core.decoding.sampling import sample
 from pass_core.decoding.target import TargetOutput
 from pass_core.decoding.text import Detokenizer
 from pass_core.decoding.tree import TreeSpec
@@ -78,13 +79,17 @@ def verify_tree(tree: TreeSpec, draft_ids: torch.Tensor, draft_probs: torch.Tens
         A ``TreeVerification``: the accepted path and the next token, 1..depth + 1 tokens.
 
     Raises:
-        ValueError: shapes that disagree with the tree, or a draft id outside the vocabulary.
+        ValueError: shapes that disagree with the tree or with each other's vocabulary width, a draft id outside
+            the vocabulary, or a next token's law with NaN, inf or a negative number (``sampling.sample``).
     """
     n, vocab = tree.num_nodes, int(target_probs.shape[-1])
     if draft_ids.shape[0] != n or draft_probs.shape[0] != n or target_probs.shape[0] != n + 1:
         raise ValueError(f"verify_tree needs {n} drafts, {n} draft distributions and {n + 1} target distributions "
                          f"for a tree of {n} nodes; got {draft_ids.shape[0]}, {draft_probs.shape[0]} and "
                          f"{target_probs.shape[0]}")
+    if n and draft_probs.shape[-1] != vocab:
+        raise ValueError(f"the draft distributions cover {draft_probs.shape[-1]} tokens, the target's {vocab}: a "
+                         "drafter for another vocabulary")
     if n and not 0 <= int(draft_ids.min()) <= int(draft_ids.max()) < vocab:
         raise ValueError(f"draft ids must lie in 0..{vocab - 1}, got {draft_ids.tolist()}")
     uniforms = torch.rand(n, generator=generator, device=draft_ids.device) if n else None
@@ -115,10 +120,7 @@ def verify_tree(tree: TreeSpec, draft_ids: torch.Tensor, draft_probs: torch.Tens
         p_res = target_probs[node + 1]
     is_bonus = not tree.children(node)
     next_probs = p_res
-    if bool(next_probs.max() >= 1.0):
-        next_token = int(next_probs.argmax())
-    else:
-        next_token = int(torch.multinomial(next_probs.float(), 1, generator=generator))
+    next_token = int(sample(next_probs[None].float(), generator)[0])  # one-hot (greedy): no draw
     return TreeVerification(path=tuple(path), next_token=next_token, next_is_bonus=is_bonus,
                             decisions=tuple(decisions), uniforms=tuple(used), accept_probs=tuple(accept),
                             p_draft=tuple(p_draft), p_res=tuple(residual_x), q_draft=tuple(q_draft),

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import torch
 
+from pass_core.decoding.sampling import sample
+
 
 @dataclass(frozen=True)
 class VerificationResult:
@@ -56,8 +58,9 @@ def verify_drafts(
         d_i == argmax p_i" and the replacement is argmax p_i.
 
     Raises:
-        ValueError: if the shapes disagree, or a draft id is not a token id 0..V-1 (a negative id
-            would otherwise index from the end of the vocabulary and be verified as another token).
+        ValueError: if the shapes disagree (counts, or the vocabulary widths of q and p), a draft id is not a
+            token id 0..V-1 (a negative id would otherwise index from the end of the vocabulary and be verified
+            as another token), or the next token's law holds NaN, inf or a negative number (``sampling.sample``).
     """
     k = int(draft_ids.shape[0])
     if draft_probs.shape[0] != k or target_probs.shape[0] != k + 1:
@@ -65,6 +68,9 @@ def verify_drafts(
             f"verify_drafts needs k drafts, k draft distributions and k+1 target "
             f"distributions; got {k}, {draft_probs.shape[0]} and {target_probs.shape[0]}"
         )
+    if k and draft_probs.shape[-1] != target_probs.shape[-1]:
+        raise ValueError(f"the draft distributions cover {draft_probs.shape[-1]} tokens, the target's "
+                         f"{target_probs.shape[-1]}: a drafter for another vocabulary")
     vocab_size = int(target_probs.shape[-1])
     if k and not 0 <= int(draft_ids.min()) <= int(draft_ids.max()) < vocab_size:
         bad = [int(d) for d in draft_ids.tolist() if not 0 <= d < vocab_size]
@@ -87,10 +93,7 @@ def verify_drafts(
         # p == q up to rounding: the residual vanishes; p itself is then the right law
         next_probs = residual / total if total > 1e-12 else target_probs[num_accepted]
         is_bonus = False
-    if bool(next_probs.max() >= 1.0):
-        next_token = int(next_probs.argmax())
-    else:
-        next_token = int(torch.multinomial(next_probs.float(), 1, generator=generator))
+    next_token = int(sample(next_probs[None].float(), generator)[0])  # one-hot (greedy): no draw
     return VerificationResult(
         num_accepted=num_accepted,
         next_token=next_token,
