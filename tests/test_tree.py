@@ -548,6 +548,12 @@ def test_tree_settings_and_shipped_shapes(tmp_path):
     steeper = {"c": [1.0 + 0.05 * w for w in range(16)]}
     assert choose_tree_size("pass", steeper, shapes) == 8  # (2.3 + 1) / (1.4 + 1.15) > (2 + 1) / (1.2 + 1.15)
     assert choose_tree_size("no-drafting-pass", steeper, shapes) == 4  # 2 / 1.2 > 2.3 / 1.4
+    # a separate drafter's pass (d = 0.25 AR steps) is the same for every N, yet it moves the argmax of the ratio
+    data["methods"]["drafter"] = {**data["methods"]["parallelspec"], "step_cost": {"drafter_pass": True}}
+    shapes.write_text(json.dumps(data))
+    close = {"c": [1.0 + 0.065 * w for w in range(16)]}
+    assert choose_tree_size("parallelspec", close, shapes) == 4  # 2 / 1.26 > 2.4 / 1.52
+    assert choose_tree_size("drafter", close, shapes) == 8  # 2.4 / (1.52 + 0.25) > 2 / (1.26 + 0.25)
     with pytest.raises(ValueError, match="not a readable JSON"):
         (tmp_path / "bad.json").write_text("{")
         shipped_tree("parallelspec", 4, tmp_path / "bad.json")

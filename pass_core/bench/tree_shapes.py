@@ -76,8 +76,8 @@ class CandidateRecorder(Drafter):
 def matches(loaded, method: str, prompts: list[str], settings: DecodeSettings,
             ranks: int) -> tuple[list[list[int | None]], dict]:
     """Per drafting step with the whole window inside the output: the matching rank per position (None: none of
-    the top-``ranks`` candidates was the target's token); and the drafter's numeric ``step_cost`` entries (PaSS:
-    its drafting pass)."""
+    the top-``ranks`` candidates was the target's token); and the drafter's numeric and yes/no ``step_cost``
+    entries (PaSS: its drafting pass; ParallelSpec: ``drafter_pass``, its separate drafter's pass)."""
     state, _ = METHODS[method].find_files(loaded, settings.num_lookahead)
     drafter = METHODS[method].drafter(state, settings)
     positions = settings.num_lookahead
@@ -93,7 +93,7 @@ def matches(loaded, method: str, prompts: list[str], settings: DecodeSettings,
                 continue  # the output ended inside the window: no truth for the last positions
             out.append([next((r for r in range(ranks) if cand.get((d, r)) == full[first + d - 1]), None)
                         for d in range(1, depth + 1)])
-    cost = {k: v for k, v in drafter.step_cost().items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    cost = {k: v for k, v in drafter.step_cost().items() if isinstance(v, (int, float))}  # bools too: drafter_pass
     return out, cost
 
 

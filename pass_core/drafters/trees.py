@@ -16,6 +16,7 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
+from pass_core.decoding.draft_length import CostAwareDraftLength
 from pass_core.decoding.settings import TREE_AUTO
 from pass_core.decoding.tree import TreeSpec
 from pass_core.drafters.shipped import assets_dir
@@ -80,11 +81,13 @@ def shipped_tree(method: str, num_nodes: int, path: Path | None = None) -> TreeS
 
 def choose_tree_size(method: str, pass_cost: dict, path: Path | None = None) -> int:
     """The shipped tree size with the most expected tokens per unit of pass cost on this machine:
-    argmax over N of (E(N) + x) / (c(N + 1) + c(w)) (docs/algorithms.md sections 4 and 4b): E(N) the expected
-    tokens per verification step measured for the shape on held-out prompts, c this machine's pass-cost curve
-    ("c": relative costs of passes over 1, 2, ... tokens, ``runtime.pass_cost``), and for PaSS its drafting
-    pass (the entry's "step_cost": x = 1 exact token, a pass over w = 1 + L tokens). A separate drafter's pass
-    (ParallelSpec) costs the same for every N and is left out.
+    argmax over N of (E(N) + x) / (c(N + 1) + c(w) + d) (docs/algorithms.md sections 4 and 4b): E(N) the
+    expected tokens per verification step measured for the shape on held-out prompts, c this machine's pass-cost
+    curve ("c": relative costs of passes over 1, 2, ... tokens, ``runtime.pass_cost``), for PaSS its drafting
+    pass (the entry's "step_cost": x = 1 exact token, a pass over w = 1 + L tokens), and for a separate drafter
+    (ParallelSpec, "step_cost" ``drafter_pass``) d = its pass in AR steps, the prior of the cost-aware draft
+    lengths (``CostAwareDraftLength.DRAFTER_PRIOR``, 0.25) as nothing has run yet. d is the same for every N, yet
+    it still moves the argmax of a ratio: it weighs a wider verification pass less.
 
     Raises:
         ValueError: no shipped tree for the method.
@@ -96,6 +99,7 @@ def choose_tree_size(method: str, pass_cost: dict, path: Path | None = None) -> 
     extra = entry.get("step_cost", {})
     tokens, width = float(extra.get("extra_tokens", 0.0)), int(extra.get("extra_width", 0))
     drafting = pass_cost_at(pass_cost["c"], width) if width else 0.0
+    drafting += CostAwareDraftLength.DRAFTER_PRIOR if extra.get("drafter_pass") else 0.0
 
     def rate(n: int) -> float:
         return (expected[n] + tokens) / (pass_cost_at(pass_cost["c"], n + 1) + drafting)
