@@ -19,6 +19,7 @@ from pass_core.decoding.sampling import logits_to_probs
 from pass_core.decoding.settings import DecodeSettings
 from pass_core.decoding.speculative import generate_speculative
 from pass_core.decoding.verification import VerificationResult, verify_drafts
+from pass_core.registry import METHODS
 
 
 def generate_pass(loaded, prompt, settings, la):
@@ -105,13 +106,13 @@ def test_bad_prompts_raise(tiny):
     for (prompt, new, setting), message in cases.items():
         with pytest.raises(ValueError, match=message):
             encode_prompt(tiny.tokenizer, prompt, False, tiny.max_positions, new, setting)
-    # a run states the numbers it was given: 4 new tokens and L = 3 said "10 new tokens are asked for, with 16
+    # a run with drafts states the numbers it was given: 4 new tokens and L = 3 said "10 new tokens are asked for, with 16
     # more positions" (the 2 L positions a run keeps free were added to max new tokens)
     with pytest.raises(ValueError, match=r"and 4 new tokens are asked for, with 22 more positions kept free for "
                                          r"drafts: .* Shorten the prompt to at most 486 tokens or lower max new "
                                          r"tokens to at most 2\.$"):  # 488 + 4 + 22 > 512 positions
-        list(generate_autoregressive(tiny, "a" * 488, DecodeSettings(max_new_tokens=4, num_lookahead=3,
-                                                                     chat_template=False)))
+        list(METHODS["pass"].decode(tiny, "a" * 488, DecodeSettings(max_new_tokens=4, num_lookahead=3,
+                                                                    chat_template=False)))
     # a lone surrogate (bytes that were not UTF-8 on a command line, or sent through the API) reached the
     # tokenizer, which raised "TextEncodeInput must be Union[...]" with a traceback in the server log
     with pytest.raises(ValueError, match=r"not valid text: character 4 \('\\udcff'\)"):
@@ -169,6 +170,23 @@ def test_only_a_one_hot_law_skips_the_draw_and_vocabularies_must_agree():
         verify_tree(chain(2), drafts, q, p, torch.Generator().manual_seed(0))
 
 
+def test_ar_keeps_no_context_for_drafts_it_never_makes(tiny):
+    """AR ignores L: a prompt that fills the context but for max new tokens runs with L = 8 (AR kept 16 + 2 L
+    positions free for drafts it never makes, and refused it); a longer one is refused without speaking of
+    drafts; PaSS, which drafts, still needs them and says so."""
+    from pass_core.decoding.text import encode_prompt
+
+    prompt = "abc " * 60
+    used = len(encode_prompt(tiny.tokenizer, prompt, False))
+    settings = DecodeSettings(max_new_tokens=tiny.max_positions - used, num_lookahead=8, chat_template=False)
+    first = next(iter(generate_autoregressive(tiny, prompt, settings)))
+    assert first.tokens and first.tokens[0].label == "target"
+    with pytest.raises(ValueError, match="asked for, with 32 more positions kept free for drafts: more than"):
+        next(iter(METHODS["pass"].decode(tiny, prompt, settings)))
+    with pytest.raises(ValueError, match="new tokens are asked for: more than the model's context of 512"):
+        next(iter(generate_autoregressive(tiny, prompt, settings.with_(max_new_tokens=settings.max_new_tokens + 1))))
+
+
 def test_sampling_filters():
     logits = torch.tensor([[3.0, 2.0, 1.0, 0.0]])
     assert logits_to_probs(logits, DecodeSettings()).tolist() == [[1.0, 0.0, 0.0, 0.0]]
@@ -197,7 +215,6 @@ def test_drafts_after_eos_are_not_counted_as_accepted(tiny):
 def test_decoding_and_training_leave_the_global_rng_alone(tiny, tmp_path, monkeypatch):
     """Every run uses its own torch.Generator: the global RNG state is the same afterwards."""
     from pass_core.training.data import generate_self_data
-    from pass_core.registry import METHODS
 
     monkeypatch.setenv("PASS_PLAYGROUND_CACHE", str(tmp_path))
     torch.manual_seed(1234)

@@ -32,7 +32,7 @@ def generate_autoregressive(loaded, prompt: str, settings: DecodeSettings) -> It
     Raises:
         ValueError: empty prompt or prompt too long for the model's context.
     """
-    state, gen = start_run(loaded, prompt, settings)
+    state, gen = start_run(loaded, prompt, settings, drafts=False)  # no context kept for drafts
     model, clock, dev = loaded.model, StepClock(loaded.device), loaded.device
     cache, plain, last = new_cache(model), plain_head(model), torch.tensor([-1], device=dev)
     uncached = torch.tensor([state.prompt_ids], device=dev)  # (1, T)

@@ -76,8 +76,9 @@ class RunState:
         return out, reason
 
 
-def start_run(loaded, prompt: str, settings: DecodeSettings) -> tuple[RunState, torch.Generator]:
-    """Encode the prompt and create the run's state and its one random generator.
+def start_run(loaded, prompt: str, settings: DecodeSettings, drafts: bool = True) -> tuple[RunState, torch.Generator]:
+    """Encode the prompt and create the run's state and its one random generator. A run with ``drafts`` keeps
+    ``spare_positions(L)`` of the context free beyond its new tokens; a run without (AR) none.
 
     Raises:
         TypeError: ``settings`` is not a ``DecodeSettings``.
@@ -86,7 +87,8 @@ def start_run(loaded, prompt: str, settings: DecodeSettings) -> tuple[RunState, 
     if not isinstance(settings, DecodeSettings):
         raise TypeError("settings must be a DecodeSettings")
     ids = encode_prompt(loaded.tokenizer, prompt, settings.chat_template, loaded.max_positions,
-                        settings.max_new_tokens, spare=spare_positions(settings.num_lookahead))
+                        settings.max_new_tokens,
+                        spare=spare_positions(settings.num_lookahead) if drafts else 0)
     state = RunState(settings=settings, eos=eos_token_ids(loaded), detok=Detokenizer(loaded.tokenizer),
                      prompt_ids=ids)
     return state, make_generator(settings.seed, loaded.device)

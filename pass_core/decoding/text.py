@@ -59,7 +59,8 @@ def encode_prompt(tokenizer, prompt: str, chat_template: bool, max_positions: in
         max_new_tokens: tokens to be generated, counted against the context.
         length_setting: the setting a user can lower to fit the context, named in the message; None where there
             is none (the losslessness lab's 3 tokens are fixed).
-        spare: positions kept free beyond ``max_new_tokens`` (``spare_positions`` for a run with drafts).
+        spare: positions kept free beyond ``max_new_tokens`` (``spare_positions`` for a run with drafts; 0 for
+            AR, which makes none).
 
     The user's text is always plain text: a special-token string typed in it (``<|im_end|>``,
     ``<|im_start|>``, ...) is encoded as ordinary characters, so a prompt cannot close its own
@@ -98,8 +99,8 @@ def encode_prompt(tokenizer, prompt: str, chat_template: bool, max_positions: in
             fix = " or ".join(fixes)
             raise ValueError(
                 f"The prompt is {len(ids):,} tokens long (chat template included) and {max_new_tokens:,} new "
-                f"tokens are asked for, with {spare} more positions kept free for drafts: more than the model's "
-                f"context of {max_positions:,} positions. {fix[0].upper()}{fix[1:]}.")
+                f"tokens are asked for{f', with {spare} more positions kept free for drafts' if spare else ''}: "
+                f"more than the model's context of {max_positions:,} positions. {fix[0].upper()}{fix[1:]}.")
     return [int(i) for i in ids]
 
 
