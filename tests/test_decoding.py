@@ -106,8 +106,8 @@ def test_bad_prompts_raise(tiny):
     for (prompt, new, setting), message in cases.items():
         with pytest.raises(ValueError, match=message):
             encode_prompt(tiny.tokenizer, prompt, False, tiny.max_positions, new, setting)
-    # a run with drafts states the numbers it was given: 4 new tokens and L = 3 said "10 new tokens are asked for, with 16
-    # more positions" (the 2 L positions a run keeps free were added to max new tokens)
+    # a run with drafts states the numbers it was given: 4 new tokens and L = 3 said "10 new tokens are asked for,
+    # with 16 more positions" (the 2 L positions a run keeps free were added to max new tokens)
     with pytest.raises(ValueError, match=r"and 4 new tokens are asked for, with 22 more positions kept free for "
                                          r"drafts: .* Shorten the prompt to at most 486 tokens or lower max new "
                                          r"tokens to at most 2\.$"):  # 488 + 4 + 22 > 512 positions
