@@ -145,8 +145,9 @@ def tree_pane_values(state, show_rejected: bool) -> tuple:
 def tree_setting() -> gr.Dropdown:
     """The "token tree" input (in the race's settings)."""
     return gr.Dropdown(TREE_CHOICES, value=0, label="token tree (extension)", elem_id="input-tree_nodes",
-                       info="adds a tree run beside each ticked PaSS / ParallelSpec method: one verification pass "
-                            "over a tree of drafts (not with the fused step or cost-aware lengths)")
+                       info="adds a tree run beside each ticked " + " / ".join(
+                           m.short_name for m in METHODS.values() if m.tree) + " method: one verification pass over "
+                            "a tree of drafts (not with the fused step or cost-aware lengths)")
 
 
 def tree_panel() -> SimpleNamespace:

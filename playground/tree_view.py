@@ -148,9 +148,12 @@ def _tree_traces(events: list[StepEvent], event: StepEvent, entry: str, first: b
 
 
 def node_hover(draft, node: int, parent: int) -> str:
-    """A node's hover text: index, parent, token, q, p, p_res and the decision."""
+    """A node's hover text: index, parent, token, q, p, p_res and the decision; p "–" for a node never tried, as
+    in the node table (its recorded p is the target's at a parent that was not accepted, or 0: not a judgement)."""
+    p = None if draft.decision == "not_verified" else draft.p
     return (f"node {node} (parent {'root' if parent < 0 else parent}, depth {draft.position}): "
-            f"{plotly_safe(repr(draft.text))}<br>q {draft.q:.4f} · p {draft.p:.4f} · p_res {_fmt(draft.p_res, '.4f')}"
+            f"{plotly_safe(repr(draft.text))}<br>"
+            f"q {draft.q:.4f} · p {_fmt(p, '.4f')} · p_res {_fmt(draft.p_res, '.4f')}"
             f"<br>{draft.decision.replace('_', ' ')}")
 
 

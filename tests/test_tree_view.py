@@ -80,6 +80,10 @@ def test_tree_figure_draws_every_node_the_accepted_path_and_the_last_token():
     assert list(rejected.customdata) == [2, 5] and list(rejected.text) == ["C\u0336", "F\u0336"]  # struck through
     assert rejected.marker.color == REJECTED_GREY
     assert list(traces_named(fig, "not verified")[0].customdata) == [1, 4]
+    # an untried node's hover says p "–", as the node table does ("p 0.2000" read as the target's judgement)
+    assert [h.split("<br>")[1] for h in traces_named(fig, "not verified")[0].hovertext] == [
+        "q 1.0000 · p – · p_res –"] * 2
+    assert rejected.hovertext[0].split("<br>")[1] == "q 1.0000 · p 0.1200 · p_res 0.1200"
     assert list(traces_named(fig, "root (the pending token)")[0].text) == ["P"]  # the previous step's last token
     assert "step 2" in fig.layout.annotations[0].text and "2 accepted" in fig.layout.annotations[0].text
     # two panels that both end in a resampled token: one legend entry per kind, each title in two short lines
