@@ -68,7 +68,8 @@ def pass_cost_figure(curve: dict, points: dict[str, tuple[float, float, float]] 
     layout = dict(height=360, margin=dict(l=55, r=15, t=35, b=10), uirevision=revision, paper_bgcolor="white",
                   plot_bgcolor="white", font=dict(size=12),
                   legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0),
-                  xaxis=dict(title=dict(text="tokens per pass w (a method: mean k + 1)"), dtick=1, **_AXIS),
+                  xaxis=dict(title=dict(text="tokens per pass w (a method: its mean verification pass)"), dtick=1,
+                             **_AXIS),
                   yaxis=dict(title=dict(text="AR steps or tokens"), rangemode="tozero", **_AXIS))
     return go.Figure(traces, layout)
 
@@ -93,8 +94,9 @@ def pass_cost_markdown(curve: dict, points: dict[str, tuple[float, float, float]
     for key, (width, tokens, cost) in (points or {}).items():
         if key != "ar":
             verdict = "faster than AR" if tokens > cost else "slower than AR"
+            wide = "N + 1, the tree's nodes and the root" if "+tree" in key else "k + 1"
             lines.append(f"**{short_name(key)}**: {tokens:.2f} tokens per step for {cost:.2f} AR steps "
-                         f"(mean k + 1 = {width:.1f}): {tokens / cost:.2f}x, {verdict}.")
+                         f"(verification pass of mean width {wide} = {width:.1f}): {tokens / cost:.2f}x, {verdict}.")
     return "  \n".join(lines)
 
 

@@ -87,6 +87,9 @@ def test_step_points_and_cost_chart():
                                          "ParallelSpec: cost per step (1.50 AR steps)"]
     text = pass_cost_markdown(curve, points)
     assert "c(2) = 1.10, c(4) = 1.20, c(8) = 1.50" in text and "1.33x, faster than AR" in text
+    assert "(verification pass of mean width k + 1 = 4.0)" in text
+    tree = pass_cost_markdown(curve, {"parallelspec+tree8": (9.0, 2.4, 1.6)})  # a tree's width is N + 1, not k + 1
+    assert "(verification pass of mean width N + 1, the tree's nodes and the root = 9.0)" in tree, tree
     assert "busy" not in text  # no load recorded (an older curve): no warning
 
 
