@@ -96,7 +96,11 @@ def metric_texts(summaries: dict[str, RunSummary | None], events: dict[str, list
                                                              f" (vs {short_name(base)}; {short_name(BASELINE)} "
                                                              "not racing)"), *notes]),
         "tokens_per_forward_pass": each("tokens_per_forward_pass", ".2f"),
-        "mean_accepted_tokens": each("mean_accepted_tokens", ".2f"),
+        # "–" for a drafting method that verified no draft yet (1 or 2 tokens: its prefill): no verification
+        # step to average over (AR keeps its 1.00, the baseline's convention)
+        "mean_accepted_tokens": "  ·  ".join(
+            f"{short_name(k)} " + ("–" if s and k != BASELINE and not s.verification_steps else
+                                   _fmt(s and s.mean_accepted_tokens, ".2f")) for k, s in summaries.items()),
         "acceptance_rate": "  ·  ".join(rates) or "–",
     }
 
@@ -128,7 +132,8 @@ def rate_text(rate: float) -> str:
 
 def compute_line(summaries: dict[str, RunSummary | None]) -> str:
     """One markdown line of compute facts per method: tokens, steps (and how many verified drafts),
-    forward passes (target + drafter when a separate drafter model ran), compute time, ms per step."""
+    forward passes (target + drafter when a separate drafter model ran), compute time, ms per step, and whether
+    it ended on the end-of-text token (a sampled method that ends early said nothing of why)."""
     parts = []
     for key, s in summaries.items():
         if not s or not s.steps:
@@ -138,7 +143,8 @@ def compute_line(summaries: dict[str, RunSummary | None]) -> str:
         passes = (f"{s.forward_passes} target + {count(s.drafter_passes, 'drafter pass')}" if s.drafter_passes
                   else count(s.forward_passes, "forward pass"))
         parts.append(f"**{short_name(key)}** {count(s.tokens, 'token')} in {steps}, {passes}, "
-                     f"{s.compute_time_s:.2f} s compute ({s.ms_per_step:.1f} ms/step)")
+                     f"{s.compute_time_s:.2f} s compute ({s.ms_per_step:.1f} ms/step)"
+                     + ("; it wrote the end-of-text token (EOS)" if s.finish_reason == "eos" else ""))
     return "  \n".join(parts)
 
 

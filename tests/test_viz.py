@@ -70,10 +70,15 @@ def test_compute_line_counts_drafter_passes_apart():
     assert line.splitlines()[0].startswith("**AR** 40 tokens in 40 steps, 40 forward passes,")
     assert "**ParallelSpec** 40 tokens in 30 steps (25 verification steps), 40 target + 40 drafter passes" in line
     assert "PaSS" not in line  # no step yet
+    assert "EOS" not in line
+    ended = race_text.compute_line({"pass": summary(method="pass", tokens=37, steps=16, verification_steps=15,
+                                                    forward_passes=32, finish_reason="eos")})
+    assert ended.endswith("ms/step); it wrote the end-of-text token (EOS)"), ended
 
 
 def test_metric_texts_use_the_speedup_and_short_names():
-    ar = summary(method="ar", tokens=10, steps=10, tokens_per_s=20.0, tokens_per_forward_pass=1.0)
+    ar = summary(method="ar", tokens=10, steps=10, tokens_per_s=20.0, tokens_per_forward_pass=1.0,
+                 mean_accepted_tokens=1.0)
     ps = summary(method="pass", tokens=10, steps=4, tokens_per_s=30.0, accepted_drafts=3, judged_drafts=8,
                  drafted_tokens=12, acceptance_rate=3 / 8)
     texts = race_text.metric_texts({"ar": ar, "pass": ps, "parallelspec": None})
@@ -81,6 +86,12 @@ def test_metric_texts_use_the_speedup_and_short_names():
     assert texts["speedup"] == f"PaSS 1.50×  ·  ParallelSpec not yet\n{race_text.UNKNOWN_BASELINE}"
     assert texts["acceptance_rate"] == "PaSS 37.5% (3 of 8 judged drafts; 12 drafted)  ·  ParallelSpec –"
     assert texts["tokens_per_s"] == "AR 20.0  ·  PaSS 30.0  ·  ParallelSpec –"
+    # mean accepted tokens per verification step: "–" for a drafting method without one (it read 2.00 after a
+    # PaSS prefill of 2 tokens); AR keeps its 1.00
+    prefill = summary(method="pass", tokens=2, steps=1, verification_steps=0, mean_accepted_tokens=2.0)
+    verified = summary(method="parallelspec", tokens=5, steps=3, verification_steps=2, mean_accepted_tokens=2.0)
+    shown = race_text.metric_texts({"ar": ar, "pass": prefill, "parallelspec": verified})["mean_accepted_tokens"]
+    assert shown == "AR 1.00  ·  PaSS –  ·  ParallelSpec 2.00", shown
 
 
 def test_rejected_css_selector_matches_the_rejected_colour():
