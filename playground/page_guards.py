@@ -15,12 +15,14 @@ import threading
 
 import gradio as gr
 
+from pass_core.decoding.metrics import summarize
 from pass_core.runtime.pass_cost import measured_pass_cost_curves, pass_cost_curves
 from pass_core.teaching.race import events_upto
 from pass_core.teaching.trace import make_trace, save_trace
 from playground.cost_charts import cost_view
 from playground.plot_boxes import shown_plot
 from playground.race_guards import finish
+from playground.race_text import compute_line
 
 STOPPED_NOTE = "**Stopped.** The panes show what each method had produced when you pressed Stop."
 STOPPED_TRACE = " *Download trace* gives exactly those steps."
@@ -48,8 +50,9 @@ MEASURING_NOTE = ("⏳ **The pass cost is being measured: your race starts when 
 
 def stop_outputs(loaded, state) -> tuple:
     """Stop's (run line, trace download): ``STOPPED_NOTE`` and, for a race stopped before its end (``state``:
-    ``race_handlers.render``'s dict), a trace of the steps it had produced (``pass_core.teaching.trace``), with
-    its busy line (``race_guards``); ``gr.skip()`` for the download when there is no such race (a replay: its
+    ``race_handlers.render``'s dict), a trace of the steps it had produced (``pass_core.teaching.trace``), each
+    method's line of what it had produced (``race_text.compute_line``: Stop's line took their place) and the
+    race's busy line (``race_guards``); ``gr.skip()`` for the download when there is no such race (a replay: its
     trace is already offered) or no model. A race stepped back to an earlier position: the trace holds the steps up
     to it, the ones the panes show. No race yet: ``NOTHING_TO_STOP``; a finished race: nothing changes."""
     if not state:
@@ -64,7 +67,8 @@ def stop_outputs(loaded, state) -> tuple:
     prompt, settings = guards["source"]
     shown = events_upto(state["events"], state.get("position"))  # stepped back: the steps the panes show
     path = save_trace(make_trace(loaded, prompt, settings, shown, guards.get("machine_load")), trace_path())
-    return "  \n".join(filter(None, (STOPPED_NOTE + STOPPED_TRACE, guards.get("load")))), str(path)
+    done = compute_line({key: summarize(evs, key) if evs else None for key, evs in shown.items()})  # the race's
+    return "  \n".join(filter(None, (STOPPED_NOTE + STOPPED_TRACE, done, guards.get("load")))), str(path)
 
 
 def stopped_frame(loaded, control, width: int) -> tuple:

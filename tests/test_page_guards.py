@@ -247,6 +247,10 @@ def test_stop_offers_the_trace_of_what_was_produced(tiny, tmp_path):
     state = frames[-1]["state"]
     note, path = page_guards.stop_outputs(tiny, state)
     assert note.startswith(page.STOPPED_NOTE) and "Download trace" in note
+    # each method's line of what it had produced stays (Stop's line took the place of the run line's)
+    produced = {key: sum(len(e.new_token_ids) for e in evs) for key, evs in state["events"].items()}
+    for key, tokens in produced.items():
+        assert f"**{registry.METHODS[key].short_name}** {tokens} token" in note, (key, note)
     trace = load_trace(path)
     assert trace.prompt == "Hello there" and trace.settings.max_new_tokens == 40
     assert {k: [e.new_token_ids for e in v] for k, v in trace.events.items()} == \
