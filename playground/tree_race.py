@@ -27,7 +27,7 @@ from playground.tree_view import NEXT, TREE_HINT, accepted_path, tree_figure, tr
 
 #: The token tree setting's choices: (shown, value = ``DecodeSettings.tree_nodes``); the sizes are the shipped ones.
 TREE_CHOICES = [("chain (no tree)", 0), ("4 nodes", 4), ("8 nodes", 8), ("16 nodes", 16),
-                ("auto for this machine", TREE_AUTO)]
+                ("auto: the best size for this machine", TREE_AUTO)]
 #: The methods that draft token trees: each has a tree pane, shown while its tree entry races.
 TREE_PANES = tuple(key for key, m in METHODS.items() if m.tree)
 
@@ -49,7 +49,7 @@ def tree_problem(value, fused=False, auto_drafts=False) -> str | None:
     allowed = [v for _, v in TREE_CHOICES]
     if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes not in allowed:
         return (f"token tree must be one of {', '.join(map(str, allowed[1:-1]))} nodes, 0 (a chain) or "
-                f"{TREE_AUTO} (auto for this machine), got {value!r}.")
+                f"{TREE_AUTO} (auto: the best size for this machine), got {value!r}.")
     ticked = [name for name, on in (("fused step", fused), ("cost-aware draft lengths", auto_drafts)) if on]
     if nodes and ticked:  # in the page's words (the core's said "tree nodes != 0" and "tree nodes 0")
         return (f"token tree: a tree does not work with the {' or the '.join(ticked)} yet: untick "
@@ -83,8 +83,8 @@ def entry_for(events: dict, pane_key: str) -> str:
 def with_trees(loaded, prompt: str, settings: DecodeSettings, keys, found: dict, decoders: dict, note: str,
                tree_nodes) -> tuple[dict, str]:
     """The race's decoders with a tree entry after each ticked tree-capable method (none for a chain), and the
-    drafter line with the tree sizes. "auto for this machine" takes, per method, the shipped size with the most
-    expected tokens per unit of this machine's pass cost (``drafters.trees.choose_tree_size``).
+    drafter line with the tree sizes. "auto: the best size for this machine" takes, per method, the shipped size
+    with the most expected tokens per unit of this machine's pass cost (``drafters.trees.choose_tree_size``).
 
     Raises:
         ValueError: a setting the tree cannot go with, no shipped tree for a method, or (auto) no physical
@@ -105,7 +105,8 @@ def with_trees(loaded, prompt: str, settings: DecodeSettings, keys, found: dict,
             tree_settings = settings.with_(tree_nodes=size)
             out[tree_entry(key, size)] = METHODS[key].decode(loaded, prompt, tree_settings, found[key])
             lines.append(f"{METHODS[key].short_name} {size} nodes")
-    how = "auto for this machine (most expected tokens per unit of pass cost): " if nodes == TREE_AUTO else ""
+    how = ("auto, the size with the most expected tokens per unit of this machine's pass cost (the best tree "
+           "size, which may still be slower than its chain): " if nodes == TREE_AUTO else "")
     if lines:
         return out, note + f"  \n**Token tree:** {how}{', '.join(lines)}."
     drafting = ", ".join(METHODS[key].short_name for key in TREE_PANES)

@@ -294,7 +294,8 @@ def test_auto_tree_size_follows_this_machines_pass_cost(tiny, monkeypatch, curve
                                           {"ar": None, "parallelspec": None}, {"ar": None, "parallelspec": None},
                                           "", -1)
     assert list(decoders) == ["ar", "parallelspec", f"parallelspec+tree{size}"]
-    assert f"auto for this machine (most expected tokens per unit of pass cost): ParallelSpec {size} nodes" in note
+    assert ("auto, the size with the most expected tokens per unit of this machine's pass cost (the best tree size, "
+            f"which may still be slower than its chain): ParallelSpec {size} nodes") in note
 
 
 def test_a_tree_with_no_tree_method_ticked_is_said_in_a_toast(tiny):
