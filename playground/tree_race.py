@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from pass_core.decoding.settings import TREE_AUTO, DecodeSettings
+from pass_core.decoding.tree_verification import shown_nodes
 from pass_core.drafters.trees import choose_tree_size
 from pass_core.registry import METHODS, tree_entry, tree_entry_nodes
 from pass_core.runtime.pass_cost import usable_pass_cost
@@ -229,14 +230,20 @@ def inspect_tree_pane(events: list, entry: str, index: int, show_rejected: bool,
 
 
 def pane_node(event, index: int) -> str | None:
-    """The node chooser's node for token ``index`` of ``event`` as a tree pane shows it: an accepted token is its
-    node on the accepted path, the rejected one the first rejected child of the last accepted node (the draft the
-    step shows, ``tree_verification.first_rejected``), the resampled or bonus token "next"; None for PaSS's exact
-    token (drawn before the tree) and for a step that verified no tree."""
+    """The node chooser's node for token ``index`` of ``event`` as a tree pane shows it (an accepted or rejected
+    token is its node, in ``tree_verification.shown_nodes`` order), the resampled or bonus token "next"; None for
+    PaSS's exact token (drawn before the tree) and for a step that verified no tree. A trace recorded when a pane
+    showed only the first rejected child of the last accepted node is read that way."""
     if not event.tree_parents:
         return None
     label, path = event.tokens[index].label, accepted_path(event)
-    if label == "accepted":
+    shown = shown_nodes(event.tree_parents, [d.decision for d in event.drafts])
+    head = 1 if event.tokens and event.tokens[0].label == "exact" else 0
+    drafts = [t for t in event.tokens[head:] if t.label in ("accepted", "rejected")]
+    if label in ("accepted", "rejected") and len(drafts) <= len(shown) and all(
+            t.token_id == event.drafts[j].token_id for t, j in zip(drafts, shown)):
+        return str(shown[index - head]) if 0 <= index - head < len(shown) else None
+    if label == "accepted":  # an older trace's layout: the accepted path, one rejected child, the next token
         k = sum(t.label == "accepted" for t in event.tokens[:index])
         return str(path[k]) if k < len(path) else None
     if label == "rejected":

@@ -14,7 +14,7 @@ import torch
 from lossless_helpers import (SENTINEL, ar_output, assert_caches_equal, check_drafter_caches, fresh_target_cache,
                               make_drafter, run)
 from pass_core.decoding.drafting import Drafter
-from pass_core.decoding.events import output_token_ids
+from pass_core.decoding.events import DraftRecord, output_token_ids
 from pass_core.decoding.settings import DecodeSettings
 from pass_core.decoding.text import encode_prompt
 from pass_core.registry import METHODS
@@ -321,6 +321,53 @@ def test_tree_own_drafts_equal_ar(tiny, key):
         events = run(tiny, key, prompt, settings, tree_drafter(tiny, key, settings))
         assert output_token_ids(events) == ar_output(tiny, prompt, settings)
         assert any(e.tree_parents == SHAPE.parents for e in events)
+
+
+@pytest.mark.parametrize("key", TREE_CASES)
+def test_a_tree_pane_shows_every_rejected_node_it_tried(tiny, key):
+    """A tree step's tokens show every node tried: each accepted node after its rejected elder siblings, then the
+    last accepted node's rejected children before the resampled token (the pane showed one rejected child and
+    hid the rest, so it undercounted the rejections that the tree figure and α count); a click on any of them
+    opens its own node (``pane_node``). By hand on the SHAPE tree too."""
+    from pass_core.decoding.tree_verification import tree_token_records
+    from playground.tree_race import pane_node
+
+    settings = DecodeSettings(max_new_tokens=24, num_lookahead=3, temperature=1.0, top_k=4)
+    greedy = DecodeSettings(max_new_tokens=24, num_lookahead=3)
+    runs = [run(tiny, key, prompt, settings.with_(seed=seed), tree_drafter(tiny, key, settings))
+            for seed, prompt in enumerate(PROMPTS)]  # sampled: rejections; an oracle's right paths: later siblings
+    runs += [oracle_tree_run(tiny, key, PROMPTS[0], greedy, choose)[1] for choose in (right(1), partly(2))]
+    elders = 0
+    for events in runs:
+        for e in events:
+            if not e.tree_parents or e.tokens[-1].label not in ("resampled", "bonus"):
+                continue
+            struck = [t for t in e.tokens if t.label == "rejected"]
+            assert len(struck) == sum(d.decision == "rejected" for d in e.drafts), (e.step, e.tokens)
+            for i, t in enumerate(e.tokens):
+                if t.label in ("accepted", "rejected"):
+                    node = e.drafts[int(pane_node(e, i))]
+                    assert (node.token_id, node.decision) == (t.token_id, t.label), (e.step, i)
+            path = [j for j, d in enumerate(e.drafts) if d.decision == "accepted"]
+            elders += any(e.drafts[j].decision == "rejected" and e.tree_parents[j] != (path[-1] if path else -1)
+                          for j in range(len(e.drafts)))
+    assert elders, "no step rejected a sibling before accepting one: the case was not exercised"
+
+    def shown(decisions, records):  # SHAPE's nodes 0..6 are tokens 10..16, named n0..n6
+        drafts = tuple(DraftRecord(position=len(p), token_id=10 + j, text=f"n{j}", q=1.0, p=0.5, u=0.5, decision=d)
+                       for j, (p, d) in enumerate(zip(SHAPE.paths, decisions)))
+        return [(t.text, t.label) for t in tree_token_records(records, drafts, SHAPE.parents)]
+    nv = "not_verified"
+    leaf = ("rejected", "accepted", nv, nv, nv, "accepted", nv)  # n0 rejected, n1 then its child n5 accepted
+    assert shown(leaf, [(11, "accepted", "n1"), (15, "accepted", "n5"), (99, "bonus", "x")]) == [
+        ("n0", "rejected"), ("n1", "accepted"), ("n5", "accepted"), ("x", "bonus")]
+    cut = leaf[:5] + (nv, nv)  # EOS at n1 (tree_draft_records then calls n5 not verified): nothing shown past it
+    assert shown(cut, [(11, "accepted", "n1")]) == [("n0", "rejected"), ("n1", "accepted")]
+    resampled = ("rejected", "accepted", nv, nv, nv, "rejected", nv)  # n5 rejected under n1: y resampled
+    assert shown(resampled, [(11, "accepted", "n1"), (50, "resampled", "y")]) == [
+        ("n0", "rejected"), ("n1", "accepted"), ("n5", "rejected"), ("y", "resampled")]
+    # the token budget ended the step before its resampled token: its rejected child is not shown, as in a chain
+    assert shown(resampled, [(11, "accepted", "n1")]) == [("n0", "rejected"), ("n1", "accepted")]
 
 
 @pytest.mark.parametrize("key", TREE_CASES)

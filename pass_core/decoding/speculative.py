@@ -35,8 +35,8 @@ from pass_core.decoding.sampling import logit_margins, logits_to_probs
 from pass_core.decoding.settings import DecodeSettings
 from pass_core.decoding.target import TargetOutput, plain_head, target_forward
 from pass_core.decoding.tree import TreeSpec
-from pass_core.decoding.tree_verification import (TreeVerification, along_path, first_rejected, tree_draft_records,
-                                                  tree_step_proposal, verify_tree)
+from pass_core.decoding.tree_verification import (TreeVerification, along_path, tree_draft_records,
+                                                  tree_step_proposal, tree_token_records, verify_tree)
 from pass_core.decoding.verification import VerificationResult, verify_drafts
 
 #: The acceptance rule's signature (a test seam for negative controls).
@@ -192,10 +192,10 @@ def generate_speculative(loaded, prompt: str, settings: DecodeSettings, drafter:
             law = None if result.next_is_bonus else result.next_law  # p_res: the resampled token's law
             inspection = (inspect_verification(p[rows], q[path], m, exact=proposal.exact_top, residual=law)
                           if settings.inspect else ())
-            j = first_rejected(tree, result)
-            rejected = int(drafts[j]) if j is not None else None
             records_of_drafts = tree_draft_records(state.detok, tree, drafts.tolist(), result, records)
-        event = StepEvent(**counts, tokens=token_records(records, rejected, state.detok, (exact is not None) + m, margins),
+        tokens = (token_records(records, rejected, state.detok, (exact is not None) + m, margins) if tree is None
+                  else tree_token_records(records, records_of_drafts, tree.parents, margins))
+        event = StepEvent(**counts, tokens=tokens,
                           drafts=records_of_drafts, num_verified_drafts=k, forward_passes=passes,
                           drafting_s=(t1 - t0) + (t3 - t2), verification_s=t2 - t1, step_s=t3 - t0,
                           finish_reason=reason, inspection=inspection, tree_parents=tree.parents if tree else ())

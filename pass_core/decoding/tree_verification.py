@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pass_core.decoding.events import DraftRecord
+from pass_core.decoding.events import DraftRecord, TokenRecord
 from pass_core.decoding.sampling import sample
 from pass_core.decoding.target import TargetOutput
 from pass_core.decoding.text import Detokenizer
@@ -144,12 +144,6 @@ def tree_step_proposal(exact: int | None, draft_ids: list[int], result: TreeVeri
     return proposed + [(result.next_token, "bonus" if result.next_is_bonus else "resampled")]
 
 
-def first_rejected(tree: TreeSpec, result: TreeVerification) -> int | None:
-    """The first rejected child of the last accepted node (the root when none was accepted), or None."""
-    node = result.path[-1] if result.path else -1
-    return next((c for c in tree.children(node) if result.decisions[c] == "rejected"), None)
-
-
 def tree_draft_records(detok: Detokenizer, tree: TreeSpec, draft_ids: list[int], result: TreeVerification,
                        records: list[tuple[int, str, str]]) -> tuple[DraftRecord, ...]:
     """One ``DraftRecord`` per node, in node order, ``position`` = the node's depth.
@@ -171,3 +165,44 @@ def tree_draft_records(detok: Detokenizer, tree: TreeSpec, draft_ids: list[int],
                                u=result.uniforms[j] if examined else None, decision=decision,
                                p_res=result.p_res[j] if examined else None))
     return tuple(out)
+
+
+def shown_nodes(parents: tuple[int, ...], decisions: list[str]) -> list[int]:
+    """The tried nodes of a tree step in the order its pane shows them: down the accepted path, each accepted
+    node after its rejected elder siblings (tried before it, in rank order), then the rejected children of the
+    last accepted node (the root's when none was accepted). ``decisions``: per node, after the EOS / budget cut
+    (``tree_draft_records``), so no node tried past the output's end is shown."""
+    out, node = [], -1
+    while True:
+        children = [c for c, parent in enumerate(parents) if parent == node]
+        out += [c for c in children if decisions[c] == "rejected"]
+        node = next((c for c in children if decisions[c] == "accepted"), None)
+        if node is None:
+            return out
+        out.append(node)
+
+
+def tree_token_records(records: list[tuple[int, str, str]], drafts: tuple[DraftRecord, ...],
+                       parents: tuple[int, ...], margins: list[float] | None = None) -> tuple[TokenRecord, ...]:
+    """Token records of a tree step in display order (``bookkeeping.token_records`` for a tree): PaSS's exact
+    token, then ``shown_nodes``: each committed accepted node with every rejected node tried before it struck
+    through beside it, then the resampled (or bonus) token. Rejected children of the last node show only when
+    the step's last token was committed (as a chain's rejected draft shows only before its resampled token).
+
+    Args:
+        records: the step's committed (id, label, text), as ``RunState.take`` returned them.
+        drafts: the step's ``tree_draft_records``; parents: the tree's parent per node.
+        margins: greedy runs: the target's top-1 minus top-2 logit per committed token, in order.
+    """
+    margins = list(margins or []) + [None] * len(records)
+    committed = [TokenRecord(token_id=t, text=text, label=label, margin=margin)
+                 for (t, label, text), margin in zip(records, margins)]
+    head = 1 if committed and committed[0].label == "exact" else 0
+    out, rest = committed[:head], iter(committed[head:])
+    for j in shown_nodes(parents, [d.decision for d in drafts]):
+        d = drafts[j]
+        out.append(next(rest) if d.decision == "accepted" else TokenRecord(d.token_id, d.text, "rejected"))
+    final = list(rest)
+    while not final and out and out[-1].label == "rejected":  # the step ended before its resampled token
+        out.pop()
+    return tuple(out + final)
