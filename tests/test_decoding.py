@@ -290,3 +290,17 @@ def test_a_huge_value_is_named_short_in_the_message():
         DecodeSettings(top_k=1e30)
     with pytest.raises(ValueError, match=r"got 201$"):  # ordinary values as given
         DecodeSettings(top_k=201)
+
+
+def test_cache_checks_raise_even_under_python_O(tiny):
+    """The cache invariant (checked after every step) and the crops raise RuntimeError: as ``assert`` statements,
+    ``python -O`` stripped them and a broken cache went on unseen."""
+    from pass_core.decoding.cache import check_invariant, crop_to, keep_positions, new_cache
+
+    cache = new_cache(tiny.model)
+    with torch.no_grad():
+        tiny.model(input_ids=torch.tensor([[1, 2, 3, 4]]), cache=cache, use_cache=True)
+    check_invariant(cache, 5)  # 4 cached + the pending token
+    for broken in (lambda: check_invariant(cache, 4), lambda: crop_to(cache, 6), lambda: keep_positions(cache, 2, [5])):
+        with pytest.raises(RuntimeError, match="cache"):
+            broken()

@@ -26,10 +26,12 @@ def crop_to(cache, length: int) -> None:
     """Keep the first ``length`` positions of the cache (drops look-ahead / rejected entries).
 
     Raises:
-        AssertionError: when the cache holds fewer than ``length`` positions (a bug).
+        RuntimeError: when the cache holds fewer than ``length`` positions (a bug; raised, not asserted, so
+            that ``python -O`` keeps the check).
     """
     held = cache_len(cache)
-    assert held >= length, f"cache holds {held} positions, cannot crop to {length}"
+    if held < length:
+        raise RuntimeError(f"cache holds {held} positions, cannot crop to {length}")
     if held > length:
         cache.crop(length - held)  # transformers 5: crop(-n) drops the last n entries
 
@@ -40,10 +42,11 @@ def keep_positions(cache, start: int, keep: list[int]) -> None:
     every layer, and drop everything after them (docs/algorithms.md section 4b).
 
     Raises:
-        AssertionError: a position outside the cache or before ``start`` (a bug).
+        RuntimeError: a position outside the cache or before ``start`` (a bug).
     """
     held = cache_len(cache)
-    assert all(start <= i < held for i in keep), f"cannot keep positions {keep} of a cache of {held} from {start}"
+    if not all(start <= i < held for i in keep):
+        raise RuntimeError(f"cannot keep positions {keep} of a cache of {held} from {start}")
     if list(keep) != list(range(start, start + len(keep))):  # a chain's path is already in place
         src = torch.tensor(keep, dtype=torch.long)
         for layer in cache.layers:  # transformers 5 DynamicLayer: keys / values (1, H, T, Dh)
@@ -54,16 +57,20 @@ def keep_positions(cache, start: int, keep: list[int]) -> None:
 
 
 def check_invariant(cache, committed_total: int) -> None:
-    """Assert the cache invariant: cache = committed tokens minus the pending one.
+    """Check the cache invariant after every step (docs/algorithms.md section 2.5): cache = committed tokens
+    minus the pending one.
 
     Args:
         committed_total: prompt tokens + generated tokens so far (pending included).
+
+    Raises:
+        RuntimeError: the invariant is broken (a bug; raised, not asserted, so that ``python -O`` keeps it).
     """
     held = cache_len(cache)
-    assert held == committed_total - 1, (
-        f"cache invariant broken: cache holds {held} positions but {committed_total} tokens are "
-        f"committed (expected {committed_total - 1}: all but the pending token)"
-    )
+    if held != committed_total - 1:
+        raise RuntimeError(
+            f"cache invariant broken: cache holds {held} positions but {committed_total} tokens are "
+            f"committed (expected {committed_total - 1}: all but the pending token)")
 
 
 class StepClock:

@@ -1,7 +1,7 @@
 """Comparing two runs' outputs (greedy decoding must reproduce AR exactly), and telling a
 near-tie that rounding can flip from a real error.
 
-Works on ``StepEvent`` objects (``pass_core.events``) through their tokens only.
+Works on ``StepEvent`` objects (``pass_core.decoding.events``) through their tokens only.
 """
 
 from __future__ import annotations

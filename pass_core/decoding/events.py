@@ -83,10 +83,11 @@ class StepEvent:
     """What one decoding step did.
 
     Attributes:
-        method: "ar", "pass", "pass-fused", "fixed-token", "parallelspec", ...
+        method: a ``registry.METHODS`` key ("ar", "pass", "fixed-token", "parallelspec", ...; a fused PaSS run
+            writes "pass").
         step: 1-based step index.
-        tokens: the step's tokens in display order; committed ones plus (PaSS) the
-            rejected draft, labelled ``rejected``.
+        tokens: the step's tokens in display order; committed ones plus the rejected draft (a token tree's:
+            every rejected node shown, ``tree_verification.tree_token_records``), labelled ``rejected``.
         drafts: every draft of the step with q, p, u and the decision (empty for AR).
         forward_passes: target-model forward passes used by this step.
         drafting_s: seconds of drafting work (device synchronised), 0 for AR.

@@ -14,10 +14,10 @@ from pass_core.decoding.settings import DecodeSettings
 
 
 def logits_to_probs(logits: torch.Tensor, settings: DecodeSettings) -> torch.Tensor:
-    """Turn raw logits into the processed distribution used for sampling.
+    """Turn the model's logits into the processed distribution used for sampling.
 
     Args:
-        logits: (..., V) float tensor of raw scores from the model's output head.
+        logits: (..., V) float logits from the model's output head.
         settings: temperature (0 = greedy), top_k (0 = off) and top_p (1 = off).
 
     Returns:

@@ -37,7 +37,7 @@ class Trace:
 
     Attributes:
         model_name: the target model's name.
-        signature: its input-embedding signature (``model_files.embedding_signature``).
+        signature: its input-embedding signature (``drafters.files.embedding_signature``).
         prompt: the user's text.
         settings: the run's ``DecodeSettings``.
         events: method key -> its ``StepEvent`` list, in race order.

@@ -105,5 +105,5 @@ class DraftModelDrafter(Drafter):
         keep = self.proposed_from + min(m, self.k - 1)  # d_k was never fed to the draft model
         crop_to(self.cache, keep)
         self.held = self.held[:keep]
-        assert cache_len(self.cache) == len(self.held), (
-            f"draft cache holds {cache_len(self.cache)} positions but {len(self.held)} token ids")
+        if cache_len(self.cache) != len(self.held):
+            raise RuntimeError(f"draft cache holds {cache_len(self.cache)} positions but {len(self.held)} token ids")

@@ -123,5 +123,6 @@ class ParallelSpecDrafter(Drafter):
         new = self.drafter.read_features(out.hidden_states)[:, :num_new]  # (1, num_new, F*D)
         self.pending_hidden = new if self.pending_hidden is None else torch.cat([self.pending_hidden, new], 1)
         held, pending, target = cache_len(self.cache), self.pending_hidden.shape[1], cache_len(self.run.cache)
-        assert held + pending == target, (
-            f"drafter cache invariant broken: {held} cached + {pending} pending != {target} target positions")
+        if held + pending != target:
+            raise RuntimeError(f"drafter cache invariant broken: {held} cached + {pending} pending != {target} "
+                               "target positions")

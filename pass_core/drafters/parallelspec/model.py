@@ -16,7 +16,7 @@ the drafter's head several times cheaper; verification stays lossless for any q)
 intermediate target layers as extra features (EAGLE-3).
 
 Files are safetensors (float16 weights) with metadata naming the model, checked with
-``model_files.embedding_signature`` so that a drafter for another model is refused.
+``drafters.files.embedding_signature`` so that a drafter for another model is refused.
 """
 
 from __future__ import annotations
@@ -213,17 +213,25 @@ class ParallelDrafter(nn.Module):
 
         Args:
             context: the committed token ids x_0..x_{n-1} (prompt and output).
-            hidden: (1, R, D) target hidden states h_t of the R >= 1 real positions t not yet in
-                ``cache`` (t = cached .. cached + R - 1; each pairs with x_{t+1} from ``context``).
+            hidden: (1, R, F·D) float target hidden states h_t of the R >= 1 real positions t not yet in
+                ``cache``, the F layers' features concatenated (``read_features``; t = cached .. cached + R - 1;
+                each pairs with x_{t+1} from ``context``).
             num_draft: drafts wanted (1..k).
             cache: the drafter cache; holds real positions only, before and after.
 
         Returns:
-            (num_draft, V) logits for d_1..d_num_draft (-inf outside the draft vocabulary).
+            (num_draft, V) logits for d_1..d_num_draft, in the drafter's dtype (-inf outside the draft
+            vocabulary).
+
+        Raises:
+            ValueError: ``num_draft`` outside 1..k, or fewer context tokens than the new positions need (a bug
+                of the caller).
         """
-        assert 1 <= num_draft <= self.num_draft, f"the drafter gives 1..{self.num_draft} drafts, not {num_draft}"
+        if not 1 <= num_draft <= self.num_draft:
+            raise ValueError(f"the drafter gives 1..{self.num_draft} drafts, not {num_draft}")
         n, r, m = int(cache.get_seq_length()), int(hidden.shape[1]), num_draft - 1
-        assert n + r < len(context), f"{r} new positions after {n} cached need {n + r + 1} tokens, got {len(context)}"
+        if n + r >= len(context):
+            raise ValueError(f"{r} new positions after {n} cached need {n + r + 1} tokens, got {len(context)}")
         ids = torch.tensor([context[n + 1:n + 1 + r]], device=hidden.device)  # (1, R)
         prev = torch.tensor([context[n:n + r]], device=hidden.device)  # (1, R)
         positions = torch.arange(n, n + r + m, device=hidden.device)[None]  # (1, R+M)
