@@ -8,8 +8,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from pass_core.decoding.events import StepEvent
-from pass_core.registry import METHODS
+from pass_core.registry import METHODS, tree_entry_nodes
 from pass_core.teaching.theory import TheoryCheck, check_theory
+from playground.race_charts import short_name
 from playground.teaching import _BOTTOM_LEGEND, _fmt
 
 
@@ -56,6 +57,9 @@ def theory_markdown(checks: dict[str, TheoryCheck], names: dict[str, str] | None
 THEORY_NEEDS_AR = "*Theory beside measurement needs AR in the race: its steps are the unit of cost.*"
 THEORY_WAITING = ("*Theory beside measurement appears once a drafting method has verified drafts and AR has run a "
                   "step after its prefill (AR's steps are the unit of cost).*")
+#: After the lines of a race with token trees: the chain's law (section 2.3) does not describe a tree step.
+TREES_LEFT_OUT = ("*Token-tree runs are left out here: the truncated-geometric law is a chain's, and a tree step's "
+                  "expected tokens depend on its shape (the pass-cost chart shows their tokens and cost per step).*")
 #: Shown before the first race.
 THEORY_BEFORE_RACE = "*Theory beside measurement appears after a race with AR and a drafting method.*"
 
@@ -84,4 +88,6 @@ def theory_view(events: dict[str, list[StepEvent]], revision: str = "race") -> t
         return None, THEORY_WAITING
     fig = theory_figure(checks, {k: METHODS[k].short_name for k in checks}, {k: METHODS[k].colour for k in checks},
                         revision)
-    return fig, theory_markdown(checks, {k: METHODS[k].short_name for k in checks})
+    trees = [short_name(key) for key in events if tree_entry_nodes(key)]
+    return fig, theory_markdown(checks, {k: METHODS[k].short_name for k in checks}) + (
+        f"  \n{TREES_LEFT_OUT} Left out: {', '.join(trees)}." if trees else "")

@@ -59,6 +59,12 @@ def test_theory_and_lab_views(tiny):
     fig = theory_figure(checks, {k: METHODS[k].short_name for k in checks}, {k: METHODS[k].colour for k in checks})
     assert len(fig.data) == 4 and "theory (α = " in fig.data[1].name
     assert theory_markdown(checks).count("AR steps here") == 2
+    # a race with a token-tree entry: its lines leave the tree out and say so (they did silently)
+    from playground.theory_view import TREES_LEFT_OUT, theory_view
+
+    _, text = theory_view({**events, "pass+tree8": events["pass"]})
+    assert text.count("AR steps here") == 2 and text.endswith(f"{TREES_LEFT_OUT} Left out: PaSS +tree8."), text
+    assert TREES_LEFT_OUT not in theory_view(events)[1]
     result = run_lab(tiny, "ab", runs=20, keys=["ar", "pass"])
     lab = lab_figure(result, {k: METHODS[k].short_name for k in METHODS})
     assert lab.data[0].name == "exact law" and len(lab.data) == 4
@@ -95,6 +101,7 @@ def test_a_replayed_prompt_is_shown_as_typed_and_cut_short():
     assert r"\*\*bold\*\* \[link\]\(javascript:alert\(1\)\) \`code\` next" in note  # no markup, one line
     long = replay_note(Trace("m", [0.0], "a" * 100_000, DecodeSettings(), {}))
     assert "a" * REPLAY_PROMPT_CHARS + "…" in long and "a" * (REPLAY_PROMPT_CHARS + 1) not in long
+    assert "”, look-ahead tokens L = 3, temperature 0" in long  # the setting's name on the page ("k = 3" was not)
 
 
 def test_the_inspector_says_why_a_draft_was_rejected_and_draws_its_own_p_and_q():
