@@ -7,6 +7,8 @@ Pure: events in, markdown and Plotly figures out; no Gradio, no tensors. A tree 
 
 from __future__ import annotations
 
+import unicodedata
+
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -64,8 +66,17 @@ def plotly_safe(text: str) -> str:
 
 
 def struck(text: str) -> str:
-    """``text`` struck through with combining long strokes (Plotly's labels have no strike tag)."""
-    return "".join(ch + "\u0336" for ch in text)
+    """``text`` struck through with combining long strokes (Plotly's labels have no strike tag); spaces are left
+    unstruck (a struck leading space read as a dash: " of" as "–of")."""
+    return "".join(ch if ch.isspace() else ch + "\u0336" for ch in text)
+
+
+def node_label(text: str) -> str:
+    """A node's figure label: ``label``, in quotes when the token is punctuation alone (a bare "," or "." at the
+    figure's label size read as a tick or a dot)."""
+    shown = label(text)
+    return f"'{shown}'" if text.strip() and all(unicodedata.category(ch).startswith("P") for ch in text.strip()) \
+        else shown
 
 
 def _slots(parents: tuple[int, ...], extra_parent: int | None) -> dict[int, float]:
@@ -127,7 +138,7 @@ def _tree_traces(events: list[StepEvent], event: StepEvent, entry: str, first: b
                       hoverinfo="text")
     traces.append(root)
     for decision, (nodes, colour, symbol) in groups.items():
-        texts = [label(drafts[j].text) for j in nodes]
+        texts = [node_label(drafts[j].text) for j in nodes]
         traces.append(go.Scatter(
             x=[xy[j][0] for j in nodes], y=[xy[j][1] for j in nodes], mode="markers+text", customdata=nodes,
             text=[struck(t) if decision == "rejected" else t for t in texts], textposition="top center",
@@ -139,7 +150,7 @@ def _tree_traces(events: list[StepEvent], event: StepEvent, entry: str, first: b
     if final is not None:
         colour = colours[TOKEN_LABELS[final.label]]
         traces.append(go.Scatter(x=[xy[len(drafts)][0]], y=[xy[len(drafts)][1]], mode="markers+text",
-                                 text=[label(final.text)], textposition="top center", customdata=[NEXT],
+                                 text=[node_label(final.text)], textposition="top center", customdata=[NEXT],
                                  cliponaxis=False, marker=dict(color=colour, size=13, symbol="diamond"),
                                  name=final.label, legendgroup=final.label, showlegend=True,
                                  hovertext=[f"{final.label} token {final.text!r} (id {final.token_id})"],

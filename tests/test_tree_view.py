@@ -18,7 +18,7 @@ from playground import page
 from playground.race_charts import pane_colours
 from playground.tree_race import TREE_CHOICES, TREE_PANES, inspect_tree_pane, pane_node, tree_base, tree_problem
 from playground.tree_inspector import TREE_RULE, inspect_node, node_choices, untried_reason
-from playground.tree_view import NEXT, REJECTED_GREY, accepted_path, label, tree_figure
+from playground.tree_view import NEXT, REJECTED_GREY, accepted_path, label, node_label, struck, tree_figure
 from test_app import OUTPUT_NAMES, run
 
 #: A 6-node tree: the root's children A (accepted) and B (not tried: A came first); under A, C (rejected) then D
@@ -126,6 +126,10 @@ def test_tree_figure_follows_the_events_shown_and_escapes_labels():
     assert list(traces_named(fig, "accepted")[0].text)[0] == "‹|im_end|›"  # no "<...>": Plotly reads it as a tag
     # a token of spaces only was an empty label; a word keeps its leading space, newlines stay visible
     assert (label(" "), label("  "), label(" the"), label("\n"), label("")) == ("␣", "␣␣", " the", "\\n", "∅")
+    # in the figure: a struck leading space stays a space (it read as a dash, " of" as "–of"), and punctuation
+    # alone is quoted (a bare "," read as a tick)
+    assert struck(" of") == " o\u0336f\u0336" and [node_label(t) for t in (",", " .", " of", "…")] == [
+        "','", "' .'", " of", "'…'"]
 
 
 def test_node_choices_and_the_node_inspector_show_the_nodes_numbers():
