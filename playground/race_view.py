@@ -72,6 +72,10 @@ body.hide-rejected {charts.rejected_css_selector().removesuffix(" .text")} {{dis
 #trace-download, #replay-button, #lab-run {{align-self: center}}  /* a button's height, not its row's 170 px */
 #lab-table {{min-height: 4em}}  /* room for the lab's progress bar before the first table */
 #lab-table:has(.progress-level) .prose {{visibility: hidden}}  /* the bar's label ran over the waiting line */
+/* a check group's or drop-down's refusal in the page's flow, above its label (it floated over the label) */
+.block > .wrap:has(> .validation-error) {{position: static !important; background: none !important;
+  padding: 0 !important; height: auto !important}}
+.block > .wrap > .validation-error {{position: static !important; width: 100% !important; box-sizing: border-box}}
 .modebar-btn[data-val="select"], .modebar-btn[data-val="lasso"], .modebar-btn--logo,
 .modebar-btn[data-attr="zoom"]:not([data-val="reset"]) {{display: none !important}}
 @media (max-width: 640px) {{

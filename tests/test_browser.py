@@ -159,6 +159,10 @@ def test_page_races_and_draws(app_server, new_page):
     page.get_by_role("button", name="Run").click()
     page.get_by_text("Pick at least two methods").first.wait_for(timeout=10_000)
     page.screenshot(path=str(ARTIFACTS / "browser-validation.png"), full_page=True)
+    # the message stands above its group's label (it floated over "methods to race", as over the token tree's)
+    message = page.locator("#methods div.validation-error").bounding_box()
+    label = page.locator("#methods").get_by_text("methods to race", exact=True).bounding_box()
+    assert message["y"] + message["height"] <= label["y"] + 1, (message, label)
     for key in ("ar", "pass", "parallelspec"):  # the race on show
         assert page.locator(f"#pane-{key}").is_visible() and page.locator(f"#pane-{key} .token.highlighted").count()
     # tick the fixed-token baseline: Run races the ticked methods, in their panes
