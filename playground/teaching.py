@@ -156,7 +156,8 @@ def inspector_figure(event: StepEvent, token_index: int, decode=str, mark: str =
     if label in ("accepted", "rejected"):
         position = 1 + sum(t.label in ("accepted", "rejected") for t in event.tokens[:token_index])
         entry = by_position.get(position)
-        series = [(f"p_{position}", entry.p, _P), (f"q_{position} (the draft's law)", entry.q, _Q)] if entry else []
+        p_name = f"p at depth {position} (the parent's)" if event.tree_parents else f"p_{position}"  # a tree node
+        series = [(p_name, entry.p, _P), (f"q_{position} (the draft's law)", entry.q, _Q)] if entry else []
         tag = f"d_{position}"
     elif label == "resampled":
         entry = next((pi for pi in event.inspection if pi.residual is not None), None) or by_position.get(
