@@ -53,6 +53,19 @@ def test_drafter_cost_is_learned_and_paper_step_pays_its_drafting_pass():
     assert policy.choose().k == 0
     paper = CostAwareDraftLength([1.0, 1.2, 1.5], max_drafts=2, extra_tokens=1.0, extra_width=3)
     assert paper.evaluate(0) == (2.0, pytest.approx(2.5))  # exact token + 1 for c(3) + c(1)
+    # PaSS's drafting pass appends the look-ahead rows of k drafts only: its width is 1 + k, c(1) at k = 0
+    narrow = CostAwareDraftLength([1.0, 1.2, 1.5], max_drafts=2, extra_tokens=1.0, extra_width=lambda k: 1 + k)
+    assert narrow.evaluate(0) == (2.0, pytest.approx(2.0)) and narrow.evaluate(2)[1] == pytest.approx(1.5 + 1.5)
+    from tiny import tiny_loaded  # the drafter says so: 1 + k look-ahead rows (R = 1)
+    from pass_core.drafters.lookahead.drafter import LookaheadDrafter
+    from pass_core.drafters.lookahead.embeddings import LookaheadEmbeddings
+    from pass_core.decoding.drafting import TargetRun
+    from pass_core.decoding.settings import DecodeSettings
+
+    loaded = tiny_loaded(0)
+    drafter = LookaheadDrafter(LookaheadEmbeddings.initialise(loaded, 3))
+    drafter.start(TargetRun(loaded, None, DecodeSettings(), None, None))
+    assert [drafter.step_cost()["extra_width"](k) for k in range(4)] == [1, 2, 3, 4]
 
 
 def test_exploration_drafts_every_nth_step():

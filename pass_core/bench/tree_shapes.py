@@ -93,7 +93,8 @@ def matches(loaded, method: str, prompts: list[str], settings: DecodeSettings,
                 continue  # the output ended inside the window: no truth for the last positions
             out.append([next((r for r in range(ranks) if cand.get((d, r)) == full[first + d - 1]), None)
                         for d in range(1, depth + 1)])
-    cost = {k: v for k, v in drafter.step_cost().items() if isinstance(v, (int, float))}  # bools too: drafter_pass
+    cost = {k: v(positions) if callable(v) else v for k, v in drafter.step_cost().items()  # a width at L drafts;
+            if callable(v) or isinstance(v, (int, float))}  # bools too: drafter_pass
     return out, cost
 
 

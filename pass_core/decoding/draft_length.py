@@ -48,7 +48,7 @@ class CostAwareDraftLength:
         width: k -> tokens of the verification pass (default k + 1; the fused step adds (k + 1) L look-ahead
             rows).
         extra_tokens: tokens a step yields besides E_k (PaSS's paper step: the exact token), paid by a target
-            drafting pass of ``extra_width`` tokens (0: none).
+            drafting pass of ``extra_width`` tokens (0: none; a function of k: the pass's width for k drafts).
         drafter_pass: a separate drafter runs once per step that drafts (ParallelSpec): its cost in AR steps
             is learned from the events (its drafting seconds per drafter pass over ``one_pass_s``), starting at
             ``drafter_prior``.
@@ -65,7 +65,8 @@ class CostAwareDraftLength:
     DRAFTER_PRIOR = 0.25
 
     def __init__(self, pass_cost: Sequence[float], max_drafts: int, width: Callable[[int], int] = lambda k: k + 1,
-                 extra_tokens: float = 0.0, extra_width: int = 0, drafter_pass: bool = False,
+                 extra_tokens: float = 0.0, extra_width: int | Callable[[int], int] = 0,
+                 drafter_pass: bool = False,
                  one_pass_s: float = 0.0, explore_every: int = 8, per_draft: bool = False,
                  drafter_prior: float | None = None):
         if not pass_cost or pass_cost[0] <= 0 or max_drafts < 0:
@@ -109,8 +110,9 @@ class CostAwareDraftLength:
             run *= self.rate(i)
             expected += run
         cost = self.pass_cost(self.width(k)) + (self.drafter_cost() * (k if self.per_draft else 1) if k else 0.0)
-        if self.extra_width:
-            cost += self.pass_cost(self.extra_width)
+        extra = self.extra_width(k) if callable(self.extra_width) else self.extra_width
+        if extra:
+            cost += self.pass_cost(extra)
         return expected + self.extra_tokens, cost
 
     def choose(self) -> DraftLengthChoice:

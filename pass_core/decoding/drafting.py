@@ -140,8 +140,8 @@ class Drafter:
     def step_cost(self) -> dict:
         """How a step with k drafts is paid for, for ``draft_length.CostAwareDraftLength`` (keyword arguments:
         ``width`` k -> tokens of the verification pass, ``drafter_cost`` k -> the drafter's cost in AR steps,
-        ``extra_tokens`` / ``extra_width``: tokens and the width of a drafting pass of the target). Default: a
-        verification pass over the pending token and k drafts, nothing else."""
+        ``extra_tokens`` / ``extra_width``: tokens and the width of a drafting pass of the target, a number or
+        k -> the width). Default: a verification pass over the pending token and k drafts, nothing else."""
         return {}
 
     @property

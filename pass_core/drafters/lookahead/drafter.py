@@ -107,32 +107,45 @@ class LookaheadDrafter(Drafter):
                 return no_drafts(loaded.vocab_size, loaded.device)
             (drafts, q), self.next = self.next, None
             return Proposal(drafts, q)
-        # drafting pass over [x_n, LA_1..LA_L] (x_n: the uncached tokens, the whole prompt at first)
+        # drafting pass over [x_n, LA_1..LA_j] (x_n: the uncached tokens, the whole prompt at first): the first j
+        # look-ahead positions only, j = the drafts this step can verify (causal attention: LA_1..LA_j read the
+        # same as in the whole block, so the drafts are the same; k = 0 leaves a plain pass for the exact token)
         model, t = loaded.model, len(uncached)
+        j = min(len(self.draft_rows), max(max_drafts, 0))
+        block = self.rows_for(j)  # look-ahead rows appended, up to L*R
         x = model.get_input_embeddings()(torch.tensor([uncached], device=loaded.device))  # (1, T, D)
-        rows = torch.arange(t - 1, t + self.block, device=loaded.device)  # last real token, then the block
-        with self._gate(torch.arange(t, t + self.block, device=loaded.device)):  # adapters at the block only
-            logits = target_forward(model, self.run.cache, rows, inputs_embeds=torch.cat([x, self.la[None]], 1),
-                                    plain=self.run.plain_head).logits  # (1 + L*R, V)
+        rows = torch.arange(t - 1, t + block, device=loaded.device)  # last real token, then the block
+        with self._gate(torch.arange(t, t + block, device=loaded.device)):  # adapters at the block only
+            logits = target_forward(model, self.run.cache, rows,
+                                    inputs_embeds=torch.cat([x, self.la[None, :block]], 1),
+                                    plain=self.run.plain_head).logits  # (1 + rows, V)
         p_exact = logits_to_probs(logits[:1], self.run.settings)  # (1, V)
         exact = int(sample(p_exact, self.run.generator)[0])
         tree = None
-        if self.tree is not None:  # the look-ahead positions' top-i fill the tree (section 4b)
-            tree, drafts = self.tree, self.tree.candidates(logits[1 + self.draft_rows])  # (N,)
+        if self.tree is not None and j:  # the look-ahead positions' top-i fill the tree, cut at depth j (4b)
+            tree = self.tree.within(j)
+            drafts = tree.candidates(logits[1 + self.draft_rows[:j]])  # (N,)
             q = torch.nn.functional.one_hot(drafts, logits.shape[-1]).to(torch.float32)  # (N, V)
-        else:
-            drafts, q = self._sample_drafts(logits[1 + self.draft_rows])
-        crop_to(self.run.cache, cache_len(self.run.cache) - self.block)  # look-ahead entries never survive
+        elif j:
+            drafts, q = self._sample_drafts(logits[1 + self.draft_rows[:j]])  # (j,), (j, V)
+        else:  # no draft fits (the token budget, or k = 0 chosen): the exact token alone
+            drafts = torch.zeros(0, dtype=torch.long, device=loaded.device)
+            q = torch.zeros((0, logits.shape[-1]), device=loaded.device)
+        crop_to(self.run.cache, cache_len(self.run.cache) - block)  # look-ahead entries never survive
         margin = logit_margins(logits[:1])[0] if self.run.settings.greedy else None
         top = top_n(p_exact[0]) if self.run.settings.inspect else None
         return Proposal(drafts, q, exact=exact, target_passes=1, exact_margin=margin, exact_top=top, tree=tree)
 
+    def rows_for(self, k: int) -> int:
+        """Look-ahead rows a drafting pass appends for k drafts: up to d_k's row (0 for k = 0; L*R for k = L)."""
+        return int(self.draft_rows[k - 1]) + 1 if k > 0 else 0
+
     def step_cost(self) -> dict:
         if self.fused:  # 1 pending + k drafts, then one look-ahead block per acceptance length 0..k
             return dict(width=lambda k: 1 + k + (k + 1) * self.block)
-        # the paper's step: a drafting pass over the pending token and the block (the exact token), then
-        # verification of k drafts (the drafting pass is paid whatever k is)
-        return dict(extra_tokens=1.0, extra_width=1 + self.block)
+        # the paper's step: a drafting pass over the pending token and the look-ahead rows of k drafts (the exact
+        # token, paid at k = 0 too), then verification of k drafts
+        return dict(extra_tokens=1.0, extra_width=lambda k: 1 + self.rows_for(k))
 
     def extension(self, n_cached: int, num_real: int, k: int) -> Extension | None:
         if not self.fused:
