@@ -72,9 +72,9 @@ class DecodeSettings:
             and the residual per verified position); a few ``topk`` calls per step.
         auto_drafts: cost-aware draft lengths, an *extension* (docs/algorithms.md section 4,
             ``draft_length.CostAwareDraftLength``): each step verifies k <= ``num_lookahead`` drafts
-            (0 = no verified draft: a plain target step, though PaSS's paper step still runs its drafting pass
-            over the whole look-ahead block for its exact token), chosen from the measured pass-cost curve and
-            this run's acceptance so far; the output stays exactly the target's.
+            (0 = no verified draft: a plain target step; PaSS's paper step keeps its drafting pass, over the
+            look-ahead rows of its k drafts only, one token for k = 0, for its exact token), chosen from the
+            measured pass-cost curve and this run's acceptance so far; the output stays exactly the target's.
         tree_nodes: token trees, an *extension* (docs/algorithms.md section 4b): 0 verifies a chain of
             drafts; N > 0 verifies the method's shipped tree of N nodes in one pass (deterministic top-i
             candidates per position); ``TREE_AUTO`` (-1) the shipped size with the most expected tokens per
