@@ -560,6 +560,17 @@ def test_broken_tree_rules_exceed_the_bound(tiny):
 
 
 # ------------------------------------------------------------------ shipped shapes, settings, the embedded model
+def test_tree_shapes_records_each_drafters_step_cost(tiny):
+    """``python -m pass_core.bench.tree_shapes`` writes each drafter's step cost as numbers the size choice reads:
+    PaSS's drafting-pass width (a function of k) at L, 1 + L; ParallelSpec's yes/no ``drafter_pass`` (dropped
+    before, so the choice left the drafter's pass out)."""
+    from pass_core.bench.tree_shapes import matches
+
+    settings = DecodeSettings(max_new_tokens=8, num_lookahead=3)
+    assert matches(tiny, "pass", ["hello world"], settings, 4)[1] == {"extra_tokens": 1.0, "extra_width": 4}
+    assert matches(tiny, "parallelspec", ["hello world"], settings, 4)[1] == {"drafter_pass": True}
+
+
 def test_tree_settings_and_shipped_shapes(tmp_path):
     """tree_nodes is checked at the boundary; shipped shapes load, name what is missing, and the size chosen per
     machine maximises expected tokens per unit of pass cost."""
