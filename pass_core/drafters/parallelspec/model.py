@@ -213,27 +213,21 @@ class ParallelDrafter(nn.Module):
 
         Args:
             context: the committed token ids x_0..x_{n-1} (prompt and output).
-            hidden: (1, R, F·D) float target hidden states h_t of the R >= 1 real positions t not yet in
-                ``cache``, the F layers' features concatenated (``read_features``; t = cached .. cached + R - 1;
-                each pairs with x_{t+1} from ``context``).
+            hidden: (1, R, F·D) float ``read_features`` of the R >= 1 real positions t not in ``cache`` (with x_{t+1}).
             num_draft: drafts wanted (1..k).
             cache: the drafter cache; holds real positions only, before and after.
 
         Returns:
-            (num_draft, V) logits for d_1..d_num_draft, in the drafter's dtype (-inf outside the draft
-            vocabulary).
+            (num_draft, V) logits for d_1..d_num_draft in the drafter's dtype (-inf outside the draft vocabulary).
 
         Raises:
-            ValueError: ``num_draft`` outside 1..k, or fewer context tokens than the new positions need (a bug
-                of the caller).
+            ValueError: ``num_draft`` outside 1..k, or too few context tokens for the new positions (a caller's bug).
         """
-        if not 1 <= num_draft <= self.num_draft:
-            raise ValueError(f"the drafter gives 1..{self.num_draft} drafts, not {num_draft}")
         n, r, m = int(cache.get_seq_length()), int(hidden.shape[1]), num_draft - 1
-        if n + r >= len(context):
-            raise ValueError(f"{r} new positions after {n} cached need {n + r + 1} tokens, got {len(context)}")
-        ids = torch.tensor([context[n + 1:n + 1 + r]], device=hidden.device)  # (1, R)
-        prev = torch.tensor([context[n:n + r]], device=hidden.device)  # (1, R)
+        if not 1 <= num_draft <= self.num_draft or n + r >= len(context):
+            raise ValueError(f"{num_draft} drafts (the drafter gives 1..{self.num_draft}) for {r} new positions after "
+                             f"{n} cached need {n + r + 1} context tokens; got {len(context)}")
+        ids, prev = (torch.tensor([context[n + a:n + a + r]], device=hidden.device) for a in (1, 0))  # (1, R) each
         positions = torch.arange(n, n + r + m, device=hidden.device)[None]  # (1, R+M)
         mask = causal_mask(n, r + m, hidden.dtype, hidden.device)
         feats = self(parts, ids, prev, hidden, torch.arange(m, device=hidden.device), positions, mask, cache)
