@@ -72,6 +72,9 @@ body.hide-rejected {charts.rejected_css_selector().removesuffix(" .text")} {{dis
 #trace-download, #replay-button, #lab-run {{align-self: center}}  /* a button's height, not its row's 170 px */
 #lab-table {{min-height: 4em}}  /* room for the lab's progress bar before the first table */
 #lab-table:has(.progress-level) .prose {{visibility: hidden}}  /* the bar's label ran over the waiting line */
+/* the runs counted above the bar's label, in the flow (on a phone the two texts were printed over each other) */
+#lab-table .meta-text-center {{position: static !important; transform: none !important}}
+#lab-table:has(.progress-level) {{min-height: 7em}}
 /* a check group's or drop-down's refusal in the page's flow, above its label (it floated over the label) */
 .block > .wrap:has(> .validation-error) {{position: static !important; background: none !important;
   padding: 0 !important; height: auto !important}}

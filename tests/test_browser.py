@@ -304,6 +304,13 @@ MESSAGE_IN_VIEW = ("() => [...document.querySelectorAll('div.validation-error')]
 #: The lab's table starts in the window, 100 px above its bottom or higher (``scrolling.SCROLL_TO_LAB_JS``).
 LAB_TABLE_IN_VIEW = ("() => { const t = document.getElementById('lab-table').getBoundingClientRect().top; "
                      "return t >= 0 && t <= window.innerHeight - 100; }")
+#: The lab's progress shows the runs counted above the bar's label, and the bar inside the table's box (on a phone
+#: the count and the label were printed over each other; with the count moved up, a 4-em box cut the bar).
+LAB_PROGRESS_READABLE = ("() => { const box = (s) => document.querySelector('#lab-table ' + s)"
+                         "?.getBoundingClientRect(); const count = box('.progress-text'), "
+                         "label = box('.progress-level-inner'), bar = box('.progress-bar-wrap'), table = box(''); "
+                         "return !!(count && label && bar) && count.bottom <= label.top && "
+                         "bar.bottom <= table.bottom; }")
 
 
 @pytest.mark.parametrize("width", [400, 1400])
@@ -408,6 +415,7 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
         page.get_by_role("button", name="Run lab").click()
         page.wait_for_function(LAB_TABLE_IN_VIEW, timeout=5_000)  # its progress, then its verdicts, in view (at
         # the press: scrolled after the lab, it came once the lab had ended)
+        page.wait_for_function(LAB_PROGRESS_READABLE, timeout=60_000)  # its first count may take a while
         page.get_by_text("✗ fail").first.wait_for(timeout=120_000)
         table = page.locator("#lab-table").inner_text()
         assert table.count("✓ pass") == len(METHODS) and table.count("✗ fail") == 1
