@@ -225,7 +225,8 @@ def test_main_json_schema_on_tiny_model(tmp_path, tiny_folder, capsys, keep_thre
     stdout = capsys.readouterr().out
     ran_on = json.loads(out.read_text(encoding="utf-8"))["settings"]["backend"]
     assert "| method | backend | L | T |" in stdout and f"| pass | {ran_on} | 2 | 0 |" in stdout
-    assert "Fastest AR in this run: ar (" in stdout
+    # one line per temperature, each saying which (two lines "Fastest AR in this run: ar" left a reader guessing)
+    assert "Fastest AR in this run at T = 0: ar (" in stdout and "Fastest AR in this run at T = 0.8: ar (" in stdout
     assert "top-k 10, top-p 1.0 when sampling" in stdout  # temperatures 0 and 0.8: the sampling settings count
     assert stdout.count(f"| ar | {ran_on} | - | 0 |") == 1 and stdout.count("| ar | - | 0 |") == 1  # its runs serve every L
     assert bench_html.main([str(out), str(tmp_path / "bench.html")]) == 0

@@ -104,10 +104,11 @@ def markdown_report(report: dict) -> str:
              "Speed-up = tokens/s of the method / tokens/s of AR in the same run, median over repeats (min-max): "
              "vs AR on the run's backend, and vs the fastest AR measured in this run (the baseline a user can get "
              "here)."]
-    fastest = {(e.get("fastest_ar"), e.get("fastest_ar_tokens_per_s")) for by in report["summary"].values()
-               for e in by.values() if e.get("fastest_ar")}
-    lines += [f"Fastest AR in this run: {name} ({_fmt(rate, '.1f')} tokens/s)." for name, rate in sorted(
-        fastest, key=lambda x: str(x))] + [""]
+    fastest = {(key.partition("T=")[2], e.get("fastest_ar"), e.get("fastest_ar_tokens_per_s"))
+               for by in report["summary"].values() for key, e in by.items() if e.get("fastest_ar")}
+    at_t = len({t for t, _, _ in fastest}) > 1  # one line per temperature: say which
+    lines += [f"Fastest AR in this run{f' at T = {t}' if at_t else ''}: {name} ({_fmt(rate, '.1f')} tokens/s)."
+              for t, name, rate in sorted(fastest, key=str)] + [""]
     head = ("| method | backend | L | T | speed-up vs AR (min-max) | vs fastest AR | tokens/s | tokens/pass "
             "| mean accepted tokens | accepted drafts/step | acceptance rate | per-position (conditional) "
             "| exact match |")
