@@ -109,6 +109,10 @@ class StepControl:
     def move(self, direction: str) -> None:
         """A button press: ``NEXT`` or ``PREVIOUS`` (pauses the race first) or ``RESUME``.
 
+        ``RESUME`` unpauses and drops the presses not acted on yet: a paused race runs on at its next poll
+        (``paused_updates``), a running one just goes on (queued, a Resume pressed while the race ran cut every
+        later slow-motion wait short; one pressed before a Pause took effect left Pause waiting ``STEP_WAIT_S``).
+
         Raises:
             ValueError: another direction.
         """
@@ -116,9 +120,13 @@ class StepControl:
             raise ValueError(f"unknown step-through move {direction!r}")
         with self._lock:
             self.paused = direction != RESUME
-            if self.paused:  # the race shows the step asked for (``shown``)
-                self._shown.clear()
-        self._moves.put(direction)
+            if not self.paused:
+                while not self._moves.empty():
+                    self._moves.get_nowait()
+                self._shown.set()  # nothing more to show for a Pause still waiting
+                return
+            self._shown.clear()  # the race shows the step asked for (``shown``)
+            self._moves.put(direction)
 
     def shown(self) -> None:
         """The race has put the state after the last Pause / Next / Previous on the page (or has ended)."""
@@ -130,7 +138,8 @@ class StepControl:
         return self._shown.wait(timeout_s)
 
     def wait_move(self, timeout_s: float) -> str | None:
-        """The next button press, waiting at most ``timeout_s`` seconds; None when there was none."""
+        """The next Next / Previous press, waiting at most ``timeout_s`` seconds; None when there was none (then
+        ``paused`` False means a Resume)."""
         try:
             return self._moves.get(timeout=timeout_s)
         except queue.Empty:
@@ -218,6 +227,8 @@ def paused_updates(control: StepControl, events: dict, frame, no_op):
         move = control.wait_move(timeout_s=0.1)
         now = time.monotonic()
         if move is None:
+            if not control.paused:  # Resume
+                return
             if now - idle_since > PAUSE_IDLE_S:
                 control.move(RESUME)  # nobody pressed anything for a while: free the race's slot
             elif control.stopped or now - beat >= HEARTBEAT_S:
@@ -225,8 +236,6 @@ def paused_updates(control: StepControl, events: dict, frame, no_op):
                 yield heartbeat
             continue
         idle_since = now
-        if move == RESUME and not control.paused:
-            return
         if move == NEXT and position == total:
             return
         if move in (NEXT, PREVIOUS):

@@ -12,7 +12,7 @@ import time
 import gradio as gr
 import pytest
 
-from playground import page
+from playground import page, stepping
 from pass_core.decoding.events import TOKEN_LABELS
 from pass_core.teaching.race import events_upto, race, race_order
 from pass_core.registry import METHODS
@@ -62,6 +62,29 @@ def test_step_position_and_control_limits():
     assert control.paused and control.wait_move(0.01) == NEXT and control.wait_move(0.01) is None
     control.move(RESUME)
     assert not control.paused
+
+
+def test_resume_supersedes_earlier_presses_and_keeps_slow_motion():
+    """Resume pressed while the race runs leaves its slow-motion waits whole (queued, it cut every later wait to 0 s
+    for the rest of the race); Pause then Resume before the race polls answers Pause at once (it waited 10 s) and
+    leaves no press behind; Next then Resume leaves no Next for the next Pause to act on."""
+    control = StepControl(delay_s=0.3)
+    control.move(RESUME)  # the race is running: nothing to resume
+    for _ in range(2):
+        start = time.monotonic()
+        control.sleep(control.delay_s)
+        assert time.monotonic() - start >= 0.25
+    control.pause()
+    control.move(RESUME)
+    assert control.wait_shown(0.01) and not control.paused and control.wait_move(0.01) is None
+    control.move(NEXT)
+    control.move(RESUME)
+    assert control.wait_move(0.01) is None
+    control.pause()  # a paused race: Resume ends ``paused_updates`` (the race computes on)
+    frames = stepping.paused_updates(control, {"ar": []}, lambda position: ("frame", position), lambda: "skip")
+    assert next(frames) == ("frame", 0)
+    control.move(RESUME)
+    assert list(frames) == []
 
 
 def pane_values(out: dict) -> dict:
