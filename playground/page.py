@@ -280,7 +280,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         # cancel button takes a race still waiting in the queue out of it (on ZeroGPU, where the race runs in another
         # process, Stop cancels the race at once)
         ui.cancel_btn.click(None, None, None, cancels=[run_event], **private)
-        ui.stop_btn.click(stop_handler(holder, controls, slots), ui.state, [ui.run_md, ui.trace_download],
+        ui.stop_btn.click(stop_handler(holder, controls, slots), ui.state, [ui.run_md, ui.trace_download, ui.state],
                           cancels=[run_event] if spaces is not None else None, **private).then(
             None, None, None, js=CANCEL_RACE_JS, **private)
         ui.stop_btn.click(None, None, None, js=CLEAR_STEP_ECHO_JS, **private)  # no "Paused after ..." left under it

@@ -49,35 +49,37 @@ MEASURING_NOTE = ("⏳ **The pass cost is being measured: your race starts when 
 
 
 def stop_outputs(loaded, state) -> tuple:
-    """Stop's (run line, trace download): ``STOPPED_NOTE`` and, for a race stopped before its end (``state``:
-    ``race_handlers.render``'s dict), a trace of the steps it had produced (``pass_core.teaching.trace``), each
-    method's line of what it had produced (``race_text.compute_line``: Stop's line took their place) and the
-    race's busy line (``race_guards``); ``gr.skip()`` for the download when there is no such race (a replay: its
-    trace is already offered) or no model. A race stepped back to an earlier position: the trace holds the steps up
-    to it, the ones the panes show. No race yet: ``NOTHING_TO_STOP``; a finished race: nothing changes."""
+    """Stop's (run line, trace download, page state): ``STOPPED_NOTE`` and, for a race stopped before its end
+    (``state``: ``race_handlers.render``'s dict), a trace of the steps it had produced (``pass_core.teaching.trace``),
+    each method's line of what it had produced (``race_text.compute_line``: Stop's line took their place) and the
+    race's busy line (``race_guards``); the state marked stopped (``stopped``; its run line's headline
+    ``STOPPED_NOTE``), so that the step buttons speak of a stopped race (they said "Racing…", or "the finished
+    race's last") and a second Stop changes nothing. A race stepped back to an earlier position: the trace holds
+    the steps up to it, the ones the panes show. No race yet: ``NOTHING_TO_STOP``; a finished or stopped race, or
+    a replay: nothing changes (``gr.skip()`` for all three; Stop once put "Stopped." over a replay's lines)."""
     if not state:
-        return NOTHING_TO_STOP, gr.skip()
-    if state.get("finished"):  # the run line keeps the finished race's lines (Stop is unqueued: no toast)
-        return gr.skip(), gr.skip()
+        return NOTHING_TO_STOP, gr.skip(), gr.skip()
     guards = (state.get("show") or {}).get("guards") or {}
-    if loaded is None or not guards.get("source"):
-        return STOPPED_NOTE, gr.skip()
+    if state.get("finished") or state.get("stopped") or loaded is None or not guards.get("source"):
+        return gr.skip(), gr.skip(), gr.skip()  # the run line keeps its lines (Stop is unqueued: no toast)
     from playground.trace_files import trace_path  # the race's own folder and name for traces
     finish(guards)
     prompt, settings = guards["source"]
     shown = events_upto(state["events"], state.get("position"))  # stepped back: the steps the panes show
     path = save_trace(make_trace(loaded, prompt, settings, shown, guards.get("machine_load")), trace_path())
     done = compute_line({key: summarize(evs, key) if evs else None for key, evs in shown.items()})  # the race's
-    return "  \n".join(filter(None, (STOPPED_NOTE + STOPPED_TRACE, done, guards.get("load")))), str(path)
+    stopped = dict(state, stopped=True, show=dict(state["show"], headline=STOPPED_NOTE))
+    return "  \n".join(filter(None, (STOPPED_NOTE + STOPPED_TRACE, done, guards.get("load")))), str(path), stopped
 
 
 def stopped_frame(loaded, control, width: int) -> tuple:
     """The last frame of a live race that met Stop (``StepControl.stop_frame_due``), one value per output of the
-    race (``width`` of them, ending with the trace download, run line, drafter line and state): Stop's line and
-    the trace of the steps of the race's last frame (``stop_outputs``), ``gr.skip()`` everywhere else."""
-    line, path = (stop_outputs(loaded, control.last_state) if control.last_state is not None
-                  else (STOPPED_BEFORE_START, gr.skip()))
-    return (gr.skip(),) * (width - 4) + (path, line, gr.skip(), gr.skip())
+    race (``width`` of them, ending with the trace download, run line, drafter line and state): Stop's line, the
+    trace of the steps of the race's last frame and its state marked stopped (``stop_outputs``), ``gr.skip()``
+    everywhere else."""
+    line, path, state = (stop_outputs(loaded, control.last_state) if control.last_state is not None
+                         else (STOPPED_BEFORE_START, gr.skip(), gr.skip()))
+    return (gr.skip(),) * (width - 4) + (path, line, gr.skip(), state)
 
 
 def stop_handler(holder, controls: dict, slots=None):
@@ -91,10 +93,10 @@ def stop_handler(holder, controls: dict, slots=None):
         if control is not None:
             answered, shown = control.stop()
             if answered:
-                return gr.skip(), gr.skip()
+                return gr.skip(), gr.skip(), gr.skip()
             state = shown if shown is not None else state
         elif slots is not None and slots.leave(session):
-            return STOPPED_WAITING, gr.skip()
+            return STOPPED_WAITING, gr.skip(), gr.skip()
         return stop_outputs(holder.loaded, state)
     return on_stop
 

@@ -89,7 +89,7 @@ def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finishe
     shown, title, newest = events, headline, ""
     if position is not None:
         order = race_order(events)
-        shown, title = events_upto(events, position, order), step_line(events, order, position, live)
+        shown, title = events_upto(events, position, order), step_line(events, order, position, live, finished)
         newest = newest_css(events, order, position)
     note = "  \n".join(filter(None, (run_note, guard_lines(guards, finished))))
     view = race_view(shown, show_rejected, greedy, fused, finished and position is None, with_figures=charts_now,

@@ -166,7 +166,8 @@ def step_position(position: int | None, total: int, direction: str) -> int:
     return min(total, now + 1) if direction == NEXT else max(min(1, total), now - 1)
 
 
-def step_line(events: dict[str, list[StepEvent]], order: list[tuple[str, int]], position: int, live: bool) -> str:
+def step_line(events: dict[str, list[StepEvent]], order: list[tuple[str, int]], position: int, live: bool,
+              finished: bool = True) -> str:
     """Markdown for the run line while stepping: where the race stands and what the last step was.
 
     Args:
@@ -174,6 +175,7 @@ def step_line(events: dict[str, list[StepEvent]], order: list[tuple[str, int]], 
         order: ``race_order(events)``.
         position: steps shown (1..len(order)).
         live: the race is still running (paused): Next computes the next step.
+        finished: (not live) the race ended by itself; False: it was stopped (Stop, or a stopped race's trace).
     """
     if not order or position < 1:
         return "**Paused** before the first step."
@@ -182,14 +184,16 @@ def step_line(events: dict[str, list[StepEvent]], order: list[tuple[str, int]], 
     label = short_name(name)  # "ParallelSpec +tree8" for a tree entry
     tokens = len(event.new_token_ids)
     last = not live and position == len(order)  # a finished race's last step: Next has nothing more to show
+    ended = "finished" if finished else "stopped"
     where = (f"step {position} of the {len(order)} computed so far of the race" if live else
-             f"step {position} of {len(order)}, the finished race's last" if last else
-             f"step {position} of {len(order)} of the race")
+             f"step {position} of {len(order)}, the {ended} race's last" if last else
+             f"step {position} of {len(order)} of the {'' if finished else 'stopped '}race")
+    whole = "how it finished" if finished else "where it was stopped"
     return (f"**Paused** after {where}: {label} step "
             f"{event.step} ({tokens} new token{'s' * (tokens != 1)}, {event.step_s * 1000:.1f} ms; outlined in its "
-            "pane). " + ("*Previous step* moves back one step; *Resume* shows the whole race and how it finished."
-                         if last else "*Next step* and *Previous step* move one step on the shared compute clock; "
-                         + ("*Resume* runs on." if live else "*Resume* shows the whole race.")))
+            f"pane). " + (f"*Previous step* moves back one step; *Resume* shows the whole race and {whole}."
+                          if last else "*Next step* and *Previous step* move one step on the shared compute clock; "
+                          + ("*Resume* runs on." if live else "*Resume* shows the whole race.")))
 
 
 def newest_css(events: dict, order: list[tuple[str, int]], position: int) -> str:

@@ -245,7 +245,7 @@ def test_stop_offers_the_trace_of_what_was_produced(tiny, tmp_path):
     frames = [dict(zip(OUTPUT_NAMES, next(outs), strict=True)) for _ in range(5)]
     outs.close()  # Stop cancels the race: gradio closes its generator
     state = frames[-1]["state"]
-    note, path = page_guards.stop_outputs(tiny, state)
+    note, path, stopped = page_guards.stop_outputs(tiny, state)
     assert note.startswith(page.STOPPED_NOTE) and "Download trace" in note
     # each method's line of what it had produced stays (Stop's line took the place of the run line's)
     produced = {key: sum(len(e.new_token_ids) for e in evs) for key, evs in state["events"].items()}
@@ -264,10 +264,24 @@ def test_stop_offers_the_trace_of_what_was_produced(tiny, tmp_path):
     assert page_guards.stop_outputs(tiny, None)[0] == page_guards.NOTHING_TO_STOP  # no race: nothing stopped
     assert is_skip(page_guards.stop_outputs(tiny, None)[1])  # and nothing to download
     assert all(map(is_skip, page_guards.stop_outputs(tiny, dict(state, finished=True))))  # a finished race stays
+    # the page's state after Stop is marked stopped: the step buttons speak of a stopped race (Resume said
+    # "Racing…", Pause "the finished race's last"), and Stop again writes no second trace
+    assert stopped["stopped"] and stopped["events"] == state["events"] and not state.get("stopped")
+    total = sum(map(len, state["events"].values()))
+    lines = {position: dict(zip(OUTPUT_NAMES, page.render_state(stopped, True, position), strict=True))["run_info"]
+             for position in (None, total, total - 1)}
+    assert lines[None].startswith(page.STOPPED_NOTE), lines[None]  # Resume
+    assert f"step {total} of {total}, the stopped race's last" in lines[total], lines[total]
+    assert "where it was stopped" in lines[total]
+    assert f"step {total - 1} of {total} of the stopped race" in lines[total - 1]  # Previous
+    assert all(map(is_skip, page_guards.stop_outputs(tiny, stopped)))
+    replay = dict(state, show=dict(state["show"], guards={}))  # a stopped race's trace, replayed: no source
+    assert all(map(is_skip, page_guards.stop_outputs(tiny, replay)))  # its lines stay (Stop wrote "Stopped.")
     demo = page.build_demo(tiny)
     button = next(b for b in demo.blocks.values() if isinstance(b, gr.Button) and b.value == "Stop")
     stop = next(fn for fn in demo.fns.values() if (button._id, "click") in [tuple(t) for t in fn.targets])
     assert "trace-download" in [getattr(o, "elem_id", None) for o in stop.outputs]
+    assert any(isinstance(o, gr.State) for o in stop.outputs)  # the state marked stopped
 
 
 def live_race(tiny, control, width: int):
@@ -307,7 +321,8 @@ def test_a_live_race_answers_stop_in_its_own_stream_with_the_trace_of_its_last_f
     assert len(frames) == 5
     last = dict(zip(OUTPUT_NAMES, frames[-1], strict=True))
     assert last["run_info"].startswith(page.STOPPED_NOTE) and "Download trace" in last["run_info"]
-    assert [name for name, value in last.items() if not is_skip(value)] == ["trace", "run_info"]
+    assert [name for name, value in last.items() if not is_skip(value)] == ["trace", "run_info", "state"]
+    assert last["state"]["stopped"] and last["state"]["events"] == frames[3][-1]["events"]
     shown = frames[3][-1]["events"]
     assert {k: [e.new_token_ids for e in v] for k, v in load_trace(last["trace"]).events.items()} == \
         {k: [e.new_token_ids for e in v] for k, v in shown.items()}
