@@ -45,7 +45,8 @@ from playground.tree_race import inspector_outputs, tree_choice, tree_count, tre
 # the handlers, re-exported: tests and API users reach them as playground.page.<name>
 from playground.race_handlers import (CHART_EVERY, DEFAULT_RACE, drafters_for, gpu_duration,  # noqa: F401
                                       pane_visibility, preview_panes, race_handler, race_keys, render, render_state,
-                                      replay_panes, rerender_panes, user_error, validate_inputs, with_panes_for)
+                                      race_problems, replay_panes, rerender_panes, user_error, validate_inputs,
+                                      with_panes_for)
 from playground.replay import replay_handler  # noqa: F401  (re-exported too)
 
 QUEUE_MAX_SIZE = 16
@@ -115,7 +116,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
     # session -> the step-through buttons of that session's live race, and its slow-motion delay (seconds). On
     # ZeroGPU the race runs in another process, which the buttons cannot reach: they act on the finished race.
     controls: dict[str, StepControl] = {}
-    slots = RaceSlots()  # races run one at a time: who races, who waits (a note for the waiting)
+    slots = RaceSlots(functools.partial(race_problems, offer=offer))  # races run one at a time: who races, who waits
     delays: dict[str, float] = {}
 
     @gpu(duration=gpu_duration)
@@ -231,7 +232,8 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         ui = lay_out(holder, offer, lookahead_line(SETTING_RANGES["num_lookahead"][2]), HELP_TEMPLATE)
         inputs = [ui.prompt, ui.num_lookahead, ui.temperature, ui.top_k, ui.top_p, ui.max_new_tokens, ui.seed,
                   ui.show_rejected, ui.fused, ui.methods, ui.chat_template, ui.auto_drafts]
-        ui.run_btn.click(slots.on_run, None, ui.run_md, api_visibility="private", queue=False, show_progress="hidden")
+        ui.run_btn.click(slots.on_run, [*inputs, ui.tree_nodes], ui.run_md, api_visibility="private", queue=False,
+                         preprocess=False, show_progress="hidden")  # the values the validator reads
         ui.run_btn.click(None, None, None, js=CLEAR_STEP_ECHO_JS, api_visibility="private", queue=False)  # a new race
         ui.run_btn.click(None, None, None, js=RUN_SCROLL_JS, api_visibility="private", queue=False)  # in view
         ui.replay_btn.click(None, None, None, js=SCROLL_TO_PANES_JS, api_visibility="private", queue=False)

@@ -425,21 +425,33 @@ def test_a_long_prompt_is_warned_about_before_its_prefill(tiny, monkeypatch, mea
 
 
 def test_a_second_visitor_is_told_that_another_race_runs(tiny):
-    slots = page_guards.RaceSlots()
+    """A Run pressed during another visitor's race is told it waits, and counted; a Run the validator refuses is
+    neither (it was counted as waiting until its tab closed: later visitors read one more waiting before them)."""
+    slots = page_guards.RaceSlots(page.race_problems)
     visitor = lambda name: type("Request", (), {"session_hash": name})()  # noqa: E731
-    assert is_skip(slots.on_run(visitor("b")))  # nothing races: Run starts at once
+    good, refused = ("Hi", 2, 0.0, 0, 1.0, 8, 0), ("Hi", 2, 0.0, 0, 1.0, 0, 0)  # max new tokens 0: refused
+    assert is_skip(slots.on_run(visitor("b"), *good))  # nothing races: Run starts at once
     slots.start("a")
-    assert is_skip(slots.on_run(visitor("a"))) and not slots.leave("a")  # Run during its own race: no note, no wait
-    assert "Another race is running on this server: yours starts when it ends" in slots.on_run(visitor("b"))
-    assert "1 more waiting before yours" in slots.on_run(visitor("c"))
+    assert is_skip(slots.on_run(visitor("a"), *good)) and not slots.leave("a")  # its own race: no note, no wait
+    assert is_skip(slots.on_run(visitor("r"), *refused)) and not slots.leave("r")  # refused: not waiting
+    waits = slots.on_run(visitor("b"), *good)
+    assert "Another race is running on this server: yours starts when it ends" in waits and "more" not in waits
+    assert "1 more waiting before yours" in slots.on_run(visitor("c"), *good)
     slots.leave("b")  # b closed its tab
-    assert "1 more waiting" not in slots.on_run(visitor("c"))
+    assert "1 more waiting" not in slots.on_run(visitor("c"), *good)
     slots.end("a")
-    assert is_skip(slots.on_run(visitor("c")))
+    assert is_skip(slots.on_run(visitor("c"), *good))
     demo = page.build_demo(tiny)
     race = next(fn for fn in demo.fns.values() if fn.api_name == "race")
-    note = [fn for fn in demo.fns.values() if fn.targets == race.targets and fn is not race]
-    assert any(getattr(fn.fn, "__name__", "") == "on_run" and not fn.queue for fn in note)
+    note = next(fn for fn in demo.fns.values() if fn.targets == race.targets and fn.name == "on_run" and fn is not race)
+    assert not note.queue and [c._id for c in note.inputs] == [c._id for c in race.inputs]  # what the validator reads
+    assert is_skip(note.fn(None, *refused))  # the page's own slots know the validator's problems
+    # as gradio calls it: the request at its parameter's place, the values after it (``*values, request`` took the
+    # request for a value and the session for None, so Stop never found the waiting race)
+    from gradio.helpers import special_args
+    values = [*good, True, False, ["ar", "pass"], True, False, 0]
+    args, *_ = special_args(note.fn, list(values), type("Request", (), {"session_hash": "x", "username": None})())
+    assert args[1:] == values and getattr(args[0], "session_hash", None) == "x"
 
 
 def listeners_before(demo, main, elem_id: str) -> list:
