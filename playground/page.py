@@ -197,15 +197,15 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         control = StepControl(delays.get(session, 0.0)) if spaces is None else None
         if control is not None:
             controls[session] = control
-        if slots.measuring:
-            yield (gr.skip(),) * (len(outputs) - 3) + (MEASURING_NOTE, gr.skip(), gr.skip())
-        slots.start(session)  # waits for a pass-cost measurement to end
-        labs_before = slots.labs_started
-
-        def noted(frame: tuple) -> tuple:  # a lab that ran beside this race is said on its run line (output -3)
-            return with_lab_note(frame, -3) if slots.lab_beside(labs_before) else frame
-
+        started = False  # the finally below also runs for a tab closed while the race waited (its entries leaked)
         try:
+            if slots.measuring:
+                yield (gr.skip(),) * (len(outputs) - 3) + (MEASURING_NOTE, gr.skip(), gr.skip())
+            slots.start(session)  # waits for a pass-cost measurement to end
+            started, labs_before = True, slots.labs_started
+
+            def noted(frame: tuple) -> tuple:  # a lab that ran beside this race is said on its run line (output -3)
+                return with_lab_note(frame, -3) if slots.lab_beside(labs_before) else frame
             # the panes of the methods about to race, now (a listener after this one ran once the race had ended)
             yield (*pane_visibility(methods), *(gr.skip(),) * (len(outputs) - len(METHODS)))
             race = RaceRequest(prompt=prompt, num_lookahead=num_lookahead, temperature=temperature, top_k=top_k,
@@ -223,7 +223,8 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         finally:
             if control is not None:
                 control.end()  # Stop, waiting for the race to end, replies now
-            slots.end(session)
+            if started:
+                slots.end(session)
             show_now.pop(session, None)
             if controls.get(session) is control:
                 controls.pop(session, None)

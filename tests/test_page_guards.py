@@ -585,6 +585,22 @@ def test_a_race_waits_for_a_pass_cost_measurement_and_a_measurement_is_refused_d
     assert "pass cost is being measured" in page_guards.MEASURING_NOTE
 
 
+def test_a_tab_closed_while_its_race_waits_for_a_measurement_leaves_nothing_behind(tiny):
+    """The page's race handler: a race that waits for a pass-cost measurement says so; its tab closed there (gradio
+    closes the generator at that frame) leaves no step control, toggle or race slot behind (they stayed until the
+    server stopped)."""
+    demo = page.build_demo(tiny, untrained_drafters=True)
+    on_run = next(fn.fn for fn in demo.fns.values() if fn.api_name == "race")
+    cells = dict(zip(on_run.__code__.co_freevars, (cell.cell_contents for cell in on_run.__closure__)))
+    controls, show_now, slots = cells["controls"], cells["show_now"], cells["slots"]
+    slots.measuring = True
+    race = on_run("Hello there", 2, 0.0, 0, 1.0, 8, 0, True, False, ["ar", "pass"],
+                  request=type("Request", (), {"session_hash": "S"})())
+    assert next(race)[-3] == page_guards.MEASURING_NOTE and "S" in controls and "S" in show_now
+    race.close()
+    assert not controls and not show_now and slots.running == 0
+
+
 def test_a_refused_remeasure_warns_and_leaves_the_cost_view_as_it_was():
     """A refused *Re-measure pass cost* raised gr.Error: gradio then kept an "Error" badge on the cost panel through
     every later race (seen in Chromium). Now it warns (a toast) and sends no update."""
