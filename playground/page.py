@@ -43,10 +43,9 @@ from playground.teaching import INSPECTOR_HINT, inspect_selection, token_namer
 from playground.teaching_panels import wire_panels
 from playground.tree_race import inspector_outputs, tree_choice, tree_count, tree_pane_values, wire_tree
 # the handlers, re-exported: tests and API users reach them as playground.page.<name>
-from playground.race_handlers import (CHART_EVERY, DEFAULT_RACE, drafters_for, gpu_duration,  # noqa: F401
-                                      pane_visibility, preview_panes, race_handler, race_keys, render, render_state,
-                                      race_problems, replay_panes, rerender_panes, user_error, validate_inputs,
-                                      with_panes_for)
+from playground.race_handlers import (CHART_EVERY, DEFAULT_RACE, drafters_for, gpu_duration, pane_visibility,  # noqa
+                                      preview_panes, race_handler, race_keys, race_problems, render, render_state,
+                                      replay_panes, rerender_panes, user_error, validate_inputs, with_panes_for)
 from playground.replay import replay_handler  # noqa: F401  (re-exported too)
 
 QUEUE_MAX_SIZE = 16
@@ -69,12 +68,6 @@ def launch_options() -> dict:
     trace), and at most ``STATE_SESSIONS`` visitors' races kept in memory."""
     return dict(theme=gr.themes.Soft(), css=PAGE_CSS, show_error=True, max_file_size=MAX_TRACE_BYTES,
                 state_session_capacity=STATE_SESSIONS)
-
-
-def clear_inspector() -> tuple:
-    """The token inspector's hint and no figure: a new race or replay leaves nothing selected (the inspector used to
-    keep showing a token of the race before, two races later)."""
-    return inspector_outputs(INSPECTOR_HINT)
 
 
 def gpu(duration):
@@ -151,6 +144,13 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         delays[session] = float(delay_s)
         if session in controls:
             controls[session].set_delay(delay_s)
+
+    def clear_inspector(*values) -> tuple:
+        """The token inspector's hint and no figure: a new race or replay leaves nothing selected (the inspector kept
+        a token of the race before, two races later); a Run the validator refuses (``values``) changes nothing."""
+        if values and any(problem is not None for problem in race_problems(*values, offer=offer)):
+            return gr.skip(), gr.skip()
+        return inspector_outputs(INSPECTOR_HINT)
 
     def on_select(key: str):
         def handler(state, show_rejected, evt: gr.SelectData):
@@ -238,9 +238,9 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         ui.run_btn.click(None, None, None, js=CLEAR_STEP_ECHO_JS, api_visibility="private", queue=False)  # a new race
         ui.run_btn.click(None, None, None, js=RUN_SCROLL_JS, api_visibility="private", queue=False)  # in view
         ui.replay_btn.click(None, None, None, js=SCROLL_TO_PANES_JS, api_visibility="private", queue=False)
-        for button in (ui.run_btn, ui.replay_btn):  # a new race or replay: the inspector let go of the old token
-            button.click(clear_inspector, None, [ui.inspector_md, ui.inspector_plot], api_visibility="private",
-                         queue=False, show_progress="hidden")
+        for button, read in ((ui.run_btn, [*inputs, ui.tree_nodes]), (ui.replay_btn, None)):  # a new race or replay
+            button.click(clear_inspector, read, [ui.inspector_md, ui.inspector_plot], api_visibility="private",
+                         queue=False, preprocess=False, show_progress="hidden")
         ui.wire_remeasure(holder, ui.state, ui.cost_plot, ui.cost_md, slots)
         # the teaching panels' events, before the race's listener (Run's listeners run in order: ``wire_panels``)
         after_race = wire_panels(ui.state, [*inputs, ui.tree_nodes], ui.wire_lessons, ui.wire_whatif, run=ui.run_btn)

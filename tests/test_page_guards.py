@@ -473,12 +473,17 @@ def test_run_and_replay_clear_the_token_inspector_and_run_asks_the_lesson_again(
     from playground.lessons import LESSONS, lesson_markdown
 
     demo = page.build_demo(tiny)
+    race_values = ["Hello there", 2, 0.0, 0, 1.0, 8, 0, True, False, ["ar", "prompt-lookup"], True, False, 0]
     for api_name in ("race", "replay"):
         main = next(fn for fn in demo.fns.values() if fn.api_name == api_name)
         clear = listeners_before(demo, main, "inspector-text")
         assert len(clear) == 1 and not clear[0].queue, api_name
-        hint, plot = clear[0].fn()
+        values = race_values if api_name == "race" else []
+        assert len(clear[0].inputs) == len(values), api_name  # Run's: the values its validator reads
+        hint, plot = clear[0].fn(*values)
         assert hint == page.INSPECTOR_HINT and plot["value"] is None and plot["visible"] is False  # no empty box
+        if api_name == "race":  # a Run the validator refuses (max new tokens 0) races nothing: the inspected token
+            assert all(map(is_skip, clear[0].fn(*race_values[:5], 0, *race_values[6:])))  # stays (it was cleared)
     race = next(fn for fn in demo.fns.values() if fn.api_name == "race")
     ask = listeners_before(demo, race, "lesson-text")
     assert len(ask) == 1 and not ask[0].queue
