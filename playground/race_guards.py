@@ -68,10 +68,11 @@ def prefill_seconds(tokens: int, curve: dict | None) -> float | None:
     return tokens * curve["ms"][-1] / curve["widths"][-1] / 1000
 
 
-def prefill_warning(tokens: int, methods: int, curve: dict | None, limit: int | None = None) -> str:
+def prefill_warning(tokens: int, methods: int, curve: dict | None, limit: int | None = None, trees: int = 0) -> str:
     """A warning when the prompt's ``tokens`` (chat template included; the race encoded it, and refused a prompt
     its context cannot hold) are over ``limit`` (None: ``LONG_PREFILL_TOKENS``), else "": how many tokens, and
-    how long the first step of each of the ``methods`` racing methods may take (``prefill_seconds``)."""
+    how long the first step of each of the ``methods`` racing methods and ``trees`` token-tree entries (each
+    prefills too) may take (``prefill_seconds``)."""
     if tokens <= (LONG_PREFILL_TOKENS if limit is None else limit):
         return ""
     seconds = prefill_seconds(tokens, curve)
@@ -79,4 +80,5 @@ def prefill_warning(tokens: int, methods: int, curve: dict | None, limit: int | 
         f"up to about {seconds:.{0 if seconds >= 10 else 1}f} s on this machine (from its widest measured pass; a long "
         "prompt's pass is usually faster per token)")
     return (f"⏳ **Long prompt: {tokens:,} tokens.** The first step of each method reads the whole prompt "
-            f"(prefill): it may take {each}, for each of the {methods} methods, before the panes start to fill.")
+            f"(prefill): it may take {each}, for each of the {methods} methods"
+            f"{f' and {trees} token trees' if trees else ''}, before the panes start to fill.")

@@ -178,8 +178,8 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
                 revision=f"race-{time.time_ns()}", curve=(curves := pass_cost_curves(loaded)).used,
                 baseline=baseline_label(loaded.backend or str(loaded.dtype).replace("torch.", ""),
                                         bool(loaded.backend_choice)))
-    show["guards"] = new_guards(prompt, settings, curves,
-                                prefill_warning(tokens, len(keys), curves.used))
+    show["guards"] = new_guards(prompt, settings, curves, prefill_warning(
+        tokens, len(keys), curves.used, trees=tree_count(r.methods, r.tree_nodes)))  # a tree entry prefills too
     try:
         found, note = drafters_for(loaded, keys, settings)
         if show["guards"]["prefill"]:  # said before the long first step, not after it

@@ -415,6 +415,9 @@ def test_a_long_prompt_is_warned_about_before_its_prefill(tiny, monkeypatch, mea
     assert f"up to about {tokens * 4.75e-3:.1f} s on this machine" in first["run_info"]  # an upper estimate
     assert race_guards.prefill_warning(2642, 2, {"widths": [1, 16], "ms": [80.0, 366.4]}).count("up to about 61 s")
     assert "Long prompt" not in outs[-1]["run_info"]
+    trees = run(tiny, prompt="a long prompt " * 8, max_new_tokens=4, update_interval_s=0.0,
+                methods=["ar", "pass", "parallelspec"], tree_nodes=4)[0]["run_info"]  # each tree entry prefills too
+    assert "for each of the 3 methods and 2 token trees" in trees, trees
     assert "Long prompt" not in run(tiny, prompt="short", max_new_tokens=4, update_interval_s=0.0)[0]["run_info"]
     # a prompt the context cannot hold: refused before any update, so no "Racing…" and no prefill warning, with the
     # room the run itself keeps (16 + 2 L positions; the page counted 16 and the run then refused other numbers)
