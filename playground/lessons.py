@@ -6,12 +6,14 @@ answer it (the same strings as the metric boxes) and the finish view. Pure data 
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 
 from pass_core.decoding.events import StepEvent
 from pass_core.decoding.metrics import summarize
 from pass_core.decoding.settings import SETTING_RANGES
 from pass_core.registry import METHODS
+from pass_core.teaching.lab import run_lab
 from playground.race_inputs import NUMERIC_INPUTS
 from playground.race_text import finish_line, metric_texts
 from playground.race_view import METRIC_LABELS
@@ -70,7 +72,13 @@ class Lesson:
         """What picking the lesson set, in one italic line: the methods it races (the panes of the others are
         hidden) and every setting it changes from the page's defaults (``values`` sets the others to them), e.g.
         "*Set for you: AR and PaSS; temperature 1, top-k 20; slow motion 0.5 s per step; every other setting at its
-        default.*"."""
+        default.*". A lab lesson sets no race: the line says what the lab runs (``run_lab``'s own settings; it said
+        "Set for you: AR and PaSS; ... max new tokens 24", which the lab never reads)."""
+        if self.lab:
+            lab = {name: p.default for name, p in inspect.signature(run_lab).parameters.items()}
+            return (f"*The lab sets itself: every method and the broken rule continue the lab's prompt by "
+                    f"{lab['depth']} tokens, N times each, at temperature {lab['temperature']:g}, top-k "
+                    f"{lab['top_k']}, {lab['num_lookahead']} drafts per step; the race's settings stay as they are.*")
         names = [METHODS[key].short_name for key in self.methods if key in METHODS]
         methods = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names)
         settings = [f"{NUMERIC_INPUTS[name][0]} {value:g}" for name, value in self.settings.items()]
@@ -109,7 +117,7 @@ LESSONS = (
            "the bound?**",
            "Every real method stays under the total-variation bound; the broken rule (PaSS accepting every draft) "
            "does not. The table states the check's power at this N: how surely it would catch a subtler broken "
-           "rule.", {"temperature": 1.0, "top_k": 2, "max_new_tokens": 24}, lab=True),
+           "rule.", lab=True),
     Lesson("5 · Why is PaSS slower on this CPU?", "List five tips for learning a new language.", ("ar", "pass"),
            "PaSS accepts some drafts per step. **Will it beat AR on this machine?** Decide before Run.",
            "Read **Pass cost on this machine**: a pass over k + 1 tokens costs c(k+1) AR steps, and PaSS pays two "
@@ -170,9 +178,10 @@ def lesson_markdown(title: str | None, events: dict[str, list[StepEvent]] | None
 
 
 def lesson_values(title: str | None) -> list | None:
-    """``Lesson.values`` of the lesson titled ``title``; None for an unknown title."""
+    """``Lesson.values`` of the lesson titled ``title``; None for an unknown title or a lab lesson (it sets no
+    race)."""
     lesson = find_lesson(title)
-    return None if lesson is None else lesson.values()
+    return None if lesson is None or lesson.lab else lesson.values()
 
 
 def lesson_changes(title: str | None, values: list) -> list[str]:

@@ -51,7 +51,7 @@ def lesson_strip(offered=None, slow_motion: gr.Slider | None = None):
         if slow_motion is None:
             return outputs
         lesson = find_lesson(title)
-        return (*outputs, gr.skip() if lesson is None else lesson.slow_motion_s)
+        return (*outputs, gr.skip() if lesson is None or lesson.lab else lesson.slow_motion_s)
 
     def after_race(title, race_state):
         if not title or not race_state or not race_state.get("finished") or race_state.get("position") is not None:
