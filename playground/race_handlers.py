@@ -15,7 +15,7 @@ from pass_core.runtime.pass_cost import pass_cost_curves
 from pass_core.teaching.race import events_upto, race, race_order
 from pass_core.registry import METHODS
 from pass_core.decoding.settings import DecodeSettings
-from pass_core.decoding.text import encode_prompt, spare_positions
+from pass_core.decoding.bookkeeping import run_prompt_ids
 from pass_core.teaching.trace import make_trace, save_trace
 from playground.cost_charts import cost_view
 from playground.plot_boxes import shown_plot
@@ -170,8 +170,8 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
     if problem:
         raise user_error(problem)
     try:  # a prompt the context cannot hold is refused now, before any "Racing…" or long-prefill warning
-        tokens = len(encode_prompt(loaded.tokenizer, prompt, settings.chat_template, loaded.max_positions,
-                                   settings.max_new_tokens, spare=spare_positions(settings.num_lookahead)))
+        tokens = len(run_prompt_ids(loaded, prompt, settings))  # as a drafting method's run encodes it (the
+        # strictest: AR keeps no positions for drafts, and every race has a drafting method)
     except ValueError as err:
         raise user_error(str(err)) from err
     show = dict(chat_template=settings.chat_template, run_note=run_note, dtype=str(loaded.dtype),

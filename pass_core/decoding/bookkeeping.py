@@ -76,9 +76,19 @@ class RunState:
         return out, reason
 
 
-def start_run(loaded, prompt: str, settings: DecodeSettings, drafts: bool = True) -> tuple[RunState, torch.Generator]:
-    """Encode the prompt and create the run's state and its one random generator. A run with ``drafts`` keeps
+def run_prompt_ids(loaded, prompt: str, settings: DecodeSettings, drafts: bool = True) -> list[int]:
+    """The prompt's token ids as a run encodes them (chat template per ``settings``). A run with ``drafts`` keeps
     ``spare_positions(L)`` of the context free beyond its new tokens; a run without (AR) none.
+
+    Raises:
+        ValueError: an empty prompt, or one too long for the model's context (the message says how to fit it).
+    """
+    return encode_prompt(loaded.tokenizer, prompt, settings.chat_template, loaded.max_positions,
+                         settings.max_new_tokens, spare=spare_positions(settings.num_lookahead) if drafts else 0)
+
+
+def start_run(loaded, prompt: str, settings: DecodeSettings, drafts: bool = True) -> tuple[RunState, torch.Generator]:
+    """Encode the prompt (``run_prompt_ids``) and create the run's state and its one random generator.
 
     Raises:
         TypeError: ``settings`` is not a ``DecodeSettings``.
@@ -86,9 +96,7 @@ def start_run(loaded, prompt: str, settings: DecodeSettings, drafts: bool = True
     """
     if not isinstance(settings, DecodeSettings):
         raise TypeError("settings must be a DecodeSettings")
-    ids = encode_prompt(loaded.tokenizer, prompt, settings.chat_template, loaded.max_positions,
-                        settings.max_new_tokens,
-                        spare=spare_positions(settings.num_lookahead) if drafts else 0)
+    ids = run_prompt_ids(loaded, prompt, settings, drafts)
     state = RunState(settings=settings, eos=eos_token_ids(loaded), detok=Detokenizer(loaded.tokenizer),
                      prompt_ids=ids)
     return state, make_generator(settings.seed, loaded.device)
