@@ -1,6 +1,6 @@
 """The losslessness lab's handlers (the page's "Losslessness lab" tab): its run and its inputs' validation.
 Gradio values (``gr.Error``, ``gr.validate``) but no layout and no tensors: the lab itself is
-``pass_core.teaching.lab``, its figure and table ``playground.teaching``.
+``pass_core.teaching.lab``, its figure and table ``playground.lab_view``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """Pure display helpers for the race: step events and run summaries -> what the page shows.
 
-Every function here takes ``pass_core.events`` objects (``StepEvent``, ``RunSummary``) keyed by
+Every function here takes ``pass_core.decoding`` objects (``StepEvent``, ``RunSummary``) keyed by
 method key and returns a Plotly figure or a string (a pane's value: ``race_panes``). Nothing here
 touches a model, a tensor or a tokenizer, and no metric is computed here: metrics, the speed-up
-and the output comparison come from ``pass_core.events``. Names and colours of the methods come
+and the output comparison come from ``pass_core.decoding``. Names and colours of the methods come
 from ``pass_core.registry.METHODS``.
 
 Figures are built without a Plotly template on purpose: resolving a named template
-costs about 30 ms per figure, ten times the rest, and the charts redraw ~10 times a second.
+costs about 30 ms per figure, ten times the rest, and the charts redraw every 2 s during a race.
 """
 
 from __future__ import annotations

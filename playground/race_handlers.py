@@ -1,7 +1,7 @@
-"""The race page's handlers: the race, the step-through's paused updates, the replay and the lab, and the
-outputs they render. Gradio values (``gr.Error``, ``gr.skip``) but no layout: ``app.py`` builds the page and
-wires these functions to it (and re-exports them). No tensors here: decoding, metrics and figures come from
-``pass_core`` and the figure helpers next to this file (``playground``).
+"""The race page's handlers: the race and the step-through's paused updates, and the outputs they render (the
+replay: ``replay``; the lab: ``lab_handlers``). Gradio values (``gr.Error``, ``gr.skip``) but no layout: ``page``
+builds the page and wires these functions to it (and re-exports them). No tensors here: decoding, metrics and
+figures come from ``pass_core`` and the figure helpers next to this file (``playground``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ UPDATE_INTERVAL_S = 0.5  # at most 2 page updates per second of wall time at the
 CHART_EVERY = 4  # charts redraw on every 4th page update (figures are the browser's heaviest work)
 THEORY_EVERY = 4  # during a race the theory view redraws with every 4th chart redraw (and at the end, when paused)
 SLOW_MOTION_CHART_GAP_S = 1.0  # slow motion shows every step in the panes, the charts at most once a second
-TOKENS_PER_EXTRA_S = 400  # each 400 tokens on the page add 1 s between updates, so long races stay responsive
+TOKENS_PER_EXTRA_S = 400  # each 400 tokens on the page add one update interval (0.5 s) between updates
 MAX_UPDATE_GAP_S = 2.5  # ...but never more: Stop (a cancel) takes effect at the next update
 
 

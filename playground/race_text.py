@@ -1,5 +1,5 @@
 """The race's text lines, from events and summaries alone: the metric strings, the compute line,
-the first-step line and the greedy check (``pass_core.events.compare_outputs``). Plain markdown; no
+the first-step line and the greedy check (``pass_core.decoding.events.compare_outputs``). Plain markdown; no
 figures, no Gradio. Figures live in ``race_charts``.
 """
 
@@ -163,7 +163,7 @@ def _tie_note(c, dtype: str) -> str:
 
 def greedy_check(events: dict[str, list[StepEvent]], greedy: bool, finished: bool, dtype: str = "float32") -> str:
     """Markdown saying whether each method's output equals the reference's (greedy only), and where
-    it first differs (``pass_core.events.compare_outputs``).
+    it first differs (``pass_core.decoding.events.compare_outputs``).
 
     In greedy mode speculative decoding must reproduce AR token for token; a difference
     points at numerics (batched verification rounding differently near a tie) or a bug.
@@ -195,7 +195,8 @@ def greedy_check(events: dict[str, list[StepEvent]], greedy: bool, finished: boo
                          f"({count(c.compared, 'token')}).")
         elif finished:
             lines.append(f"✗ **{name}: same first {count(c.compared, 'token')} as {ref_name}, but different "
-                         f"lengths**: {ref_name} {count(c.reference_tokens, 'token')}, {name} {c.other_tokens}.")
+                         f"lengths**: {ref_name} {count(c.reference_tokens, 'token')}, "
+                         f"{name} {count(c.other_tokens, 'token')}.")
         else:
             lines.append(f"… Greedy check: {name} identical to {ref_name} so far "
                          f"({count(c.compared, 'token')} compared).")

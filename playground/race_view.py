@@ -1,6 +1,6 @@
 """Everything the race page shows, as plain values: events in, panes / metric lines / figures out.
 
-The app (``app.py``) only places these values in Gradio components; this module never imports
+The page (``page``, ``layout``) only places these values in Gradio components; this module never imports
 Gradio. Method names come from ``pass_core.registry.METHODS``, ranges from ``SETTING_RANGES``.
 """
 

@@ -48,6 +48,7 @@ def test_greedy_check_points_at_first_divergence():
     three = race_text.greedy_check({"ar": events_of("ar", [1, 2]), "pass": events_of("pass", [1, 2]),
                                  "parallelspec": events_of("parallelspec", [1, 2, 4])}, True, True)
     assert "PaSS output is identical" in three and "ParallelSpec: same first 2 tokens" in three
+    assert "AR 2 tokens, ParallelSpec 3 tokens." in three  # both lengths with their unit ("ParallelSpec 3.")
     running = race_text.greedy_check({"ar": events_of("ar", [1, 2]), "pass": events_of("pass", [1])}, True, False)
     assert running.startswith("…") and "(1 token compared)" in running  # not "1 tokens"
     assert "by design" in race_text.greedy_check({"ar": [], "pass": []}, False, True)
