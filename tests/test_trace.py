@@ -95,6 +95,9 @@ def test_bad_traces_are_refused_by_name(tiny, tmp_path):
         top = bad["methods"]["pass"]["events"][1]["inspection"][0]["p"]
         top[field] = value if field == "ids" else value * len(top["ids"])
         cases[f"inspection-{field}"] = (json.dumps(bad), at + message)
+    crafted = json.loads(json.dumps(good))  # 50,000 entries: a click on its token held the server's CPU for minutes
+    crafted["methods"]["pass"]["events"][1]["inspection"][0]["p"] = {"ids": list(range(11)), "probs": [0.01] * 11}
+    cases["inspection-top-n"] = (json.dumps(crafted), at + r"inspection\[0\]\.p' has 11 ids: a run records at most 10")
     mislabelled = json.loads(json.dumps(good))  # a hand-edited trace: PaSS's pane would show another method's step
     mislabelled["methods"]["pass"]["events"][1]["method"] = "ar"
     overlong = json.loads(json.dumps(good))  # more tokens than any run under these settings commits

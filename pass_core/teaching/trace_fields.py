@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from pass_core.decoding.events import TOKEN_LABELS, DraftRecord, StepEvent, TokenRecord
-from pass_core.decoding.inspection import PositionInspection, TopN
+from pass_core.decoding.inspection import TOP_N, PositionInspection, TopN
 from pass_core.runtime.machine_load import MachineLoad
 
 #: The longest time a trace may give one step (or its drafting or verification), in seconds: a day. A replay of a
@@ -139,7 +139,8 @@ def _draft(x: dict, name: str) -> DraftRecord:
 #: What verification did with a draft (``DraftRecord.decision``).
 def _position(d: dict, name: str = "inspection") -> PositionInspection:
     """A ``PositionInspection`` from its dict: each top-n list holds as many token ids (whole numbers from 0) as
-    probabilities (each in [0, 1]); ValueError naming the field otherwise."""
+    probabilities (each in [0, 1]), at most ``TOP_N`` of each, as a run writes (a crafted trace of 50,000 held a
+    server's CPU for minutes when its token was clicked); ValueError naming the field otherwise."""
     top = {}
     for k, v in d.items():
         if k not in ("p", "q", "residual"):
@@ -149,6 +150,8 @@ def _position(d: dict, name: str = "inspection") -> PositionInspection:
             if len(ids) != len(probs):
                 raise ValueError(f"the field '{name}.{k}' has {len(ids)} ids and {len(probs)} probabilities: one "
                                  "probability per id")
+            if len(ids) > TOP_N:
+                raise ValueError(f"the field '{name}.{k}' has {len(ids)} ids: a run records at most {TOP_N}")
             for j, (i, prob) in enumerate(zip(ids, probs)):
                 _whole(i, f"{name}.{k}.ids[{j}]", 0, "a token id")
                 _probability(prob, f"{name}.{k}.probs[{j}]")
