@@ -275,8 +275,9 @@ def usable_pass_cost(loaded, what: str = "Cost-aware draft lengths") -> dict:
         curves = pass_cost_curves(loaded, remeasure=True)
     if curves.used is None:
         raise ValueError(f"{what} need this machine's pass-cost curve, and the one measured is not physical "
-                         f"({curves.problem}). Press *Re-measure pass cost* (best on an idle machine), or choose "
-                         "settings that do without it.")
+                         f"({curves.problem}). Measure it again on an idle machine (on the page: the Re-measure pass "
+                         "cost button; on the command line: the same command again), or choose settings that do "
+                         "without it.")
     return curves.used
 
 
