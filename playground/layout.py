@@ -59,7 +59,7 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
                 with gr.Row():  # right under the prompt: on a phone the examples pushed Run to a second screen
                     run_btn = gr.Button("Run", variant="primary")
                     stop_btn = gr.Button("Stop", variant="stop")
-                    # pressed by the page after Stop's reply (``page_guards.CANCEL_RACE_JS``), never by a visitor
+                    # pressed by the page after Stop's reply (``scrolling.CANCEL_RACE_JS``), never by a visitor
                     cancel_btn = gr.Button("cancel race", visible="hidden", elem_id="cancel-race")
                 gr.Examples(examples=[[e] for e in EXAMPLES], inputs=[prompt], label="examples", elem_id="examples")
                 # placed under both columns, right above the panes (below: on a phone the lessons and Settings

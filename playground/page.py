@@ -32,9 +32,10 @@ from pass_core.teaching.race import events_upto
 from pass_core.teaching.trace import MAX_TRACE_BYTES
 from playground.lab_handlers import lab_handler, validate_lab, with_lab_note
 from playground.layout import lay_out
-from playground.page_guards import CANCEL_RACE_JS, CLEAR_STEP_ECHO_JS, MEASURING_NOTE, STEP_WAIT_S, STOPPED_NOTE, \
-    RaceSlots, stop_handler, stopped_frame, wire_step_button  # noqa: F401
-from playground.scrolling import RUN_SCROLL_JS, SCROLL_TO_INSPECTOR_JS, SCROLL_TO_LAB_JS, SCROLL_TO_PANES_JS
+from playground.page_guards import MEASURING_NOTE, STEP_WAIT_S, STOPPED_NOTE, RaceSlots, stop_handler, \
+    stopped_frame, wire_step_button  # noqa: F401
+from playground.scrolling import CANCEL_RACE_JS, CLEAR_STEP_ECHO_JS, RUN_SCROLL_JS, SCROLL_TO_INSPECTOR_JS, \
+    SCROLL_TO_LAB_JS, SCROLL_TO_PANES_JS
 from playground.plot_boxes import shown_plot
 from playground.race_inputs import RaceRequest, cap_for_zerogpu, hide_paths, method_offer, methods_problem, whole
 from playground.race_view import HIDE_REJECTED_JS, METRIC_LABELS, PAGE_CSS  # noqa: F401  (re-exported)
@@ -51,11 +52,10 @@ from playground.replay import replay_handler  # noqa: F401  (re-exported too)
 QUEUE_MAX_SIZE = 16
 NOTHING_TO_STEP = "*Run a race or replay a trace first: the step-through moves through its steps.*"
 LOAD_TIMEOUT_S = 600  # a Run pressed while the model loads waits this long at most
-#: Visitors' sessions whose race or replay the server keeps in memory (``gr.Blocks.launch``'s
-#: ``state_session_capacity``; gradio's default is 10,000, and it keeps a closed tab's state an hour). Each session holds
-#: its race's events: replaying a 3.3 MB trace added 9 MB to the server per visitor, without end (12 visitors: 508 ->
-#: 634 MB, measured with gradio_client on a ``--replay-only`` server); with a cap of 4 it stayed at 584 MB. Beyond the
-#: cap the session used longest ago is dropped: its step-through then asks for a new race or replay.
+#: Visitors' sessions whose race or replay the server keeps (``launch``'s ``state_session_capacity``; gradio's 10,000
+#: are kept an hour after a tab closes). A 3.3 MB trace's replay added 9 MB per visitor, without end (12 visitors: 508
+#: -> 634 MB with gradio_client on a ``--replay-only`` server; with a cap of 4, 584 MB). Beyond the cap the session
+#: used longest ago is dropped: its step-through then asks for a new race or replay.
 STATE_SESSIONS = 100
 #: The "How to read this" help; ``help_text`` fills in the registered methods and the setting ranges.
 HELP_TEMPLATE = (Path(__file__).resolve().parents[1] / "assets" / "help" / "how-to-read.md").read_text(encoding="utf-8")
@@ -93,8 +93,8 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
             return hide_paths(f"⚠ **Look-ahead embeddings / drafters:** {err}")
 
     def poll(num_lookahead, methods):
-        return (hide_paths(holder.headline()), hide_paths(holder.status()), lookahead_line(num_lookahead, methods),
-                gr.Timer(active=not holder.ready))
+        return hide_paths(holder.headline()), hide_paths(holder.status()), lookahead_line(num_lookahead, methods), \
+            gr.Timer(active=not holder.ready)
 
     # session -> the "show rejected drafts" toggle now, while that session's race runs: the race reads it at
     # every update, so a change made mid-race holds (the race's own input is the value at Run)
@@ -179,20 +179,21 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
 
     def on_run(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused, methods,
                chat_template=True, auto_drafts=False, tree_nodes=0, request: gr.Request = None):
-        tree_nodes = tree_choice(tree_nodes)  # "8" from an API client that read gradio's schema
+        tree_nodes, session = tree_choice(tree_nodes), getattr(request, "session_hash", None)  # "8": an API client
         problem = methods_problem(methods, offer)
         if problem and problem != methods_problem(methods):  # a method this page leaves out, asked for by the API
             raise user_error(problem)
-        if not holder.ready:
+        if not holder.ready:  # Stop meanwhile: this race will not start (Stop said "Nothing to stop")
+            slots.waits(session)
             yield (gr.skip(),) * (len(outputs) - 3) + ("Waiting for the model to load…", gr.skip(), gr.skip())
         try:
             holder.wait(timeout_s=LOAD_TIMEOUT_S)
         except ModelNotReady as err:
+            slots.leave(session)
             raise user_error(str(err)) from err
         # ZeroGPU refuses a call that asks for more than the visitor's quota: cap the race to fit (and say so)
         max_new_tokens, note = (cap_for_zerogpu(max_new_tokens, methods, tree_count(methods, tree_nodes))
                                 if spaces is not None else (max_new_tokens, ""))
-        session = getattr(request, "session_hash", None)
         show_now[session] = bool(show_rejected)
         control = StepControl(delays.get(session, 0.0)) if spaces is None else None
         if control is not None:
@@ -273,15 +274,14 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
             pane.select(None, None, None, js=SCROLL_TO_INSPECTOR_JS, **private)  # the answer in view
         demo.unload(on_unload)
         ui.lab_btn.click(None, None, None, js=SCROLL_TO_LAB_JS, **private)  # its progress, then its table, in view
-        # preprocess=False: N reaches validate_lab as sent, for it to refuse by name (the slider's own range check
-        # answers "Value 5 is less than minimum value 10" and logs a traceback)
+        # preprocess=False: N reaches validate_lab as sent, to be refused by name (the slider's own check answers
+        # "Value 5 is less than minimum value 10" and logs a traceback)
         lab_event = ui.lab_btn.click(on_lab, [ui.lab_prompt, ui.lab_runs], [ui.lab_plot, ui.lab_md], api_name="lab",
                                      concurrency_limit=1, preprocess=False, validator=validate_lab,
                                      show_progress_on=ui.lab_md)  # the plot is hidden before the first lab
         after_race(run_event, lab_event, ui.lab_md)  # the lesson strip answers after a race, or a lab
-        # Stop: a live race answers in its own stream (``stopped_frame``); after Stop's reply, the hidden
-        # cancel button takes a race still waiting in the queue out of it (on ZeroGPU, where the race runs in another
-        # process, Stop cancels the race at once)
+        # Stop: a live race answers in its own stream (``stopped_frame``); after Stop's reply, the hidden cancel
+        # button takes a race still waiting in the queue out of it (on ZeroGPU, Stop cancels the race at once)
         ui.cancel_btn.click(None, None, None, cancels=[run_event], **private)
         ui.stop_btn.click(stop_handler(holder, controls, slots), ui.state, [ui.run_md, ui.trace_download, ui.state],
                           cancels=[run_event] if spaces is not None else None, **private).then(

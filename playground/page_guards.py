@@ -23,6 +23,7 @@ from playground.cost_charts import cost_view
 from playground.plot_boxes import shown_plot
 from playground.race_guards import finish
 from playground.race_text import compute_line
+from playground.scrolling import busy_js
 
 STOPPED_NOTE = "**Stopped.** The panes show what each method had produced when you pressed Stop."
 STOPPED_TRACE = " *Download trace* gives exactly those steps."
@@ -32,7 +33,8 @@ NOTHING_TO_STOP = "Nothing to stop: no race is running. Press **Run** to start o
 STOPPED_BEFORE_START = ("**Stopped** before the race's first step: it produced nothing. What the panes and *Download "
                         "trace* hold, if anything, is from before.")
 #: Stop's answer to a visitor whose race was waiting for another visitor's race: it is taken out of the queue.
-STOPPED_WAITING = "**Stopped.** Your race was waiting for another visitor's race to end: it will not start."
+STOPPED_WAITING = ("**Stopped.** Your race was waiting (for the model to load, or for another visitor's race to end): "
+                   "it will not start.")
 #: How long a step button waits for a live race to show the step it asked for (the button stays busy meanwhile).
 STEP_WAIT_S = 10.0
 RACE_RUNNING = ("A race is running: re-measure the pass cost after it ends (measuring now would slow the race and "
@@ -156,6 +158,11 @@ class RaceSlots:
             self._racing.discard(session)
             self._changed.notify_all()
 
+    def waits(self, session) -> None:
+        """``session``'s race waits before it starts (for the model to load): Stop tells it that it will not start."""
+        with self._lock:
+            self._waiting.add(session)
+
     def leave(self, session) -> bool:
         """``session`` closed its tab, or pressed Stop: it waits no more. True when it was waiting."""
         with self._lock:
@@ -261,40 +268,11 @@ def remeasure_button():
     return wire
 
 
-#: Client-side, after a step button's answer: the run line's first sentence when it is the step-through's ("Paused
-#: after step 3 of 16 ...", or "Run a race or replay a trace first ..."), shown under the buttons (``#step-echo``);
-#: on a desktop the run line is far below them. A sentence ends at a period followed by a space or the end.
-STEP_ECHO_JS = ("const r = document.querySelector('#run-line'); const e = document.getElementById('step-echo-text'); "
-                "if (r && e) { const m = /^((?:Paused|Run a race)[\\s\\S]*?\\.)(?:\\s|$)/"
-                ".exec(r.innerText.trim()); e.textContent = m ? m[1] : ''; }")
-
-#: Client-side, after Stop's reply: press the hidden "cancel race" button, whose listener cancels the page's race
-#: event (gradio's ``cancels``): a race still waiting in the queue leaves it; a race that answered Stop has ended.
-CANCEL_RACE_JS = "() => { document.getElementById('cancel-race')?.click(); }"
-#: Client-side, on Run: the step-through's last answer under the buttons goes (it spoke of the previous race).
-CLEAR_STEP_ECHO_JS = "() => { const e = document.getElementById('step-echo-text'); if (e) e.textContent = ''; }"
-
-
-def _busy_js(elem_id: str, busy: bool, echo: bool = True) -> str:
-    """Client-side: mark the button ``elem_id`` busy (dimmed, a progress cursor, ``aria-busy``, a trailing ⏳,
-    clicks ignored) or idle again, then echo its answer under the buttons (``STEP_ECHO_JS``), or with ``echo``
-    False clear the echo (Resume: "Paused after step ..." stayed under the buttons while the race went on)."""
-    if not busy:
-        after = STEP_ECHO_JS if echo else CLEAR_STEP_ECHO_JS.removeprefix("() => { ").removesuffix(" }")
-        return (f"() => {{ const b = document.getElementById('{elem_id}'); if (b) {{ b.removeAttribute('aria-busy'); "
-                "b.style.pointerEvents = ''; b.style.opacity = ''; b.style.cursor = ''; } " + after + " }")
-    return ("() => { if (!document.getElementById('step-busy-css')) { const s = document.createElement('style'); "
-            "s.id = 'step-busy-css'; s.textContent = 'button[aria-busy=\"true\"]::after {content: \" ⏳\"}'; "
-            f"document.head.appendChild(s); }} const b = document.getElementById('{elem_id}'); if (b) {{ "
-            "b.setAttribute('aria-busy', 'true'); b.style.pointerEvents = 'none'; b.style.opacity = '0.6'; "
-            "b.style.cursor = 'progress'; } }")
-
-
 def wire_step_button(button: gr.Button, handler, inputs, outputs, echo: bool = True) -> None:
-    """A step-through button: busy from the press until its step is on the page (``_busy_js``; the handler of a
-    live race waits for the race to show it, ``STEP_WAIT_S``), and one press at a time (``trigger_mode="once"``:
+    """A step-through button: busy from the press until its step is on the page (``scrolling.busy_js``; the handler
+    of a live race waits for the race to show it, ``STEP_WAIT_S``), and one press at a time (``trigger_mode="once"``:
     a double click steps once). ``echo``: its answer is echoed under the buttons (False: the echo is cleared)."""
     private = dict(api_visibility="private", queue=False)
-    button.click(None, None, None, js=_busy_js(button.elem_id, True), **private)
+    button.click(None, None, None, js=busy_js(button.elem_id, True), **private)
     button.click(handler, inputs, outputs, trigger_mode="once", show_progress="hidden", **private).then(
-        None, None, None, js=_busy_js(button.elem_id, False, echo), **private)
+        None, None, None, js=busy_js(button.elem_id, False, echo), **private)

@@ -1,5 +1,6 @@
-"""Client-side scrolling that keeps a press's answer in view (on a phone the page is some 11,000 px long, and a
-button's answer often lands screens away from it): each constant is the ``js`` of an unqueued listener."""
+"""Client-side code of unqueued listeners (each constant is a listener's ``js``): scrolling that keeps a press's
+answer in view (on a phone the page is some 11,000 px long, and a button's answer often lands screens away from
+it), the step buttons' busy mark and the echo of their answer, Stop's cancel of a queued race."""
 
 from __future__ import annotations
 
@@ -44,3 +45,32 @@ RUN_SCROLL_JS = ("() => { const seen = new Set(document.querySelectorAll('div.va
                  "mark.scrollIntoView({block: 'center', behavior: 'smooth'}); return; } if (due.length && Date.now() "
                  "- start >= due[0]) { due.shift(); panes(); } if (Date.now() - start > 10000) clearInterval(watch); "
                  "}, 100); }")
+
+
+#: Client-side, after a step button's answer: the run line's first sentence when it is the step-through's ("Paused
+#: after step 3 of 16 ...", or "Run a race or replay a trace first ..."), shown under the buttons (``#step-echo``);
+#: on a desktop the run line is far below them. A sentence ends at a period followed by a space or the end.
+STEP_ECHO_JS = ("const r = document.querySelector('#run-line'); const e = document.getElementById('step-echo-text'); "
+                "if (r && e) { const m = /^((?:Paused|Run a race)[\\s\\S]*?\\.)(?:\\s|$)/"
+                ".exec(r.innerText.trim()); e.textContent = m ? m[1] : ''; }")
+
+#: Client-side, after Stop's reply: press the hidden "cancel race" button, whose listener cancels the page's race
+#: event (gradio's ``cancels``): a race still waiting in the queue leaves it; a race that answered Stop has ended.
+CANCEL_RACE_JS = "() => { document.getElementById('cancel-race')?.click(); }"
+#: Client-side, on Run: the step-through's last answer under the buttons goes (it spoke of the previous race).
+CLEAR_STEP_ECHO_JS = "() => { const e = document.getElementById('step-echo-text'); if (e) e.textContent = ''; }"
+
+
+def busy_js(elem_id: str, busy: bool, echo: bool = True) -> str:
+    """Client-side: mark the button ``elem_id`` busy (dimmed, a progress cursor, ``aria-busy``, a trailing ⏳,
+    clicks ignored) or idle again, then echo its answer under the buttons (``STEP_ECHO_JS``), or with ``echo``
+    False clear the echo (Resume: "Paused after step ..." stayed under the buttons while the race went on)."""
+    if not busy:
+        after = STEP_ECHO_JS if echo else CLEAR_STEP_ECHO_JS.removeprefix("() => { ").removesuffix(" }")
+        return (f"() => {{ const b = document.getElementById('{elem_id}'); if (b) {{ b.removeAttribute('aria-busy'); "
+                "b.style.pointerEvents = ''; b.style.opacity = ''; b.style.cursor = ''; } " + after + " }")
+    return ("() => { if (!document.getElementById('step-busy-css')) { const s = document.createElement('style'); "
+            "s.id = 'step-busy-css'; s.textContent = 'button[aria-busy=\"true\"]::after {content: \" ⏳\"}'; "
+            f"document.head.appendChild(s); }} const b = document.getElementById('{elem_id}'); if (b) {{ "
+            "b.setAttribute('aria-busy', 'true'); b.style.pointerEvents = 'none'; b.style.opacity = '0.6'; "
+            "b.style.cursor = 'progress'; } }")

@@ -13,7 +13,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from playground import page, page_guards  # noqa: E402
+from playground import page, page_guards, scrolling  # noqa: E402
 from pass_core.decoding.events import TOKEN_LABELS, output_text  # noqa: E402
 from pass_core.registry import METHODS  # noqa: E402
 from pass_core.decoding.settings import SETTING_RANGES  # noqa: E402
@@ -289,8 +289,8 @@ def test_demo_builds_with_race_endpoint_and_limits(tiny):
     stop_button = next(b for b in demo.blocks.values() if isinstance(b, gr.Button) and b.value == "Stop")
     stops = {i: fn for i, fn in demo.fns.items() if (stop_button._id, "click") in [tuple(t) for t in fn.targets]}
     note = next(fn for fn in stops.values() if fn.fn is not None)
-    assert any(fn.trigger_after in stops and fn.js == page_guards.CANCEL_RACE_JS for fn in demo.fns.values())
-    assert "cancel-race" in page_guards.CANCEL_RACE_JS
+    assert any(fn.trigger_after in stops and fn.js == scrolling.CANCEL_RACE_JS for fn in demo.fns.values())
+    assert "cancel-race" in scrolling.CANCEL_RACE_JS
     assert all(v == gr.skip() for v in note.fn({"events": {}}))  # a replay's state (no race's source): its lines stay
     assert note.fn()[0] == page_guards.NOTHING_TO_STOP  # a fresh page: no "Stopped." for a race never run
     assert demo._queue.max_size == page.QUEUE_MAX_SIZE
@@ -348,9 +348,17 @@ def test_model_holder_reports_load_error():
 
 
 def test_run_pressed_while_loading_waits_for_the_model(tiny):
+    """A Run pressed while the model loads waits for it; Stop meanwhile says that this race will not start (it said
+    "Nothing to stop: no race is running", and the page's cancel then dropped the race unsaid)."""
     holder = page.ModelHolder("tiny")  # not started: stays "loading" until we hand it the model
     demo = page.build_demo(holder, untrained_drafters=True)  # PaSS races on the tiny model (no trained file)
     on_run = next(fn.fn for fn in demo.fns.values() if fn.api_name == "race")
+    on_stop = next(fn.fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "on_stop")
+    visitor = type("Request", (), {"session_hash": "early"})()
+    early = on_run("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False, ["ar", "pass"], request=visitor)
+    assert "Waiting for the model" in next(early)[OUTPUT_NAMES.index("run_info")]
+    assert on_stop(None, visitor)[0] == page_guards.STOPPED_WAITING
+    early.close()  # the page's cancel, after Stop's reply
     updates = on_run("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False, ["ar", "pass"])
     assert "Waiting for the model" in next(updates)[OUTPUT_NAMES.index("run_info")]
     holder.loaded = tiny
