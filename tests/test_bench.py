@@ -191,7 +191,8 @@ def test_load_suite(tmp_path):
         read_prompts(tmp_path)
 
 
-@pytest.mark.parametrize("argv", [["--methods", "ar,nope"], ["--num-lookahead", "3,x"],
+@pytest.mark.parametrize("argv", [["--methods", "ar,nope"], ["--methods", ""], ["--methods", ","],  # AR alone ran
+                                  ["--methods", "pass+fused+fused"], ["--num-lookahead", "3,x"],
                                   ["--temperature", "-1"], ["--num-lookahead", "99"], ["--repeats", "0"]])
 def test_cli_rejects_bad_arguments_before_loading(argv, monkeypatch):
     monkeypatch.setattr(bench, "load_model", lambda *a, **k: pytest.fail("must not load the model"))

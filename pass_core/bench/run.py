@@ -57,9 +57,11 @@ def split_variant(name: str) -> tuple[str, dict]:
     section 4); a backend suffix ("@fp32") is allowed and ignored here (``split_backend``).
 
     Raises:
-        ValueError: an unknown method, suffix or backend, or +fused on a method the fused step does not apply to.
+        ValueError: an unknown method, suffix or backend, a suffix given twice, or +fused where it does not apply.
     """
     key, *suffixes = split_backend(name)[0].split("+")
+    if len(set(suffixes)) < len(suffixes):  # it ran, as "pass+fused" labelled "pass+fused+fused"
+        raise ValueError(f"{name!r} names a variant twice: give each of {', '.join('+' + v for v in VARIANTS)} once.")
     if key not in METHODS:
         raise ValueError(f"Unknown method {key!r}: choose from {', '.join(METHODS)}.")
     changes = {}
@@ -168,7 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        methods = list(dict.fromkeys([BASELINE] + [m.strip() for m in args.methods.split(",") if m.strip()]))
+        named = [m.strip() for m in args.methods.split(",") if m.strip()]
+        if not named:  # --methods "" ran AR alone and said nothing
+            raise ValueError(f"--methods {args.methods!r} names no method: give one or more of {', '.join(METHODS)}.")
+        methods = list(dict.fromkeys([BASELINE] + named))
         for m in methods:
             split_variant(m)  # raises for an unknown method, variant or backend
         methods += check_peers([b.strip() for b in args.baselines.split(",") if b.strip()])
