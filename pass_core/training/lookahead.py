@@ -170,16 +170,8 @@ def train(args) -> dict:
     gen = torch.Generator().manual_seed(args.seed)
     init = LookaheadEmbeddings.initialise(loaded, args.num_lookahead, args.init, args.tokens_per_draft,
                                           generator=gen)
-    if args.init_from:  # read before the data is made: a bad file is refused in seconds, not after minutes
+    if args.init_from:  # read (as is a --resume checkpoint) before the data is made: refused in seconds, not minutes
         init = _seed_from_file(init, args.init_from, loaded)
-    seqs, plens, described = load_sequences(loaded, args.data, args.gen_tokens)
-    if args.answers:
-        more, more_lens = corpus_answers(loaded, args.answers, max_new_tokens=args.gen_tokens)
-        seqs, plens = seqs + more, plens + more_lens
-        described += f"; self-generated: the model's own greedy answers to corpus prompts ({args.answers})"
-    seqs = [(s, max(p - 1, 0)) for s, p in zip(seqs, plens) if len(s) - max(p - 1, 0) > 2]
-    if not seqs:
-        raise ValueError("No usable training sequences (each needs at least 3 tokens after its prompt).")
     rows = 1 if args.shared else init.block_len
     param = torch.nn.Parameter(init.weight[:rows].clone().to(dev))  # (1 or L*R, D), float32
     params, groups, adapters = {"param": param}, [{"params": [param], "lr": args.lr, "base_lr": args.lr}], None
@@ -194,6 +186,14 @@ def train(args) -> dict:
     out = Path(args.out)
     step0, progress = (load_checkpoint(_checkpoint_path(out), params, opt)
                        if args.resume and _checkpoint_path(out).is_file() else (0, {}))
+    seqs, plens, described = load_sequences(loaded, args.data, args.gen_tokens)
+    if args.answers:
+        more, more_lens = corpus_answers(loaded, args.answers, max_new_tokens=args.gen_tokens)
+        seqs, plens = seqs + more, plens + more_lens
+        described += f"; self-generated: the model's own greedy answers to corpus prompts ({args.answers})"
+    seqs = [(s, max(p - 1, 0)) for s, p in zip(seqs, plens) if len(s) - max(p - 1, 0) > 2]
+    if not seqs:
+        raise ValueError("No usable training sequences (each needs at least 3 tokens after its prompt).")
     curve = progress.get("curve", [])  # held-out agreement against training positions seen
     curve_data = held_out_sequences(loaded, args.curve_sequences) if args.curve_every else None
     if curve_data and not curve:  # the starting point: the initialisation (or --init-from file) before training
