@@ -47,7 +47,7 @@ from playground.tree_race import inspector_outputs, tree_choice, tree_count, tre
 from playground.race_handlers import (CHART_EVERY, DEFAULT_RACE, drafters_for, gpu_duration, pane_visibility,  # noqa
                                       preview_panes, race_handler, race_keys, race_problems, render, render_state,
                                       replay_panes, rerender_panes, user_error, validate_inputs, with_panes_for)
-from playground.replay import replay_handler  # noqa: F401  (re-exported too)
+from playground.replay import replay_handler, replay_listener  # noqa: F401  (re-exported too)
 
 QUEUE_MAX_SIZE = 16
 NOTHING_TO_STEP = "*Run a race or replay a trace first: the step-through moves through its steps.*"
@@ -255,7 +255,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                                      show_progress_on=ui.run_md,  # progress and a refusal: on the run line only
                                      validator=functools.partial(validate_inputs, offer=offer))
         # a refused file: one mark, on the run line, not one on every output
-        replay_event = ui.replay_btn.click(lambda path, show: replay_handler(path, show, holder.loaded),
+        replay_event = ui.replay_btn.click(replay_listener(holder, controls),
                                            [ui.trace_upload, ui.show_rejected], outputs, api_name="replay",
                                            concurrency_limit=4, show_progress_on=ui.run_md)
         wire_tree(ui, holder)  # first: its Previous / Next read the chosen node before the step handlers empty it

@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import gradio as gr
+
 from pass_core.runtime.models import LoadedModel
 from pass_core.teaching.trace import MAX_TRACE_BYTES, check_token_ids, load_trace, recorded_on
 from playground.race_handlers import render, user_error
@@ -46,3 +48,19 @@ def replay_handler(trace_file, show_rejected=True, model: LoadedModel | None = N
                   "needed.", chat_template=s.chat_template, run_note=replay_note(trace),
                   revision=f"replay-{time.time_ns()}", own_model=own_model,
                   headline=STOPPED_REPLAY if stopped else None)
+
+
+#: Replay's answer while the visitor's own race runs: the race's next updates would replace the replay on the page.
+RACE_IN_THIS_TAB = ("A race is running in this tab: press Stop first, then Replay (the race's next updates would "
+                    "replace the replay on the page).")
+
+
+def replay_listener(holder, controls: dict):
+    """Replay's handler on the page: ``replay_handler`` with the page's model (``holder.loaded``), refused with
+    ``RACE_IN_THIS_TAB`` while a live race of the same session runs (``controls``: session -> its step control; a
+    replay pressed mid-race was shown, then replaced by the race's frames, and looked lost)."""
+    def on_replay(trace_file, show_rejected=True, request: gr.Request = None) -> tuple:
+        if getattr(request, "session_hash", None) in controls:
+            raise user_error(RACE_IN_THIS_TAB)
+        return replay_handler(trace_file, show_rejected, holder.loaded)
+    return on_replay

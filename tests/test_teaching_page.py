@@ -136,6 +136,18 @@ def test_replay_of_a_race_trace_equals_the_race(tiny):
             continue
         assert replay[name] == final[name], name
     assert "Replay of a trace" in replay["run_info"]
+    # the page's Replay while this tab's race runs: refused (shown, then replaced by the race's frames, it looked lost)
+    demo = page.build_demo(tiny, untrained_drafters=True)
+    on_run = next(fn.fn for fn in demo.fns.values() if fn.api_name == "race")
+    on_replay = next(fn.fn for fn in demo.fns.values() if fn.api_name == "replay")
+    visitor, other = (type("Request", (), {"session_hash": name})() for name in ("racing", "other"))
+    racing = on_run("Hello there", 2, 0.0, 0, 1.0, 40, 0, True, False, ["ar", "pass"], request=visitor)
+    next(racing), next(racing)  # the race has started
+    with pytest.raises(gr.Error, match="A race is running in this tab: press Stop first, then Replay"):
+        on_replay(path, True, request=visitor)
+    assert "Replay of a trace" in on_replay(path, True, request=other)[OUTPUT_NAMES.index("run_info")]  # another tab
+    racing.close()
+    assert "Replay of a trace" in on_replay(path, True, request=visitor)[OUTPUT_NAMES.index("run_info")]  # it ended
 
 
 def test_a_bad_trace_gets_a_named_error(tmp_path):
