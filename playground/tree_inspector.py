@@ -28,20 +28,21 @@ TREE_GREEDY = (" Greedy (temperature 0): p is one-hot too, so a child is accepte
 
 
 def node_choices(events: dict[str, list[StepEvent]]) -> list[tuple[str, str]]:
-    """The current tree step's nodes of every method, for the node chooser: (label, "entry|node"), then its last
-    token as "entry|next"; texts labelled as in the figure (``label``: a list collapsed "\\n   " to "\\n ")."""
+    """The current tree step's nodes of every method, for the node chooser: (label, "entry|node|step"), then its last
+    token as "entry|next|step" (the step named: a live race moves on before a node is chosen); texts labelled as in
+    the figure (``label``: a list collapsed "\\n   " to "\\n ")."""
     out = []
     for key, evs in events.items():
         event = tree_step(evs)
         if event is None:
             continue
         for j, d in enumerate(event.drafts):
-            out.append((f"{short_name(key)} · step {event.step} · node {j} (depth {d.position}) "
-                        f"'{label(d.text)}' · {d.decision.replace('_', ' ')}", f"{key}|{j}"))  # as the figure
+            out.append((f"{short_name(key)} · step {event.step} · node {j} (depth {d.position}) "  # as the figure
+                        f"'{label(d.text)}' · {d.decision.replace('_', ' ')}", f"{key}|{j}|{event.step}"))
         final = last_token(event)
         if final is not None:
             out.append((f"{short_name(key)} · step {event.step} · {final.label} token '{label(final.text)}'",
-                        f"{key}|{NEXT}"))
+                        f"{key}|{NEXT}|{event.step}"))
     return out
 
 
@@ -93,12 +94,14 @@ def node_table(event: StepEvent, selected: int | None = None) -> list[str]:
 
 
 def inspect_node(events: dict[str, list[StepEvent]], choice: str, decode=str) -> tuple[str, go.Figure | None] | None:
-    """The token inspector for a chosen node ("entry|node" or "entry|next" from ``node_choices``) of the current
-    tree step: the node's token, q, p, p_res and decision, the step's node table and the tree rule, and
+    """The token inspector for a chosen node ("entry|node" or "entry|next" of the current tree step, with "|step"
+    that step, from ``node_choices``; a live race's current step moved on, and the chooser's node 1 of step 5
+    opened step 7's): the node's token, q, p, p_res and decision, the step's node table and the tree rule, and
     ``teaching.inspector_figure``'s bars of the p the node was tried against (the accepted path's p, recorded by
     the inspector; None for a node never tried). None when the choice does not name a node of the current step."""
-    entry, _, which = str(choice or "").rpartition("|")
-    event = tree_step(events.get(entry, []))
+    entry, which, step = (str(choice or "").split("|") + ["", ""])[:3]
+    steps = [e for e in events.get(entry, []) if e.tree_parents and str(e.step) == step]
+    event = (steps[-1] if steps else None) if step else tree_step(events.get(entry, []))
     if event is None or not (which == NEXT or (which.isdigit() and int(which) < len(event.drafts))):
         return None
     head = f"**{short_name(entry)}, step {event.step}** ({len(event.drafts)}-node tree). "

@@ -135,8 +135,15 @@ def test_tree_figure_follows_the_events_shown_and_escapes_labels():
 def test_node_choices_and_the_node_inspector_show_the_nodes_numbers():
     events = {"ar": [chain_event()], "parallelspec+tree8": [chain_event(), tree_event()]}
     choices = node_choices(events)
-    assert [value for _, value in choices] == [f"parallelspec+tree8|{j}" for j in range(6)] + [
-        f"parallelspec+tree8|{NEXT}"]
+    step = tree_event().step  # each value names its step: a live race moves on before a node is chosen
+    assert [value for _, value in choices] == [f"parallelspec+tree8|{j}|{step}" for j in range(6)] + [
+        f"parallelspec+tree8|{NEXT}|{step}"]
+    # chosen while the race went on: the node of the step the chooser listed, not of the newest tree step
+    later = replace(tree_event(), step=step + 1, drafts=tuple(replace(d, text="Z") for d in tree_event().drafts))
+    moved_on = {**events, "parallelspec+tree8": [*events["parallelspec+tree8"], later]}
+    assert f"step {step}**" in inspect_node(moved_on, choices[2][1])[0]
+    assert f"step {step + 1}**" in inspect_node(moved_on, "parallelspec+tree8|2")[0]  # no step: the newest
+    assert inspect_node(moved_on, f"parallelspec+tree8|2|{step + 5}") is None  # a step that is not there
     assert "node 2 (depth 2) 'C' · rejected" in choices[2][0]
     spaced = tree_event()  # spaces shown as the figure shows them: a browser's list collapsed "\n   " to "\n "
     spaced = replace(spaced, drafts=(replace(spaced.drafts[0], text="\n   "), *spaced.drafts[1:]))
