@@ -132,7 +132,7 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
             position_plot = gr.Plot(label="acceptance by position", min_width=420, visible=False,
                                     elem_id="positions-plot")
         with gr.Accordion("Theory beside measurement", open=True):
-            theory_plot = gr.Plot(label="accepted drafts: measured vs theory", visible=False,  # one line on a phone
+            theory_plot = gr.Plot(label="accepted drafts vs theory", visible=False,  # one line on a 390-px phone
                                   elem_id="theory-plot")
             theory_md = gr.Markdown(THEORY_BEFORE_RACE, elem_id="theory-sentences")
         with gr.Accordion("Pass cost on this machine", open=True):

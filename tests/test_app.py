@@ -111,7 +111,7 @@ def test_the_race_plots_are_hidden_until_a_race_draws_them(tiny, fixed_pass_cost
     each plot now starts hidden and is shown with its first figure (the tree's: ``test_tree_view.py``)."""
     demo = page.build_demo(tiny)
     labels = ("latency per step", "tokens vs compute time", "accepted drafts per verification step",
-              "acceptance by position", "accepted drafts: measured vs theory", "pass cost c(w) and steps",
+              "acceptance by position", "accepted drafts vs theory", "pass cost c(w) and steps",
               "the step's token tree")
     plots = {c.label: c for c in demo.blocks.values() if isinstance(c, gr.Plot) and c.label in labels}
     assert set(plots) == set(labels) and not any(plot.visible for plot in plots.values())

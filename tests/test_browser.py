@@ -313,7 +313,7 @@ LAB_PROGRESS_READABLE = ("() => { const box = (s) => document.querySelector('#la
                          "bar.bottom <= table.bottom; }")
 
 
-@pytest.mark.parametrize("width", [400, 1400])
+@pytest.mark.parametrize("width", [390, 1400])
 def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, tmp_path, width, fixed_pass_cost):
     """The layout at a phone's and a desktop's width, then the race's trace, its replay and the lab, on one page.
 
