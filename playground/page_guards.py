@@ -32,7 +32,7 @@ NOTHING_TO_STOP = "Nothing to stop: no race is running. Press **Run** to start o
 #: Stop's answer when the race had not shown its first frame (the panes may still show the previous race).
 STOPPED_BEFORE_START = ("**Stopped** before the race's first step: it produced nothing. What the panes and *Download "
                         "trace* hold, if anything, is from before.")
-#: Stop's answer to a visitor whose race was waiting for another visitor's race: it is taken out of the queue.
+#: Stop's answer to a visitor whose race was waiting (the model loading, another visitor's race): it will not start.
 STOPPED_WAITING = ("**Stopped.** Your race was waiting (for the model to load, or for another visitor's race to end): "
                    "it will not start.")
 #: How long a step button waits for a live race to show the step it asked for (the button stays busy meanwhile).
