@@ -109,7 +109,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
     # session -> the step-through buttons of that session's live race, and its slow-motion delay (seconds). On
     # ZeroGPU the race runs in another process, which the buttons cannot reach: they act on the finished race.
     controls: dict[str, StepControl] = {}
-    slots = RaceSlots(functools.partial(race_problems, offer=offer))  # races run one at a time: who races, who waits
+    slots = RaceSlots()  # races run one at a time: who races, who waits (a note for the waiting)
     delays: dict[str, float] = {}
 
     @gpu(duration=gpu_duration)
@@ -145,12 +145,13 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         if session in controls:
             controls[session].set_delay(delay_s)
 
-    def clear_inspector(*values) -> tuple:
-        """The token inspector's hint and no figure: a new race or replay leaves nothing selected (the inspector kept
-        a token of the race before, two races later); a Run the validator refuses (``values``) changes nothing."""
-        if values and any(problem is not None for problem in race_problems(*values, offer=offer)):
-            return gr.skip(), gr.skip()
-        return inspector_outputs(INSPECTOR_HINT)
+    def on_press(request: gr.Request = None, *values) -> tuple:  # the request first: gradio puts it at its place
+        """Run's first, unqueued answer (run line, inspector): a note when another visitor's race runs
+        (``slots.on_run``) and the inspector's hint (it kept a token of the race before, two races later); a Run
+        the validator refuses (``values``) changes neither (it was counted as waiting, and cleared the inspector)."""
+        if any(problem is not None for problem in race_problems(*values, offer=offer)):
+            return gr.skip(), gr.skip(), gr.skip()
+        return slots.on_run(request), *inspector_outputs(INSPECTOR_HINT)
 
     def on_select(key: str):
         def handler(state, show_rejected, evt: gr.SelectData):
@@ -234,14 +235,13 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         ui = lay_out(holder, offer, lookahead_line(SETTING_RANGES["num_lookahead"][2]), HELP_TEMPLATE)
         inputs = [ui.prompt, ui.num_lookahead, ui.temperature, ui.top_k, ui.top_p, ui.max_new_tokens, ui.seed,
                   ui.show_rejected, ui.fused, ui.methods, ui.chat_template, ui.auto_drafts]
-        ui.run_btn.click(slots.on_run, [*inputs, ui.tree_nodes], ui.run_md, api_visibility="private", queue=False,
-                         preprocess=False, show_progress="hidden")  # the values the validator reads
+        ui.run_btn.click(on_press, [*inputs, ui.tree_nodes], [ui.run_md, ui.inspector_md, ui.inspector_plot],
+                         api_visibility="private", queue=False, preprocess=False, show_progress="hidden")
         ui.run_btn.click(None, None, None, js=CLEAR_STEP_ECHO_JS, api_visibility="private", queue=False)  # a new race
         ui.run_btn.click(None, None, None, js=RUN_SCROLL_JS, api_visibility="private", queue=False)  # in view
         ui.replay_btn.click(None, None, None, js=SCROLL_TO_PANES_JS, api_visibility="private", queue=False)
-        for button, read in ((ui.run_btn, [*inputs, ui.tree_nodes]), (ui.replay_btn, None)):  # a new race or replay
-            button.click(clear_inspector, read, [ui.inspector_md, ui.inspector_plot], api_visibility="private",
-                         queue=False, preprocess=False, show_progress="hidden")
+        ui.replay_btn.click(lambda: inspector_outputs(INSPECTOR_HINT), None, [ui.inspector_md, ui.inspector_plot],
+                            api_visibility="private", queue=False, show_progress="hidden")  # a new replay: no token
         ui.wire_remeasure(holder, ui.state, ui.cost_plot, ui.cost_md, slots)
         # the teaching panels' events, before the race's listener (Run's listeners run in order: ``wire_panels``)
         after_race = wire_panels(ui.state, [*inputs, ui.tree_nodes], ui.wire_lessons, ui.wire_whatif, run=ui.run_btn)

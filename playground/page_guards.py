@@ -106,13 +106,9 @@ def stop_handler(holder, controls: dict, slots=None):
 class RaceSlots:
     """Who races and who waits, across the page's sessions: the race runs one at a time (``concurrency_limit=1``),
     so a visitor who presses Run during another's race is told why nothing moves yet; and a race and a pass-cost
-    measurement never run together (each would distort the other's timings). Thread-safe.
+    measurement never run together (each would distort the other's timings). Thread-safe."""
 
-    ``problems``: Run's inputs -> one problem or None per input (``race_handlers.race_problems``): a Run the
-    validator refuses never races, so it is not counted as waiting (it was, until that tab closed)."""
-
-    def __init__(self, problems=None):
-        self._problems = problems
+    def __init__(self):
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self.running = 0
@@ -199,12 +195,9 @@ class RaceSlots:
             if session in self._labs:
                 self._labs[session].set()
 
-    def on_run(self, request: gr.Request = None, *values):
-        """Run's first, unqueued answer, given Run's inputs (after the request: gradio puts the request at its
-        parameter's place, which after ``*values`` took a value's): a note in the run line when another race is
-        running and the inputs will race (``problems``), else no change."""
-        if self._problems is not None and any(problem is not None for problem in self._problems(*values)):
-            return gr.skip()  # the validator marks the inputs; nothing waits
+    def on_run(self, request: gr.Request = None):
+        """A Run that will race (the page's ``on_press`` asks the validator's checks first): a note in the run line
+        when another race is running, else no change."""
         session = getattr(request, "session_hash", None)
         with self._lock:  # the visitor's own race (gradio ignores a Run pressed during it): no note
             if not self.running or session in self._racing:

@@ -432,31 +432,34 @@ def test_a_long_prompt_is_warned_about_before_its_prefill(tiny, monkeypatch, mea
 def test_a_second_visitor_is_told_that_another_race_runs(tiny):
     """A Run pressed during another visitor's race is told it waits, and counted; a Run the validator refuses is
     neither (it was counted as waiting until its tab closed: later visitors read one more waiting before them)."""
-    slots = page_guards.RaceSlots(page.race_problems)
+    slots = page_guards.RaceSlots()
     visitor = lambda name: type("Request", (), {"session_hash": name})()  # noqa: E731
-    good, refused = ("Hi", 2, 0.0, 0, 1.0, 8, 0), ("Hi", 2, 0.0, 0, 1.0, 0, 0)  # max new tokens 0: refused
-    assert is_skip(slots.on_run(visitor("b"), *good))  # nothing races: Run starts at once
+    assert is_skip(slots.on_run(visitor("b")))  # nothing races: Run starts at once
     slots.start("a")
-    assert is_skip(slots.on_run(visitor("a"), *good)) and not slots.leave("a")  # its own race: no note, no wait
-    assert is_skip(slots.on_run(visitor("r"), *refused)) and not slots.leave("r")  # refused: not waiting
-    waits = slots.on_run(visitor("b"), *good)
+    assert is_skip(slots.on_run(visitor("a"))) and not slots.leave("a")  # its own race: no note, no wait
+    waits = slots.on_run(visitor("b"))
     assert "Another race is running on this server: yours starts when it ends" in waits and "more" not in waits
-    assert "1 more waiting before yours" in slots.on_run(visitor("c"), *good)
+    assert "1 more waiting before yours" in slots.on_run(visitor("c"))
     slots.leave("b")  # b closed its tab
-    assert "1 more waiting" not in slots.on_run(visitor("c"), *good)
+    assert "1 more waiting" not in slots.on_run(visitor("c"))
     slots.end("a")
-    assert is_skip(slots.on_run(visitor("c"), *good))
+    assert is_skip(slots.on_run(visitor("c")))
+    # the page's first answer to Run: a Run the validator refuses (max new tokens 0) is not counted as waiting (it
+    # was, until its tab closed: later visitors read one more waiting before them)
     demo = page.build_demo(tiny)
     race = next(fn for fn in demo.fns.values() if fn.api_name == "race")
-    note = next(fn for fn in demo.fns.values() if fn.targets == race.targets and fn.name == "on_run" and fn is not race)
-    assert not note.queue and [c._id for c in note.inputs] == [c._id for c in race.inputs]  # what the validator reads
-    assert is_skip(note.fn(None, *refused))  # the page's own slots know the validator's problems
+    press = next(fn for fn in demo.fns.values() if fn.targets == race.targets and fn.name == "on_press")
+    assert not press.queue and [c._id for c in press.inputs] == [c._id for c in race.inputs]  # what the validator reads
+    cells = dict(zip(press.fn.__code__.co_freevars, (cell.cell_contents for cell in press.fn.__closure__)))
+    cells["slots"].start("a")
+    good = ["Hi", 2, 0.0, 0, 1.0, 8, 0, True, False, ["ar", "prompt-lookup"], True, False, 0]
+    assert all(map(is_skip, press.fn(visitor("r"), *good[:5], 0, *good[6:]))) and not cells["slots"].leave("r")
+    assert "yours starts when it ends" in press.fn(visitor("w"), *good)[0] and cells["slots"].leave("w")
     # as gradio calls it: the request at its parameter's place, the values after it (``*values, request`` took the
     # request for a value and the session for None, so Stop never found the waiting race)
     from gradio.helpers import special_args
-    values = [*good, True, False, ["ar", "pass"], True, False, 0]
-    args, *_ = special_args(note.fn, list(values), type("Request", (), {"session_hash": "x", "username": None})())
-    assert args[1:] == values and getattr(args[0], "session_hash", None) == "x"
+    args, *_ = special_args(press.fn, list(good), type("Request", (), {"session_hash": "x", "username": None})())
+    assert args[1:] == good and getattr(args[0], "session_hash", None) == "x"
 
 
 def listeners_before(demo, main, elem_id: str) -> list:
@@ -483,12 +486,13 @@ def test_run_and_replay_clear_the_token_inspector_and_run_asks_the_lesson_again(
         main = next(fn for fn in demo.fns.values() if fn.api_name == api_name)
         clear = listeners_before(demo, main, "inspector-text")
         assert len(clear) == 1 and not clear[0].queue, api_name
+        request = [None] if api_name == "race" else []  # Run's: the request, then the values its validator reads
         values = race_values if api_name == "race" else []
-        assert len(clear[0].inputs) == len(values), api_name  # Run's: the values its validator reads
-        hint, plot = clear[0].fn(*values)
+        assert len(clear[0].inputs) == len(values), api_name
+        hint, plot = clear[0].fn(*request, *values)[-2:]
         assert hint == page.INSPECTOR_HINT and plot["value"] is None and plot["visible"] is False  # no empty box
         if api_name == "race":  # a Run the validator refuses (max new tokens 0) races nothing: the inspected token
-            assert all(map(is_skip, clear[0].fn(*race_values[:5], 0, *race_values[6:])))  # stays (it was cleared)
+            assert all(map(is_skip, clear[0].fn(None, *race_values[:5], 0, *race_values[6:])))  # stays
     race = next(fn for fn in demo.fns.values() if fn.api_name == "race")
     ask = listeners_before(demo, race, "lesson-text")
     assert len(ask) == 1 and not ask[0].queue
