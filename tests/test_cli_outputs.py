@@ -147,7 +147,8 @@ def test_an_output_folder_that_cannot_be_made_is_refused_even_for_root(no_model,
     (["--lr", "nan", "--adapter-lr", "inf"], r"--lr nan, --adapter-lr inf: a learning rate must be a positive"),
     (["--answers", "sharegpt:abc"], r"--answers 'sharegpt:abc': use CORPUS:COUNT"),
     (["--answers", "chitchat:5,reddit:3"], r"--answers 'reddit:3'"),
-    (["--checkpoint-every", "0"], r"--checkpoint-every must be >= 1"),  # a ZeroDivisionError after step 1
+    (["--checkpoint-every", "0"], r"--checkpoint-every 0: must be at least 1"),  # a ZeroDivisionError after step 1
+    (["--stop-at", "0", "--steps", "-2"], r"--steps -2, --stop-at 0: must be at least 1"),  # a checkpoint at step 0
     (["--position-decay", "nan"], r"--position-decay must be a positive number, got nan"),  # trained to "diverged"
 ])
 def test_lookahead_trainer_refuses_bad_arguments_first(no_model, tmp_path, args, message, capsys):
@@ -162,7 +163,8 @@ def test_lookahead_trainer_refuses_bad_arguments_first(no_model, tmp_path, args,
 def test_trainers_refuse_a_seed_file_or_feature_layers_the_model_cannot_use_before_the_data(tiny_folder, tmp_path,
                                                                                            monkeypatch, capsys):
     """Checked once the model has loaded, before any data is made: an ``--init-from`` file that is not a look-ahead
-    file, ``--feature-layers`` beyond the model's hidden states (both started minutes of data generation)."""
+    file, ``--feature-layers`` beyond the model's hidden states or naming one twice (each started minutes of data
+    generation)."""
     from pass_core.training import lookahead, parallelspec
 
     def no_data(*args, **kwargs):
@@ -179,6 +181,10 @@ def test_trainers_refuse_a_seed_file_or_feature_layers_the_model_cannot_use_befo
                                          r"be between -3 and 2 \(-1 = the last\)"):
         parallelspec.main(["--model", str(tiny_folder), "--out", str(tmp_path / "d.safetensors"),
                            "--feature-layers", "-1", "99", "--threads", "1"])
+    with pytest.raises(ValueError, match=r"--feature-layers 2 -1: a hidden state is named twice \(of this model's 3, "
+                                         r"-1 and 2 are the same one\)"):  # it trained on the last layer twice
+        parallelspec.main(["--model", str(tiny_folder), "--out", str(tmp_path / "d.safetensors"),
+                           "--feature-layers", "2", "-1", "--threads", "1"])
 
 
 def test_the_drafter_trainer_replaces_a_shipped_drafter_only_when_out_names_it(tiny_folder, tmp_path, monkeypatch):

@@ -79,6 +79,9 @@ def test_corrupt_and_missing_files(tiny, tmp_path):
 def test_load_model_errors(tmp_path):
     with pytest.raises(ValueError, match="Unknown model"):
         load_model("no-such-model")
+    for blank in ("", " "):  # Path("") is the working folder: "The folder '' has no config.json"
+        with pytest.raises(ValueError, match=f"Unknown model '{blank}': use 'smollm2-135m-instruct'"):
+            load_model(blank)
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match="Could not load model.*local folder"):
         load_model(str(tmp_path / "empty"))

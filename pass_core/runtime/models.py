@@ -199,7 +199,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "au
             raise ValueError(f"GGUF file {name!r} does not exist.")
         out = attempt(f"GGUF file {path}", lambda: load_gguf(path, torch_dtype, progress))
         source = out[2] if out else ""
-    elif Path(name).expanduser().is_dir():
+    elif name.strip() and Path(name).expanduser().is_dir():  # "" is the working folder to Path
         progress(f"Loading {name}")
         if attempt(f"local folder {name}", lambda: load_pretrained(str(Path(name).expanduser()), torch_dtype)):
             source = f"local folder {Path(name).name}"

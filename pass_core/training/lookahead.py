@@ -2,12 +2,11 @@
 
     python -m pass_core.train --model smollm2-135m-instruct --num-lookahead 3 --out la.safetensors
 
-Only the L x D look-ahead numbers learn (Monea et al. 2023, section 2.2). The recipe is
-our choice (the paper's is not public): self-distillation on the model's own greedy
-generations; for each training sequence the frozen prefix runs once without gradients,
-then all sampled prefix positions get their look-ahead block in one pass under a
-group-wise mask (``lookahead_batch``); the loss is KL(p || q) to the model's own
-next-token distribution at t+i (``--loss kl``), or cross-entropy to its greedy token.
+Only the L x D look-ahead numbers learn (Monea et al. 2023, section 2.2). The recipe is our choice (the paper's is not
+public): self-distillation on the model's own greedy generations; for each training sequence the frozen prefix runs
+once without gradients, then all sampled prefix positions get their look-ahead block in one pass under a group-wise
+mask (``lookahead_batch``); the loss is KL(p || q) to the model's own next-token distribution at t+i (``--loss kl``),
+or cross-entropy to its greedy token.
 """
 
 from __future__ import annotations
@@ -133,14 +132,17 @@ def train(args) -> dict:
     """Run training as described by the parsed ``args``; returns the report dict.
 
     Raises:
-        ValueError: bad arguments (L outside 1..8, steps or --checkpoint-every < 1, a --position-decay or learning
+        ValueError: bad arguments (L outside 1..8, a count such as --stop-at below 1, a --position-decay or learning
             rate that is not a positive number, a bad ``--answers``, an ``--out`` or ``--report`` that cannot be
             written, a ``--data`` file that is missing, not UTF-8 text or malformed), all before the model loads
             (``--resume`` with no checkpoint yet says so and starts at step 0); an ``--init-from`` file that cannot
             seed this run, before the data is made; data problems.
     """
-    if min(args.steps, args.batch_positions, args.tokens_per_draft, args.checkpoint_every) < 1:
-        raise ValueError("--steps, --batch-positions, --tokens-per-draft and --checkpoint-every must be >= 1")
+    counts = {"--steps": args.steps, "--batch-positions": args.batch_positions, "--stop-at": args.stop_at,
+              "--tokens-per-draft": args.tokens_per_draft, "--checkpoint-every": args.checkpoint_every}
+    low = [f"{name} {value}" for name, value in counts.items() if value is not None and value < 1]
+    if low:  # --checkpoint-every 0 divided by zero after step 1; --stop-at 0 or -1 wrote a checkpoint at step 0
+        raise ValueError(f"{', '.join(low)}: must be at least 1.")
     if not (math.isfinite(args.position_decay) and args.position_decay > 0):  # NaN trained to "diverged"
         raise ValueError(f"--position-decay must be a positive number, got {args.position_decay}")
     low, high, _ = SETTING_RANGES["num_lookahead"]

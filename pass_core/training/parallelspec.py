@@ -152,8 +152,8 @@ def main(argv=None) -> dict:
 
     Raises:
         ValueError: an argument out of range or an output path that cannot be written, before any work; a
-            ``--feature-layers`` index the model does not have, or no ``--out`` where a shipped drafter would be
-            replaced, once it has loaded; a damaged checkpoint or training that diverged, later.
+            ``--feature-layers`` index the model does not have (or one named twice), or no ``--out`` where a shipped
+            drafter would be replaced, once it has loaded; a damaged checkpoint or training that diverged, later.
     """
     args = parse_args(argv)
     check_arguments(args)
@@ -164,6 +164,9 @@ def main(argv=None) -> dict:
     if any(not -states <= layer < states for layer in args.feature_layers):
         raise ValueError(f"--feature-layers {' '.join(map(str, args.feature_layers))}: this model has {states} hidden "
                          f"states, so each index must be between {-states} and {states - 1} (-1 = the last).")
+    if len({layer % states for layer in args.feature_layers}) < len(args.feature_layers):  # trained on one twice
+        raise ValueError(f"--feature-layers {' '.join(map(str, args.feature_layers))}: a hidden state is named twice "
+                         f"(of this model's {states}, -1 and {states - 1} are the same one).")
     out = Path(args.out) if args.out else shipped_drafter_path(loaded.name, args.num_draft)
     if not args.out and out.is_file() and not args.resume:  # a trial run replaced the shipped drafter unsaid
         raise ValueError(f"--out not given: this run would replace the shipped drafter {out}. Give --out {out} to "
