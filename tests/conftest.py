@@ -138,6 +138,16 @@ def tiny():
     return tiny_loaded(seed=0)
 
 
+@pytest.fixture(scope="module")
+def demo(tiny):
+    """The page on the tiny model (``playground.page.build_demo(tiny)``), built once per test module for the tests
+    that only read its blocks and listeners or call listeners that keep no state (a build costs about a second,
+    most of it gradio creating its app three times)."""
+    from playground import page
+
+    return page.build_demo(tiny)
+
+
 @pytest.fixture(scope="session")
 def tiny_folder(tmp_path_factory):
     """A tiny model saved to disk, for ``load_model(folder)`` and the CLIs."""

@@ -105,11 +105,10 @@ def test_default_race_fills_its_panes_metrics_and_charts(tiny):
 RACE_PLOTS = ("latency", "cumulative", "histogram", "positions", "theory", "cost")
 
 
-def test_the_race_plots_are_hidden_until_a_race_draws_them(tiny, fixed_pass_cost):
+def test_the_race_plots_are_hidden_until_a_race_draws_them(tiny, demo, fixed_pass_cost):
     """Before the first race the page stood six empty plot boxes (each with a placeholder icon) over the sentences
     that say what will appear there, and a race with a token tree an empty tree plot until its first tree step:
     each plot now starts hidden and is shown with its first figure (the tree's: ``test_tree_view.py``)."""
-    demo = page.build_demo(tiny)
     labels = ("latency per step", "tokens vs compute time", "accepted drafts per verification step",
               "acceptance by position", "accepted drafts vs theory", "pass cost c(w) and steps",
               "the step's token tree")
@@ -247,11 +246,10 @@ def test_validator_names_the_setting_its_range_and_the_value(name, value, messag
     assert faulty == [list(GOOD).index(name)] and message in marks[faulty[0]]["message"]
 
 
-def test_page_inputs_keep_typed_values_for_the_validator(tiny):
+def test_page_inputs_keep_typed_values_for_the_validator(demo):
     """No input of the race clamps or rejects a value by itself (a gr.Slider's box clamps a typed 0 to 1 in the
     browser; a slider's or the checkboxes' preprocess answers API callers with a bare 400): every value reaches
     ``validate_inputs`` as sent."""
-    demo = page.build_demo(tiny)
     race = next(fn for fn in demo.fns.values() if fn.api_name == "race")
     assert race.preprocess is False and race.validator.func is page.validate_inputs  # with the page's offer:
     assert race.validator.keywords["offer"].keys == ("ar", "fixed-token", "prompt-lookup", "draft-model")  # tiny's
@@ -264,11 +262,10 @@ def test_page_inputs_keep_typed_values_for_the_validator(tiny):
     assert isinstance(by_name["chat_template"], gr.Checkbox) and by_name["chat_template"].value is True
 
 
-def test_the_what_if_panel_and_slow_motion_take_their_values_as_sent(tiny):
+def test_the_what_if_panel_and_slow_motion_take_their_values_as_sent(demo):
     """Their sliders' values reach the handlers unprocessed, which name a bad one (``whatif_view``,
     ``StepControl.set_delay``): gradio's own check of an emptied or out-of-range box answered "Could not preprocess
     input component at index 0 ... TypeError: '<' not supported" and logged a traceback for each."""
-    demo = page.build_demo(tiny)
     for name in ("whatif_view", "on_slow_motion"):
         listeners = [fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == name]
         assert listeners and all(fn.preprocess is False for fn in listeners), name
@@ -278,8 +275,7 @@ def components(demo, kind) -> list:
     return [c for c in demo.blocks.values() if isinstance(c, kind)]
 
 
-def test_demo_builds_with_race_endpoint_and_limits(tiny):
-    demo = page.build_demo(tiny)
+def test_demo_builds_with_race_endpoint_and_limits(demo):
     race = [(i, fn) for i, fn in demo.fns.items() if fn.api_name == "race"]
     assert len(race) == 1 and race[0][1].concurrency_limit == 1
     # Stop answers, then presses the hidden button whose listener cancels the race (one still in the queue)
@@ -296,20 +292,18 @@ def test_demo_builds_with_race_endpoint_and_limits(tiny):
     assert demo._queue.max_size == page.QUEUE_MAX_SIZE
 
 
-def test_remeasure_stands_above_the_cost_chart_it_draws(tiny):
+def test_remeasure_stands_above_the_cost_chart_it_draws(demo):
     """*Re-measure pass cost* comes first in its accordion: the chart it draws appears under it, so the button stays
     where it was pressed (under the chart, it moved down as the chart appeared)."""
-    demo = page.build_demo(tiny)
     button = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "remeasure-button")
     plot = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "cost-plot")
     assert button.parent is plot.parent
     assert button.parent.children.index(button) < plot.parent.children.index(plot)
 
 
-def test_page_ranges_match_setting_ranges(tiny):
+def test_page_ranges_match_setting_ranges(demo):
     """Every number box states its range, every slider beside it spans exactly that range, and the help text
     states the ranges ``DecodeSettings`` enforces."""
-    demo = page.build_demo(tiny)
     sliders = {c.label: c for c in components(demo, gr.Slider)}
     boxes = {c.elem_id: c for c in components(demo, gr.Number)}
     for name, (label, step, _) in NUMERIC_INPUTS.items():
@@ -432,8 +426,8 @@ def test_rejected_drafts_toggle_mid_race_holds(tiny):
     assert TOKEN_LABELS["rejected"] in {label for _, label in list(updates)[-1][list(METHODS).index("pass")]}
 
 
-def test_each_pane_legend_shows_its_methods_labels(tiny):
-    panes = {c.elem_id: c for c in components(page.build_demo(tiny), gr.HighlightedText)}
+def test_each_pane_legend_shows_its_methods_labels(demo):
+    panes = {c.elem_id: c for c in components(demo, gr.HighlightedText)}
     assert set(panes["pane-ar"].color_map) == {TOKEN_LABELS["target"]}
     assert set(panes["pane-pass"].color_map) == set(TOKEN_LABELS.values()) - {TOKEN_LABELS["target"]}
 

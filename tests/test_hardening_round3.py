@@ -184,7 +184,7 @@ def test_every_shipped_file_passes_the_checks():
 
 # --- 4. replay compares embedding signatures, not names ------------------------------------------------------
 
-def test_replay_decodes_token_ids_with_the_page_model_only_when_the_signatures_match(tiny, tmp_path):
+def test_replay_decodes_token_ids_with_the_page_model_only_when_the_signatures_match(tiny, demo, tmp_path):
     settings = DecodeSettings(max_new_tokens=6, num_lookahead=2)
     events = {key: list(METHODS[key].decode(tiny, "Hello there", settings)) for key in ("ar", "pass")}
     trace = make_trace(tiny, "Hello there", settings, events)
@@ -194,7 +194,6 @@ def test_replay_decodes_token_ids_with_the_page_model_only_when_the_signatures_m
     data["model"]["signature"] = other.signature  # another model's trace under this model's name
     forged = tmp_path / "forged.json"
     forged.write_text(json.dumps(data))
-    demo = page.build_demo(tiny)
     replay = next(fn.fn for fn in demo.fns.values() if fn.api_name == "replay")
     assert dict(zip(OUTPUT_NAMES, replay(str(own), True)))["state"]["own_model"] is True
     assert dict(zip(OUTPUT_NAMES, replay(str(forged), True)))["state"]["own_model"] is False

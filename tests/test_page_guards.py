@@ -212,7 +212,7 @@ def test_without_a_physical_curve_nothing_reads_it(tiny, measured):
 
 # --- step buttons -----------------------------------------------------------------------------------------------
 
-def test_step_buttons_wait_for_their_step_and_take_one_press_at_a_time(tiny):
+def test_step_buttons_wait_for_their_step_and_take_one_press_at_a_time(tiny, demo):
     """Next on a paused live race: the button's handler waits (``wait_shown``) until the race has put that step
     on the page; on the page every step button is marked busy at the press and takes one press at a time."""
     control = StepControl()
@@ -230,7 +230,6 @@ def test_step_buttons_wait_for_their_step_and_take_one_press_at_a_time(tiny):
     next(outs)
     assert control.wait_shown(0)
     outs.close()
-    demo = page.build_demo(tiny)
     for elem_id in ("pause-button", "previous-button", "next-button", "resume-button"):
         button = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == elem_id)
         fns = [fn for fn in demo.fns.values() if any(t[0] == button._id for t in fn.targets)]
@@ -241,7 +240,7 @@ def test_step_buttons_wait_for_their_step_and_take_one_press_at_a_time(tiny):
 
 # --- Stop, a long prefill, a race that waits --------------------------------------------------------------------
 
-def test_stop_offers_the_trace_of_what_was_produced(tiny, tmp_path):
+def test_stop_offers_the_trace_of_what_was_produced(tiny, demo, tmp_path):
     outs = page.race_handler(tiny, RaceRequest("Hello there", 2, 0.0, 0, 1.0, 40, 0), update_interval_s=0.0)
     opening(outs)
     frames = [dict(zip(OUTPUT_NAMES, next(outs), strict=True)) for _ in range(5)]
@@ -279,7 +278,6 @@ def test_stop_offers_the_trace_of_what_was_produced(tiny, tmp_path):
     assert all(map(is_skip, page_guards.stop_outputs(tiny, stopped)))
     replay = dict(state, show=dict(state["show"], guards={}))  # a stopped race's trace, replayed: no source
     assert all(map(is_skip, page_guards.stop_outputs(tiny, replay)))  # its lines stay (Stop wrote "Stopped.")
-    demo = page.build_demo(tiny)
     button = next(b for b in demo.blocks.values() if isinstance(b, gr.Button) and b.value == "Stop")
     stop = next(fn for fn in demo.fns.values() if (button._id, "click") in [tuple(t) for t in fn.targets])
     assert "trace-download" in [getattr(o, "elem_id", None) for o in stop.outputs]
@@ -502,7 +500,7 @@ def test_run_and_replay_clear_the_token_inspector_and_run_asks_the_lesson_again(
     assert all(map(is_skip, ask[0].fn(None, *LESSONS[1].values())))  # no lesson chosen: the strip keeps its hint
 
 
-def test_a_race_with_other_settings_puts_the_lesson_aside(tiny):
+def test_a_race_with_other_settings_puts_the_lesson_aside(demo):
     """A lesson stayed chosen through races of other methods and settings and answered with their numbers (a
     teacher-persona helper: lesson 2's "This run:" quoted a later race's AR at 0.25 tokens/s). A Run whose inputs
     differ from the chosen lesson's now unselects it and says what changed, so the race's end answers nothing; a Run
@@ -510,7 +508,6 @@ def test_a_race_with_other_settings_puts_the_lesson_aside(tiny):
     it."""
     from playground.lessons import LESSONS, lesson_changes
 
-    demo = page.build_demo(tiny)
     race = next(fn for fn in demo.fns.values() if fn.api_name == "race")
     ask = listeners_before(demo, race, "lesson-text")[0]
     radio = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lesson-choice")
@@ -539,13 +536,12 @@ def test_a_race_with_other_settings_puts_the_lesson_aside(tiny):
     assert lesson_changes(lab.title, other) == [] and lesson_changes("no such lesson", other) == []
 
 
-def test_a_lesson_that_asks_for_slow_motion_sets_it(tiny):
+def test_a_lesson_that_asks_for_slow_motion_sets_it(demo):
     """Lesson 2 asked the class to set slow motion to 0.5 s and left the slider at 0: choosing it now sets the
     slider (whose change listener sets the visitor's delay); every other lesson sets it back to 0 (a delay left on
     from lesson 2 made the next lessons' races take minutes)."""
     from playground.lessons import LESSONS
 
-    demo = page.build_demo(tiny)
     radio = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lesson-choice")
     slider = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "slow-motion")
     choose = next(fn for fn in demo.fns.values() if (radio._id, "input") in [tuple(t) for t in fn.targets])
@@ -560,10 +556,9 @@ def test_a_lesson_that_asks_for_slow_motion_sets_it(tiny):
     assert is_skip(choose.fn("no such lesson")[at])
 
 
-def test_the_inspector_plot_shows_only_with_a_selected_token(tiny):
+def test_the_inspector_plot_shows_only_with_a_selected_token(tiny, demo):
     """The inspector's plot box stood empty (230 px) under its hint until a token was clicked: it is hidden now,
     shown with the clicked token's figure, hidden again for a click on no token."""
-    demo = page.build_demo(tiny)
     plot = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "inspector-plot")
     pane = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "pane-pass")
     select = next(fn for fn in demo.fns.values() if (pane._id, "select") in [tuple(t) for t in fn.targets] and fn.fn)
