@@ -17,8 +17,8 @@ from pass_core.runtime.pass_cost import busy_warning
 from pass_core.decoding.text import count
 
 from playground.race_charts import FIRST_PER_STEP, colour, short_name
+from playground.style import AXIS, BOTTOM_LEGEND
 
-_AXIS = dict(gridcolor="#e5e7eb", zerolinecolor="#d1d5db", linecolor="#9ca3af", showline=True)
 
 
 def step_points(events: dict[str, list[StepEvent]], one_pass_s: float | None = None
@@ -67,10 +67,10 @@ def pass_cost_figure(curve: dict, points: dict[str, tuple[float, float, float]] 
                                  name=f"{short_name(key)}: cost per step ({cost:.2f} AR steps)"))
     layout = dict(height=360, margin=dict(l=55, r=15, t=35, b=10), uirevision=revision, paper_bgcolor="white",
                   plot_bgcolor="white", font=dict(size=12),
-                  legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0),
+                  legend=BOTTOM_LEGEND,
                   xaxis=dict(title=dict(text="tokens per pass w (a method: its mean verification pass)"), dtick=1,
-                             **_AXIS),
-                  yaxis=dict(title=dict(text="AR steps or tokens"), rangemode="tozero", **_AXIS))
+                             **AXIS),
+                  yaxis=dict(title=dict(text="AR steps or tokens"), rangemode="tozero", **AXIS))
     return go.Figure(traces, layout)
 
 

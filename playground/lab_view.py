@@ -9,9 +9,9 @@ import plotly.graph_objects as go
 
 from pass_core.registry import METHODS
 from pass_core.teaching.lab import BROKEN, LabResult, detection_power, half_as_wrong
+from playground.style import BOTTOM_LEGEND, GRID, and_join
 
 #: As the race's charts: the legend in the figure's bottom margin, never over the plot area.
-_BOTTOM_LEGEND = dict(orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0)
 
 
 def lab_figure(result: LabResult, names: dict[str, str], decode=str) -> go.Figure:
@@ -39,9 +39,9 @@ def lab_figure(result: LabResult, names: dict[str, str], decode=str) -> go.Figur
     # (drawn upright under the axis): at a fixed 420 px a phone had 111 px left for the bars
     tallest = max((y for trace in traces for y in trace.y), default=1.0)  # autorange stopped at the tallest bar
     fig.update_layout(barmode="group", height=300 + 24 * len(traces) + 7 * min(max(map(len, labels), default=0), 30),
-                      yaxis=dict(title="probability", range=[0, min(1.05, 1.1 * tallest)], gridcolor="#e5e7eb"),
+                      yaxis=dict(title="probability", range=[0, min(1.05, 1.1 * tallest)], gridcolor=GRID),
                       xaxis=dict(title=f"outcome ({result.depth} tokens)"), margin=dict(l=55, r=10, t=35, b=10),
-                      legend=_BOTTOM_LEGEND,
+                      legend=BOTTOM_LEGEND,
                       paper_bgcolor="white", plot_bgcolor="white")
     return fig
 
@@ -99,7 +99,7 @@ def same_outcomes_line(result: LabResult, names: dict[str, str]) -> str:
     for keys in (k for k in groups.values() if len(k) > 1):
         # short names: a label may hold a comma ("PaSS, fixed-token baseline"), which would blur the list
         shown = [METHODS[k].short_name if k in METHODS else names.get(k, k) for k in keys]
-        listed = ", ".join(shown[:-1]) + " and " + shown[-1]
+        listed = and_join(shown)
         counts = [result.drafts.get(k) for k in keys]
         if all(c is not None and c[0] == 0 for c in counts):
             judged = sum(c[1] for c in counts)

@@ -17,6 +17,7 @@ from pass_core.teaching.lab import run_lab
 from playground.race_inputs import NUMERIC_INPUTS
 from playground.race_text import finish_line, metric_texts
 from playground.race_view import METRIC_LABELS
+from playground.style import and_join
 
 _DEFAULTS = {name: default for name, (_, _, default) in SETTING_RANGES.items()}
 #: The token-tree setting's value for a chain (no tree): ``tree_race.TREE_CHOICES``'s first, its default.
@@ -80,7 +81,7 @@ class Lesson:
                     f"{lab['depth']} tokens, N times each, at temperature {lab['temperature']:g}, top-k "
                     f"{lab['top_k']}, {lab['num_lookahead']} drafts per step; the race's settings stay as they are.*")
         names = [METHODS[key].short_name for key in self.methods if key in METHODS]
-        methods = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names)
+        methods = and_join(names)
         settings = [f"{NUMERIC_INPUTS[name][0]} {value:g}" for name, value in self.settings.items()]
         settings += [label for flag, label in ((self.fused, "fused step on"), (not self.chat_template,
                      "chat template off"), (self.auto_drafts, "cost-aware draft lengths on")) if flag]
@@ -216,7 +217,7 @@ def lesson_changes(title: str | None, values: list) -> list[str]:
 def lesson_put_aside(title: str, changed: list[str], slow_motion_s: float = 0.0) -> str:
     """The strip's text once a race changed ``changed`` (``lesson_changes``) from the lesson titled ``title``; a slow
     motion still on (``slow_motion_s`` > 0, e.g. lesson 2's 0.5 s) is named, for it slows this race and the next."""
-    what = ", ".join(changed[:-1]) + " and " + changed[-1] if len(changed) > 1 else changed[0]
+    what = and_join(changed)
     slow = (f" Slow motion is still {slow_motion_s:g} s per step (set it to 0 for full speed)."
             if isinstance(slow_motion_s, (int, float)) and slow_motion_s > 0 else "")
     return (f"*This race changed the {what} from lesson “{title}”, so it is not that lesson's race and the lesson is "

@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 from pass_core.decoding.events import TOKEN_LABELS, StepEvent
 from pass_core.decoding.metrics import RunSummary
 from pass_core.registry import BASELINE, METHODS
+from playground.style import AXIS, BOTTOM_LEGEND
 
 #: Okabe-Ito colour-blind-safe palette (Okabe & Ito 2008).
 OKABE_ITO = {
@@ -47,7 +48,6 @@ TOKEN_COLORS: dict[str, str] = {
     TOKEN_LABELS["bonus"]: OKABE_ITO["reddish_purple"],
 }
 
-_AXIS = dict(gridcolor="#e5e7eb", zerolinecolor="#d1d5db", linecolor="#9ca3af", showline=True)
 
 STEP_MARK_CSS_SELECTOR = ".token-pane .token:not(.highlighted):has(.text.unlabeled)"
 #: The step mark's look: a dotted line taller than the text, with a gap on each side and never selected with the
@@ -125,8 +125,8 @@ def _layout(x_title: str, y_title: str, revision: str = "race", **extra) -> dict
     layout = dict(
         height=340, margin=dict(l=55, r=15, t=35, b=10), uirevision=revision,
         paper_bgcolor="white", plot_bgcolor="white", font=dict(size=12),
-        legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0),
-        xaxis=dict(title=dict(text=x_title), **_AXIS), yaxis=dict(title=dict(text=y_title), **_AXIS),
+        legend=BOTTOM_LEGEND,
+        xaxis=dict(title=dict(text=x_title), **AXIS), yaxis=dict(title=dict(text=y_title), **AXIS),
     )
     layout.update(extra)
     return layout

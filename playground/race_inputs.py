@@ -15,6 +15,7 @@ from pass_core.teaching.lab import MAX_RUNS
 from pass_core.registry import METHODS, offered_methods
 from pass_core.decoding.settings import GREEDY_BELOW, DecodeSettings
 from pass_core.decoding.text import check_prompt
+from playground.style import and_join
 
 #: The example prompts offered under Run: free text first, then grounded prompts (the answer copies
 #: from the prompt: where prompt lookup shines and a trained drafter need not).
@@ -102,8 +103,7 @@ def method_offer(model_name: str | None, default_race, untrained: bool = False) 
                     if key in keys)
     if not left_out:
         return MethodOffer(keys, default)
-    names = [METHODS[key].short_name for key in left_out]
-    names = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+    names = and_join([METHODS[key].short_name for key in left_out])
     return MethodOffer(keys, default, f"{names} are not offered for this model: they need trained files, and the "
                                       f"shipped ones were trained for {SHIPPED_FOR}; to race them here, train one "
                                       "for this model (docs/training.md).")

@@ -12,6 +12,7 @@ from pass_core.decoding.text import count
 from pass_core.teaching.race import decode_speedup
 
 from playground.race_charts import drafting_summaries, short_name
+from playground.style import number
 
 
 def prefill_line(events: dict[str, list[StepEvent]]) -> str:
@@ -20,10 +21,6 @@ def prefill_line(events: dict[str, list[StepEvent]]) -> str:
     parts = [f"{short_name(key)} {evs[0].step_s * 1000:,.0f} ms" for key, evs in events.items() if evs]
     return ("**First step** (prompt prefill + first token, not in the latency chart): " + "  ·  ".join(parts)
             if parts else "")
-
-
-def _fmt(value: float | None, spec: str) -> str:
-    return "–" if value is None else format(value, spec)
 
 
 def _reference(keys) -> str:
@@ -68,7 +65,7 @@ def metric_texts(summaries: dict[str, RunSummary | None], events: dict[str, list
         when AR races, else against the first method; its later lines say what it compares.
     """
     def each(attr: str, spec: str) -> str:
-        return "  ·  ".join(f"{short_name(k)} {_fmt(s and getattr(s, attr), spec)}" for k, s in summaries.items())
+        return "  ·  ".join(f"{short_name(k)} {number(s and getattr(s, attr), spec)}" for k, s in summaries.items())
 
     base = _reference(summaries)
     ratio = (lambda k: decode_speedup(events[k], events[base])) if events else (
@@ -100,7 +97,7 @@ def metric_texts(summaries: dict[str, RunSummary | None], events: dict[str, list
         # step to average over (AR keeps its 1.00, the baseline's convention)
         "mean_accepted_tokens": "  ·  ".join(
             f"{short_name(k)} " + ("–" if s and k != BASELINE and not s.verification_steps else
-                                   _fmt(s and s.mean_accepted_tokens, ".2f")) for k, s in summaries.items()),
+                                   number(s and s.mean_accepted_tokens, ".2f")) for k, s in summaries.items()),
         "acceptance_rate": "  ·  ".join(rates) or "–",
     }
 

@@ -20,6 +20,7 @@ from . import race_charts as charts
 from .race_panes import highlighted_tokens
 from . import race_text as text
 from playground.race_inputs import ZEROGPU_MAX_S
+from playground.style import and_join
 
 #: The page's header: the title and one line, short enough to leave the prompt on a phone's first screen.
 TITLE = "# PaSS Playground\nSpeculative decoding races plain autoregressive decoding on one model."
@@ -212,8 +213,7 @@ def help_text(template: str) -> str:
     Raises:
         KeyError: the template names an unknown placeholder.
     """
-    names = [m.short_name for m in METHODS.values() if m.fusable]
-    fusable = (", ".join(names[:-1]) + " and " + names[-1]) if len(names) > 1 else (names[0] if names else "no method")
+    fusable = and_join([m.short_name for m in METHODS.values() if m.fusable], none="no method")
     methods = "; ".join(f"**{m.label}**: {m.description}" for m in METHODS.values())
     ranges = {name: setting_range(name) for name in SETTING_RANGES}
     return Template(template).substitute(ranges, methods=methods, fusable=fusable, zerogpu_s=ZEROGPU_MAX_S,

@@ -18,18 +18,12 @@ from pass_core.runtime.machine_load import busy_line
 from pass_core.teaching.trace import Trace
 
 from playground.race_panes import pane_entries
+from playground.style import BOTTOM_LEGEND, GRID, number
 # the lab's views moved to lab_view.py; re-exported for the page, the handlers and the tests
 from playground.lab_view import (LAB_DEFAULT_RUNS, LAB_INTRO, LAB_PROMPT, LAB_WAITING, lab_figure,  # noqa: F401
                                  lab_markdown)
 
 _P, _Q, _RESIDUAL, _DRAWN = "#0072B2", "#E69F00", "#009E73", "#D55E00"
-#: As the race's charts (``race_charts._layout``): the legend under the x-axis title, in the figure's bottom
-#: margin, so that however many rows it wraps into on a phone it never covers the plot area.
-_BOTTOM_LEGEND = dict(orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0)
-
-
-def _fmt(x: float | None, spec: str = ".3f") -> str:
-    return "–" if x is None else format(x, spec)
 
 
 def _code(text: str) -> str:
@@ -71,8 +65,7 @@ def rejection_line(event: StepEvent, greedy: bool) -> str:
         return (f"**Why this step's draft d_{d.position}, {_code(d.text)}, was rejected:** it is not the target's "
                 f"most likely token{instead}.")
     p_name, p = ("p_res", d.p_res) if d.p_res is not None else ("p", d.p)
-    ratio = min(1.0, p / d.q) if d.q > 0 else 1.0
-    u = "" if d.u is None else f"u = {d.u:.3f} ≥ min(1, {p_name}/q) = {ratio:.3f}: "
+    u = "" if d.u is None else f"u = {d.u:.3f} ≥ min(1, {p_name}/q) = {number(d.acceptance_probability)}: "
     instead = (f" The {_code(after.text)} after it was drawn from norm(max(0, p − q)) instead." if after else "")
     return (f"**Why this step's draft d_{d.position}, {_code(d.text)}, was rejected:** {u}the target gives it "
             f"{p_name} = {p:.3g} against the drafter's q = {d.q:.3g}, so it is kept only with probability "
@@ -106,11 +99,10 @@ def inspector_markdown(event: StepEvent, method_label: str, lookahead: bool, gre
                   f"|---|---|---|---|---|{u_rule}---|"]
         for d in event.drafts:
             tried = d.decision != "not_verified"  # after the first rejection p, p/q and u meant nothing: "–"
-            ratio = min(1.0, d.p / d.q) if tried and d.q > 0 and d.p == d.p else None
             source = f"d_{d.position}" + (f" (LA_{d.position})" if lookahead else "")
-            u = "" if greedy else f" {_fmt(d.u if tried else None)} |"
-            lines.append(f"| {source} | {_code(d.text)} | {_fmt(d.q)} | {_fmt(d.p if tried else None)} | "
-                         f"{_fmt(ratio)} |{u} {d.decision.replace('_', ' ')} |")
+            u = "" if greedy else f" {number(d.u if tried else None)} |"
+            lines.append(f"| {source} | {_code(d.text)} | {number(d.q)} | {number(d.p if tried else None)} | "
+                         f"{number(d.acceptance_probability)} |{u} {d.decision.replace('_', ' ')} |")
         lines.append("")
         untried = any(d.decision == "not_verified" for d in event.drafts)
         lines += [RULE_GREEDY if greedy else RULE_SAMPLED] + [NOT_VERIFIED_NOTE] * untried
@@ -198,9 +190,9 @@ def inspector_figure(event: StepEvent, token_index: int, decode=str, mark: str =
     top = max((_prob(t, i) for _, t, _ in series for i in ids), default=1.0)
     y_top = inspector_y_top(top)
     ticks = [i / 5 for i in range(6)] if y_top > 1 else None  # a probability axis read "1.2" under the toolbar
-    fig.update_layout(barmode="group", height=320, margin=dict(l=55, r=10, t=35, b=10), legend=_BOTTOM_LEGEND,
+    fig.update_layout(barmode="group", height=320, margin=dict(l=55, r=10, t=35, b=10), legend=BOTTOM_LEGEND,
                       showlegend=True,  # one series too: which distribution the bars are
-                      yaxis=dict(range=[0, y_top], tickvals=ticks, title="probability", gridcolor="#e5e7eb"),
+                      yaxis=dict(range=[0, y_top], tickvals=ticks, title="probability", gridcolor=GRID),
                       xaxis=dict(title="token (top-n of each distribution)", dtick=1),  # every bar named (on a
                       paper_bgcolor="white", plot_bgcolor="white")  # phone 20 bars showed every other name)
     return fig

@@ -11,7 +11,7 @@ from pass_core.decoding.events import StepEvent
 from pass_core.registry import METHODS, tree_entry_nodes
 from pass_core.teaching.theory import TheoryCheck, check_theory
 from playground.race_charts import short_name
-from playground.teaching import _BOTTOM_LEGEND, _fmt
+from playground.style import BOTTOM_LEGEND, GRID, number
 
 
 def theory_figure(checks: dict[str, TheoryCheck], names: dict[str, str], colours: dict[str, str],
@@ -30,8 +30,8 @@ def theory_figure(checks: dict[str, TheoryCheck], names: dict[str, str], colours
     # property by property, several times slower, and this figure redraws during the race
     layout = dict(barmode="group", height=360, xaxis=dict(title=dict(text="accepted drafts in the step"), dtick=1),
                   yaxis=dict(title=dict(text="share of verification steps"), range=[0, 1.05], tickformat=".0%",
-                             gridcolor="#e5e7eb"),
-                  margin=dict(l=55, r=10, t=35, b=10), legend=_BOTTOM_LEGEND, uirevision=revision,
+                             gridcolor=GRID),
+                  margin=dict(l=55, r=10, t=35, b=10), legend=BOTTOM_LEGEND, uirevision=revision,
                   paper_bgcolor="white", plot_bgcolor="white")
     return go.Figure(traces, layout)
 
@@ -42,7 +42,7 @@ def theory_markdown(checks: dict[str, TheoryCheck], names: dict[str, str] | None
     first) would predict, with why it is not alpha. ``names``: method key -> name (default: the key)."""
     names = names or {}
     lines = [check.sentence for check in checks.values()]
-    by_position = [f"{names.get(key, key)} " + " / ".join(_fmt(a, ".2f") for a in c.alpha_by_position)
+    by_position = [f"{names.get(key, key)} " + " / ".join(number(a, ".2f") for a in c.alpha_by_position)
                    + f" (predicts {c.predicted_tokens_by_position:.2f})" for key, c in checks.items()]
     lines.append("alpha by draft position d_1..d_k, accepted / judged there: " + "  ·  ".join(by_position))
     naive = [f"{names.get(key, key)} {c.accepted} / {c.drafted} = {c.drafted_alpha:.2f} would predict "

@@ -13,8 +13,9 @@ import plotly.graph_objects as go
 from pass_core.decoding.events import StepEvent, TokenRecord
 from pass_core.decoding.inspection import PositionInspection
 from playground.race_charts import short_name
-from playground.teaching import _code, _fmt, greedy_step, inspector_figure
+from playground.teaching import _code, greedy_step, inspector_figure
 from playground.tree_view import NEXT, accepted_path, label, last_token, tree_step
+from playground.style import number
 
 #: The inspector's rule line for a tree step (docs/algorithms.md section 4b).
 TREE_RULE = ("Token tree: at each node its children are tried in rank order; child x is accepted when "
@@ -84,12 +85,11 @@ def node_table(event: StepEvent, selected: int | None = None) -> list[str]:
     lines = ["| node | parent | depth | token | q(x) | p(x) | p_res(x) | min(1, p_res/q) |" + ("" if greedy else " u |")
              + " decision |", "|---|---|---|---|---|---|---|---|" + ("" if greedy else "---|") + "---|"]
     for j, (d, parent) in enumerate(zip(event.drafts, event.tree_parents)):
-        ratio = min(1.0, d.p_res / d.q) if d.p_res is not None and d.q > 0 else None
         name = f"**{j}**" if j == selected else str(j)
         p = None if d.decision == "not_verified" else d.p
         lines.append(f"| {name} | {'root' if parent < 0 else parent} | {d.position} | {_code(d.text)} | {d.q:.4f} | "
-                     f"{_fmt(p, '.4f')} | {_fmt(d.p_res, '.4f')} | {_fmt(ratio, '.4f')} |"
-                     + ("" if greedy else f" {_fmt(d.u, '.4f')} |") + f" {d.decision.replace('_', ' ')} |")
+                     f"{number(p, '.4f')} | {number(d.p_res, '.4f')} | {number(d.acceptance_probability, '.4f')} |"
+                     + ("" if greedy else f" {number(d.u, '.4f')} |") + f" {d.decision.replace('_', ' ')} |")
     return lines
 
 
@@ -121,8 +121,8 @@ def inspect_node(events: dict[str, list[StepEvent]], choice: str, decode=str) ->
         text = (f"Selected: node {node}, {_code(d.text)} (token id {d.token_id}, "
                 f"**{d.decision.replace('_', ' ')}**), depth {d.position}, "
                 f"parent {'the root' if parent < 0 else f'node {parent}'}: q(x) = {d.q:.4f}, "
-                f"p(x) = {_fmt(None if d.decision == 'not_verified' else d.p, '.4f')}, "
-                f"p_res(x) = {_fmt(d.p_res, '.4f')}"
+                f"p(x) = {number(None if d.decision == 'not_verified' else d.p, '.4f')}, "
+                f"p_res(x) = {number(d.p_res, '.4f')}"
                 + ("" if d.p_res is not None else f" (never tried: {untried_reason(event, node)})") + ".")
         shown = _node_event(event, node)
     rule = TREE_RULE + (TREE_GREEDY if greedy_step(event) else "")

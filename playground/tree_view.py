@@ -15,7 +15,7 @@ from plotly.subplots import make_subplots
 from pass_core.decoding.events import TOKEN_LABELS, StepEvent, TokenRecord
 from pass_core.registry import tree_entry_nodes
 from playground.race_charts import pane_colours, short_name
-from playground.teaching import _fmt
+from playground.style import BOTTOM_LEGEND, GRID, number
 
 #: The choice that stands for the step's last token (resampled or bonus) in ``tree_inspector.node_choices``.
 NEXT = "next"
@@ -164,7 +164,7 @@ def node_hover(draft, node: int, parent: int) -> str:
     p = None if draft.decision == "not_verified" else draft.p
     return (f"node {node} (parent {'root' if parent < 0 else parent}, depth {draft.position}): "
             f"{plotly_safe(repr(draft.text))}<br>"
-            f"q {draft.q:.4f} · p {_fmt(p, '.4f')} · p_res {_fmt(draft.p_res, '.4f')}"
+            f"q {draft.q:.4f} · p {number(p, '.4f')} · p_res {number(draft.p_res, '.4f')}"
             f"<br>{draft.decision.replace('_', ' ')}")
 
 
@@ -200,10 +200,10 @@ def tree_figure(events: dict[str, list[StepEvent]], revision: str = "race") -> g
             trace.showlegend = trace.legendgroup not in seen
             seen.add(trace.legendgroup)
     fig.update_yaxes(visible=False)
-    fig.update_xaxes(dtick=1, gridcolor="#e5e7eb", zeroline=False)
+    fig.update_xaxes(dtick=1, gridcolor=GRID, zeroline=False)
     fig.update_xaxes(title=dict(text="depth (draft position; 0 = the root)"), row=len(steps), col=1)
     # the top margin leaves the first title clear of the plot's label, two lines high on a phone
     fig.update_layout(height=sum(rows) + gap * (len(steps) - 1) + 165, margin=dict(l=15, r=15, t=95, b=10),
                       uirevision=revision, paper_bgcolor="white", plot_bgcolor="white", font=dict(size=12),
-                      legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0))
+                      legend=BOTTOM_LEGEND)
     return fig

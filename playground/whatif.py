@@ -11,6 +11,7 @@ from plotly.subplots import make_subplots
 from pass_core.registry import METHODS
 from pass_core.teaching.theory import check_theory
 from pass_core.teaching.whatif import FLAT_CURVE, H200_CURVE, WhatIfRow, parse_curve, what_if
+from playground.style import AXIS, BOTTOM_LEGEND
 
 #: Cost-curve presets as the radio shows them.
 MACHINE, H200, FLAT, TYPED = ("this machine (measured)", "H200 GPU (shipped)", "flat (GPU-like)", "typed in")
@@ -22,7 +23,6 @@ K_MAX = 8  # as the race's look-ahead range
 #: two-pass loop in PaSS's own colour (they were PaSS's green and AR's blue: a PaSS diamond seemed to belong to the
 #: chain)
 _CHAIN, _PASS = "#374151", METHODS["pass"].colour
-_AXIS = dict(gridcolor="#e5e7eb", zerolinecolor="#d1d5db", linecolor="#9ca3af", showline=True)
 NO_MACHINE_CURVE = ("*No physical pass-cost curve of this machine yet: it is measured once the model has loaded, and "
                     "*Re-measure pass cost* (under the theory) measures it again. Pick another curve meanwhile; a page "
                     "without a model (replay only) has none.*")
@@ -91,12 +91,12 @@ def whatif_figure(rows: list[WhatIfRow], k: int, points: dict | None = None) -> 
                                                  line=dict(color="black", width=1))), row=2, col=1)
     fig.add_hline(y=1.0, line=dict(color="#9ca3af", dash="dash"), row=2, col=1)
     fig.add_vline(x=k, line=dict(color="#6b7280", dash="dot"))
-    fig.update_xaxes(dtick=1, **_AXIS)
+    fig.update_xaxes(dtick=1, **AXIS)
     fig.update_xaxes(title_text="drafts per step k", row=2, col=1)
-    fig.update_yaxes(rangemode="tozero", **_AXIS)
+    fig.update_yaxes(rangemode="tozero", **AXIS)
     # t=60: the page's plot label sits over the figure's top-left corner; the first panel's title must clear it
     fig.update_layout(height=540, margin=dict(l=45, r=10, t=60, b=10), paper_bgcolor="white", plot_bgcolor="white",
-                      legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0))
+                      legend=BOTTOM_LEGEND)
     return fig
 
 

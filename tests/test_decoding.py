@@ -304,3 +304,25 @@ def test_cache_checks_raise_even_under_python_O(tiny):
     for broken in (lambda: check_invariant(cache, 4), lambda: crop_to(cache, 6), lambda: keep_positions(cache, 2, [5])):
         with pytest.raises(RuntimeError, match="cache"):
             broken()
+
+
+def test_each_drafts_acceptance_probability_decided_it(tiny):
+    """``DraftRecord.acceptance_probability`` (min(1, p/q); a tree node's min(1, p_res/q)), which the token
+    inspector shows, is the number the rule compared u with: every verified draft of sampled chain and tree runs was
+    accepted exactly when its u fell below it, and a draft never verified has none."""
+    seen = {}
+    for tree_nodes in (0, 8):
+        settings = DecodeSettings(max_new_tokens=30, num_lookahead=3, temperature=1.0, tree_nodes=tree_nodes)
+        for prompt in ("hello", "abcab abcab"):
+            for event in METHODS["parallelspec"].decode(tiny, prompt, settings):
+                for d in event.drafts:
+                    a = d.acceptance_probability
+                    if d.decision == "not_verified":
+                        assert a is None, d
+                        continue
+                    p = d.p if d.p_res is None else d.p_res
+                    assert a == pytest.approx(min(1.0, p / d.q)) and (d.u < a) == (d.decision == "accepted"), d
+                    seen[(tree_nodes, d.decision)] = seen.get((tree_nodes, d.decision), 0) + 1
+                    seen["p_res"] = seen.get("p_res", 0) + (d.p_res is not None and d.p_res != d.p)
+    assert {(n, decision) for n in (0, 8) for decision in ("accepted", "rejected")} <= set(seen), seen
+    assert seen["p_res"] > 10, seen  # nodes tried after a rejected sibling, against a p_res below p (no top-k)

@@ -77,6 +77,16 @@ class DraftRecord:
     decision: str
     p_res: float | None = None
 
+    @property
+    def acceptance_probability(self) -> float | None:
+        """min(1, p/q), a tree node's min(1, p_res/q): the probability that the rule kept this draft, as
+        ``verification.verify_drafts`` computes it (0 where q = 0); None for a draft never verified or a p that is
+        NaN (docs/algorithms.md section 2; Leviathan et al. 2023, section 2.3)."""
+        p = self.p if self.p_res is None else self.p_res
+        if self.decision == "not_verified" or p != p:
+            return None
+        return min(1.0, p / self.q) if self.q > 0 else 0.0
+
 
 @dataclass(frozen=True)
 class StepEvent:
