@@ -8,38 +8,16 @@ markdown out; no Gradio, no model.
 
 from __future__ import annotations
 
-import statistics
-
 import plotly.graph_objects as go
 
 from pass_core.decoding.events import StepEvent
 from pass_core.runtime.pass_cost import busy_warning
 from pass_core.decoding.text import count
+from pass_core.teaching.race import cost_points
 
-from playground.race_charts import FIRST_PER_STEP, colour, short_name
+from playground.race_charts import colour, short_name
 from playground.style import AXIS, BOTTOM_LEGEND
 
-
-
-def step_points(events: dict[str, list[StepEvent]], one_pass_s: float | None = None
-                ) -> dict[str, tuple[float, float, float]]:
-    """Per method: (mean verification width k + 1, mean tokens per step, mean cost per step in AR steps).
-
-    Steps from ``FIRST_PER_STEP`` on (the first holds the prompt prefill). The unit of cost is AR's mean
-    step time when AR is in ``events``, else ``one_pass_s`` (the curve's one-token pass, seconds).
-
-    Returns:
-        {method key: (width, tokens per step, AR steps per step)} for the methods with steps past the first;
-        {} when there is no unit of cost.
-    """
-    later = {key: [e for e in evs if e.step >= FIRST_PER_STEP] for key, evs in events.items()}
-    unit = statistics.fmean(e.step_s for e in later["ar"]) if later.get("ar") else one_pass_s
-    if not unit:
-        return {}
-    return {key: (statistics.fmean(e.num_verified_drafts + 1 for e in evs),
-                  statistics.fmean(len(e.new_token_ids) for e in evs),
-                  statistics.fmean(e.step_s for e in evs) / unit)
-            for key, evs in later.items() if evs}
 
 
 def pass_cost_figure(curve: dict, points: dict[str, tuple[float, float, float]] | None = None,
@@ -50,7 +28,7 @@ def pass_cost_figure(curve: dict, points: dict[str, tuple[float, float, float]] 
 
     Args:
         curve: ``pass_cost.measure_pass_cost``'s dict ("widths", "c", "ms", "device", "dtype", "threads").
-        points: ``step_points`` of a race or benchmark (None: the curve alone).
+        points: ``cost_points`` of a race or benchmark (None: the curve alone).
         revision: Plotly ``uirevision`` (keeps the user's zoom across redraws).
     """
     threads = count(curve["threads"], "thread")
@@ -126,17 +104,17 @@ def refused_trace(curve: dict) -> go.Scatter:
 
 def cost_view(events: dict[str, list[StepEvent]], curve: dict | None, revision: str = "race",
               refused: tuple[dict, str] | None = None) -> tuple[go.Figure | None, str]:
-    """The page's cost view of a race: ``pass_cost_figure`` with the race's ``step_points`` and
+    """The page's cost view of a race: ``pass_cost_figure`` with the race's ``cost_points`` and
     ``pass_cost_markdown``; (None, ``COST_NO_CURVE``) without a curve. ``refused``: (a curve that is not
     physical, why): drawn greyed beside ``curve`` (the curve in use, or None) and named first in the text."""
     if refused:
         line = refused_line(refused, curve)
         if not curve:
             return go.Figure([refused_trace(refused[0])], dict(height=360, uirevision=revision)), line
-        points = step_points(events, curve["ms"][0] / 1000)
+        points = cost_points(events, curve["ms"][0] / 1000)
         fig = pass_cost_figure(curve, points, revision).add_trace(refused_trace(refused[0]))
         return fig, line + "  \n" + pass_cost_markdown(curve, points)
     if not curve:
         return None, COST_NO_CURVE
-    points = step_points(events, curve["ms"][0] / 1000)
+    points = cost_points(events, curve["ms"][0] / 1000)
     return pass_cost_figure(curve, points, revision), pass_cost_markdown(curve, points)

@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 from pass_core.decoding.events import TOKEN_LABELS, StepEvent
 from pass_core.decoding.metrics import RunSummary
 from pass_core.registry import BASELINE, METHODS
+from pass_core.teaching.race import FIRST_PER_STEP
 from playground.style import AXIS, BOTTOM_LEGEND
 
 #: Okabe-Ito colour-blind-safe palette (Okabe & Ito 2008).
@@ -58,9 +59,6 @@ STEP_MARK_CSS = (f"{STEP_MARK_CSS_SELECTOR} {{display: inline-block; border-left
                  "user-select: none; background: none !important}")
 #: Step axes span at least this many steps, so that a chart with one or two points mid-race keeps sane axes.
 MIN_STEPS_SHOWN = 10
-#: The first step holds the prompt prefill (and, without a warm-up, one-time set-up costs): the latency chart
-#: starts after it and the run line states its time apart (``prefill_line``).
-FIRST_PER_STEP = 2
 
 
 def short_name(key: str) -> str:

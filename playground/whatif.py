@@ -10,7 +10,8 @@ from plotly.subplots import make_subplots
 
 from pass_core.registry import METHODS
 from pass_core.teaching.theory import check_theory
-from pass_core.teaching.whatif import FLAT_CURVE, H200_CURVE, WhatIfRow, parse_curve, what_if
+from pass_core.teaching.whatif import (FLAT_CURVE, H200_CURVE, WhatIfRow, parse_curve, speedup_with_overhead,
+                                       step_overhead, what_if)
 from playground.style import AXIS, BOTTOM_LEGEND
 
 #: Cost-curve presets as the radio shows them.
@@ -128,20 +129,18 @@ def overhead_line(events: dict | None, machine_curve: dict | None, row: WhatIfRo
     in AR passes, so a step costing C AR passes and yielding T tokens gives T (1 + h) / (C + h) (a helper's race on
     the embedded model: 0.59x predicted, 0.77x measured; with h = 36.5 / 85.5 this gives 0.76x). "" without AR
     steps after the first or a curve."""
-    later = [e.step_s for e in (events or {}).get("ar", [])[1:]]
-    if not later or not machine_curve:
+    h = step_overhead((events or {}).get("ar", []), machine_curve["ms"][0]) if machine_curve else None
+    if h is None:
         return ""
-    step_ms, pass_ms = 1000 * sum(later) / len(later), machine_curve["ms"][0]
-    if step_ms <= pass_ms:
-        return ""
+    pass_ms = machine_curve["ms"][0]
+    step_ms = pass_ms * (1 + h)
     line = (f"This run's AR steps took {step_ms:.1f} ms each, the curve's one-token pass {pass_ms:.1f} ms: the "
             f"formula counts model passes only and leaves out the {step_ms - pass_ms:.1f} ms a step spends outside "
             "them, which AR pays on every token, so measured speed-ups can come out above the prediction.")
     if row is None:
         return line
-    h = (step_ms - pass_ms) / pass_ms
-    chain = row.chain_tokens * (1 + h) / (row.chain_cost + h)
-    two_pass = row.pass_tokens * (1 + h) / (row.pass_cost + h)
+    chain = speedup_with_overhead(row.chain_tokens, row.chain_cost, h)
+    two_pass = speedup_with_overhead(row.pass_tokens, row.pass_cost, h)
     return (f"{line} With that time added to every step of both sides (h = {h:.2f} AR passes; a step costing C AR "
             f"passes for T tokens gives T (1 + h) / (C + h)): chain **{chain:.2f}x**, PaSS two-pass loop "
             f"**{two_pass:.2f}x**.")

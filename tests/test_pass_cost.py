@@ -64,9 +64,10 @@ def test_bench_method_variants(tiny_folder, tmp_path, fixed_pass_cost):
             bench.main(["--suite", "quick", "--limit", "1", "--model", str(tiny_folder), "--methods", bad])
 
 
-def test_step_points_and_cost_chart():
+def test_cost_points_and_cost_chart():
     from pass_core.decoding.events import StepEvent, TokenRecord
-    from playground.cost_charts import pass_cost_figure, pass_cost_markdown, step_points
+    from pass_core.teaching.race import cost_points
+    from playground.cost_charts import pass_cost_figure, pass_cost_markdown
 
     def ev(method, step, n_tokens, k, step_s):
         return StepEvent(method=method, step=step, tokens=tuple(TokenRecord(1, "a", "exact") for _ in range(n_tokens)),
@@ -74,11 +75,11 @@ def test_step_points_and_cost_chart():
     events = {"ar": [ev("ar", s, 1, 0, 0.9 if s == 1 else 0.040) for s in (1, 2, 3)],
               "parallelspec": [ev("parallelspec", 1, 1, 0, 0.5), ev("parallelspec", 2, 3, 3, 0.060),
                                ev("parallelspec", 3, 1, 3, 0.060)]}
-    points = step_points(events)  # the prefill steps left out; AR's mean step is the unit
+    points = cost_points(events)  # the prefill steps left out; AR's mean step is the unit
     assert points["parallelspec"] == pytest.approx((4.0, 2.0, 1.5))
     assert points["ar"] == pytest.approx((1.0, 1.0, 1.0))
-    assert step_points({"pass": events["parallelspec"]}) == {}  # no AR and no curve: no unit
-    assert step_points({"pass": events["parallelspec"]}, one_pass_s=0.03)["pass"][2] == pytest.approx(2.0)
+    assert cost_points({"pass": events["parallelspec"]}) == {}  # no AR and no curve: no unit
+    assert cost_points({"pass": events["parallelspec"]}, one_pass_s=0.03)["pass"][2] == pytest.approx(2.0)
     curve = {"widths": [1, 2, 4, 8], "c": [1.0, 1.1, 1.2, 1.5], "ms": [30.0, 33.0, 36.0, 45.0], "device": "cpu",
              "dtype": "bfloat16", "threads": 1}
     fig = pass_cost_figure(curve, points)

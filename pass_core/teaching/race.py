@@ -7,9 +7,14 @@ pane shows what its method had produced after the same compute time.
 
 from __future__ import annotations
 
+import statistics
 from typing import Iterable, Iterator
 
 from pass_core.decoding.events import StepEvent
+
+#: The first step holds the prompt prefill (and, without a warm-up, one-time set-up costs): per-step figures
+#: start after it (the page's latency chart, ``cost_points``) and the page states its time apart.
+FIRST_PER_STEP = 2
 
 
 def race(decoders: dict[str, Iterable[StepEvent]]) -> Iterator[tuple[str, StepEvent]]:
@@ -102,3 +107,26 @@ def decode_speedup(events, baseline_events) -> float | None:
     ``decode_rate(events) / decode_rate(baseline_events)``; None while either has no rate yet."""
     rate, base = decode_rate(events), decode_rate(baseline_events)
     return rate / base if rate and base else None
+
+
+def cost_points(events: dict[str, list[StepEvent]], one_pass_s: float | None = None
+                ) -> dict[str, tuple[float, float, float]]:
+    """Per method: (mean verification width k + 1, mean tokens per step, mean cost per step in AR steps), the
+    three numbers that set a step's speed-up E / C (docs/algorithms.md section 6: tokens per step over cost per
+    step, on this machine's pass-cost curve c(w)).
+
+    Steps from ``FIRST_PER_STEP`` on (the first holds the prompt prefill). The unit of cost is AR's mean step time
+    (``step_s``, seconds) when AR is in ``events``, else ``one_pass_s`` (the curve's one-token pass, seconds).
+
+    Returns:
+        {method key: (width, tokens per step, AR steps per step)} for the methods with steps past the first;
+        {} when there is no unit of cost.
+    """
+    later = {key: [e for e in evs if e.step >= FIRST_PER_STEP] for key, evs in events.items()}
+    unit = statistics.fmean(e.step_s for e in later["ar"]) if later.get("ar") else one_pass_s
+    if not unit:
+        return {}
+    return {key: (statistics.fmean(e.num_verified_drafts + 1 for e in evs),
+                  statistics.fmean(len(e.new_token_ids) for e in evs),
+                  statistics.fmean(e.step_s for e in evs) / unit)
+            for key, evs in later.items() if evs}

@@ -132,3 +132,21 @@ def what_if(alpha: float, curve, k_max: int, drafter_cost: float = 0.0) -> list[
         rows.append(WhatIfRow(k, tokens, 1 + tokens, c + drafter_cost, 2 * c,
                               chain_speedup(alpha, k, curve, drafter_cost), pass_speedup(alpha, k, curve)))
     return rows
+
+
+def step_overhead(ar_events, one_pass_ms: float) -> float | None:
+    """h: the time AR's steps spend outside the model pass (sampling, the loop's bookkeeping, the events), in
+    one-token passes: (mean ``step_s`` of AR's steps after the first, in ms − ``one_pass_ms``) / ``one_pass_ms``.
+    The formulas above count passes only; AR pays h on every token. None without AR steps after the first, or
+    when they took no longer than the pass."""
+    later = [e.step_s for e in list(ar_events)[1:]]
+    if not later or not one_pass_ms > 0:
+        return None
+    step_ms = 1000 * sum(later) / len(later)
+    return (step_ms - one_pass_ms) / one_pass_ms if step_ms > one_pass_ms else None
+
+
+def speedup_with_overhead(tokens: float, cost: float, h: float) -> float:
+    """The speed-up of a step that yields ``tokens`` tokens for ``cost`` AR passes when every step of both sides
+    also spends h passes outside the model (``step_overhead``): T (1 + h) / (C + h)."""
+    return tokens * (1 + h) / (cost + h)
