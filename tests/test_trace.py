@@ -35,6 +35,39 @@ def test_trace_round_trip_keeps_every_event(tiny, tmp_path):
     assert data["schema"] == SCHEMA and data["methods"]["pass"]["summary"]["tokens"] == 16
 
 
+def test_traces_whose_parts_contradict_each_other_are_refused(tiny, tmp_path):
+    """Each field of these traces is in range, but the parts contradict each other as no run writes them, and a
+    replay showed it: a step without tokens, a draft "accepted" whose token is labelled rejected, a draft accepted
+    although its u was above min(1, p/q) = 0, an inspected position 99 in a step of 3 drafts."""
+    settings = DecodeSettings(max_new_tokens=30, num_lookahead=3, temperature=1.0, inspect=True)
+    events = {key: list(METHODS[key].decode(tiny, "abcab abcab", settings)) for key in ("ar", "parallelspec")}
+    good = trace_to_dict(make_trace(tiny, "abcab abcab", settings, events))
+    i, j = next((i, j) for i, e in enumerate(events["parallelspec"]) for j, d in enumerate(e.drafts)
+                if d.decision == "accepted" and d.u is not None)
+    at = rf"the field 'methods\.parallelspec\.events\[{i}\]\."
+
+    def changed(edit) -> dict:
+        bad = json.loads(json.dumps(good))
+        edit(bad["methods"]["parallelspec"]["events"][i])
+        return bad
+
+    k = [t["label"] for t in good["methods"]["parallelspec"]["events"][i]["tokens"]].index("accepted")
+    accepted = sum(d.decision == "accepted" for d in events["parallelspec"][i].drafts)
+    cases = {"no-tokens": (lambda e: e.update(tokens=[]), "tokens' is empty: every step yields one token at least"),
+             "label": (lambda e: e["tokens"][k].update(label="rejected"),
+                       rf"tokens' labels {accepted - 1} token\(s\) accepted, but {accepted} of the step's drafts were "
+                       "accepted"),
+             "decision": (lambda e: e["drafts"][j].update(p=0.0),
+                          rf"drafts\[{j}\]\.decision' is 'accepted', but its u = [\d.e-]+ ≥ min\(1, p/q\) = 0: the "
+                          r"rule keeps a draft exactly when u < min\(1, p/q\)"),
+             "inspection": (lambda e: e["inspection"][0].update(position=99),
+                            r"inspection\[0\]\.position' is 99: this step's positions are 0 \(PaSS's exact token\) "
+                            r"to \d \(after its deepest draft\)")}
+    for name, (edit, message) in cases.items():
+        with pytest.raises(ValueError, match=at + message):
+            load_trace(changed(edit))
+
+
 def test_bad_traces_are_refused_by_name(tiny, tmp_path):
     settings, events = _race(tiny)
     good = trace_to_dict(make_trace(tiny, "hi", settings, events))

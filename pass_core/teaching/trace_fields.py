@@ -24,8 +24,9 @@ def read_event(d: dict, name: str = "event", step: int | None = None) -> StepEve
         ValueError: naming the field: a bad token (``_token``), draft (``_draft``) or inspected position
             (``_position``), a step number other than ``step`` (the step-through and the charts number steps by
             position: a trace with steps -3, 7, 7 showed steps that never ran), a count or a time below 0, a time
-            above ``MAX_STEP_S``, token-tree parents that do not form a tree over the step's drafts, or a draft
-            position other than its place in the chain (1, 2, ...) or its depth in the tree.
+            above ``MAX_STEP_S``, token-tree parents that do not form a tree over the step's drafts, a draft
+            position other than its place in the chain (1, 2, ...) or its depth in the tree, or parts of the step
+            that contradict each other (``_check_consistent``).
     """
     known = {f.name for f in fields(StepEvent)}
     extra = set(d) - known
@@ -57,7 +58,39 @@ def read_event(d: dict, name: str = "event", step: int | None = None) -> StepEve
         if position != due:  # a position of 1000 drew 1,000 chart categories and froze the browser for minutes
             where = "its depth in the step's tree" if parents else "drafts are d_1, d_2, ... in order"
             raise ValueError(f"the field '{name}.drafts[{j}].position' is {position}: {where}, so this one is {due}")
+    _check_consistent(event, name)
     return event
+
+
+#: How far u may sit on the wrong side of min(1, p/q) in a trace: the rule compared them before they were rounded
+#: to the trace's floats.
+DECISION_SLACK = 1e-6
+
+
+def _check_consistent(event: StepEvent, name: str) -> None:
+    """Raise ValueError, naming the field, where an event's parts contradict each other as no run writes them: a
+    step without tokens (each yields one at least), tokens labelled accepted or rejected in other numbers than the
+    drafts so decided, a draft decided against its own u and min(1, p/q) (``DraftRecord.acceptance_probability``),
+    an inspected position outside 0 (PaSS's exact token) .. the deepest draft's + 1 (the bonus position)."""
+    if not event.tokens:
+        raise ValueError(f"the field '{name}.tokens' is empty: every step yields one token at least")
+    labels, decisions = [t.label for t in event.tokens], [d.decision for d in event.drafts]
+    for kind in ("accepted", "rejected"):
+        if labels.count(kind) != decisions.count(kind):
+            raise ValueError(f"the field '{name}.tokens' labels {labels.count(kind)} token(s) {kind}, but "
+                             f"{decisions.count(kind)} of the step's drafts were {kind}")
+    for j, d in enumerate(event.drafts):
+        a = d.acceptance_probability
+        if d.u is not None and a is not None and (d.u >= a + DECISION_SLACK if d.decision == "accepted"
+                                                  else d.decision == "rejected" and d.u < a - DECISION_SLACK):
+            side = "≥" if d.decision == "accepted" else "<"
+            raise ValueError(f"the field '{name}.drafts[{j}].decision' is {d.decision!r}, but its u = {d.u:.6g} "
+                             f"{side} min(1, p/q) = {a:.6g}: the rule keeps a draft exactly when u < min(1, p/q)")
+    deepest = max((d.position for d in event.drafts), default=0)
+    for j, inspected in enumerate(event.inspection):
+        if type(inspected.position) is not int or not 0 <= inspected.position <= deepest + 1:
+            raise ValueError(f"the field '{name}.inspection[{j}].position' is {inspected.position!r}: this step's "
+                             f"positions are 0 (PaSS's exact token) to {deepest + 1} (after its deepest draft)")
 
 
 def read_machine_load(d: dict, name: str = "machine_load") -> MachineLoad:
