@@ -43,13 +43,18 @@ def pass_cost_figure(curve: dict, points: dict[str, tuple[float, float, float]] 
         traces.append(go.Scatter(x=[width], y=[cost], mode="markers", legendgroup=key, cliponaxis=False,
                                  marker=dict(color="white", size=12, line=dict(color=colour(key), width=2)),
                                  name=f"{short_name(key)}: cost per step ({cost:.2f} AR steps)"))
-    layout = dict(height=360, margin=dict(l=55, r=15, t=35, b=10), uirevision=revision, paper_bgcolor="white",
-                  plot_bgcolor="white", font=dict(size=12),
-                  legend=BOTTOM_LEGEND,
-                  xaxis=dict(title=dict(text="tokens per pass w (a method: its mean verification pass)"), dtick=1,
-                             **AXIS),
-                  yaxis=dict(title=dict(text="AR steps or tokens"), rangemode="tozero", **AXIS))
-    return go.Figure(traces, layout)
+    return go.Figure(traces, _layout(revision))
+
+
+def _layout(revision: str) -> dict:
+    """The cost chart's layout, with a curve in use or a refused one alone (that one stood on Plotly's grey
+    default, its axes unnamed)."""
+    return dict(height=360, margin=dict(l=55, r=15, t=35, b=10), uirevision=revision, paper_bgcolor="white",
+                plot_bgcolor="white", font=dict(size=12), legend=BOTTOM_LEGEND,
+                # two lines, ticks as Plotly spaces them: on a phone the one-line title was cut at both ends and
+                # 17 ticks stood on end
+                xaxis=dict(title=dict(text="tokens per pass w<br>(a method: its mean verification pass)"), **AXIS),
+                yaxis=dict(title=dict(text="AR steps or tokens"), rangemode="tozero", **AXIS))
 
 
 def pass_cost_markdown(curve: dict, points: dict[str, tuple[float, float, float]] | None = None) -> str:
@@ -110,7 +115,7 @@ def cost_view(events: dict[str, list[StepEvent]], curve: dict | None, revision: 
     if refused:
         line = refused_line(refused, curve)
         if not curve:
-            return go.Figure([refused_trace(refused[0])], dict(height=360, uirevision=revision)), line
+            return go.Figure([refused_trace(refused[0])], _layout(revision)), line
         points = cost_points(events, curve["ms"][0] / 1000)
         fig = pass_cost_figure(curve, points, revision).add_trace(refused_trace(refused[0]))
         return fig, line + "  \n" + pass_cost_markdown(curve, points)

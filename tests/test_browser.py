@@ -372,6 +372,12 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
         for plot in RACE_PLOT_IDS:  # no y-axis title runs under its plot's label (the pass cost's did on a phone)
             badge = page.locator(f"#{plot} [data-testid='block-label']").bounding_box()
             assert not overlaps(badge, page.locator(f"#{plot} .g-ytitle").bounding_box()), (plot, width)
+            # nor past its box (the pass cost's x-axis title was cut at both ends on a phone)
+            box, title = page.locator(f"#{plot}").bounding_box(), page.locator(f"#{plot} .g-xtitle").bounding_box()
+            assert box["x"] <= title["x"] and title["x"] + title["width"] <= box["x"] + box["width"], (plot, width)
+        # a label wrapped to two lines stays above what it names (it covered the upload's icon on a phone)
+        badge = page.locator("#trace-upload [data-testid='block-label']").bounding_box()
+        assert not overlaps(badge, page.locator("#trace-upload .icon-wrap svg").bounding_box()), width
         texts = page.evaluate(BAR_TEXTS)
         crowded = [(a["text"], b["text"]) for i, a in enumerate(texts) for b in texts[i + 1:] if overlaps(a, b)]
         assert not crowded, f"bar labels run together at {width} px: {crowded}"  # "80% 56% 45% 22%" on a phone
