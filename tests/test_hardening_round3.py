@@ -505,15 +505,23 @@ def test_drafter_checkpoints_of_two_outputs_of_the_same_name_differ(tmp_path):
     assert drafter_checkpoint_path(tmp_path / "runA" / ".." / "runA" / "m.safetensors") == a  # the same file
 
 
-def test_a_damaged_drafter_checkpoint_is_named_too(tiny, tmp_path):
-    from pass_core.training.checkpoint import load_drafter_checkpoint
+def test_a_damaged_drafter_checkpoint_is_named_before_the_data(tiny_folder, tmp_path, monkeypatch):
+    """A damaged ``--resume`` checkpoint of the drafter trainer is refused by name once the model has loaded, before
+    the training data is made (it was read after the data: minutes to hours of work, then the refusal)."""
+    from pass_core.training import parallelspec
+    from pass_core.training.checkpoint import drafter_checkpoint_path
 
-    drafter = ParallelDrafter.initialise(tiny, 3)
-    ckpt = tmp_path / "d.ckpt.pt"
+    out = tmp_path / "d.safetensors"
+    ckpt = drafter_checkpoint_path(out)
+    ckpt.parent.mkdir(parents=True, exist_ok=True)
     ckpt.write_bytes(b"PK\x03\x04 not a zip")
-    with pytest.raises(ValueError, match="without --resume") as err:
-        load_drafter_checkpoint(ckpt, drafter, torch.optim.AdamW(drafter.parameters()), torch.Generator())
-    assert str(ckpt) in str(err.value)
+    monkeypatch.setattr(parallelspec, "_split", lambda *a, **k: pytest.fail("training data was made"))
+    try:
+        with pytest.raises(ValueError, match="without --resume") as err:
+            parallelspec.main(["--model", str(tiny_folder), "--out", str(out), "--resume", "--threads", "1"])
+        assert str(ckpt) in str(err.value)
+    finally:
+        ckpt.unlink()
 
 
 def test_closing_a_tab_stops_its_lab(tiny, monkeypatch):

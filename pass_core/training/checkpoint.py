@@ -119,20 +119,38 @@ def drafter_checkpoint_path(out: Path) -> Path:
     return cache_root() / "drafter-checkpoints" / f"{Path(out).stem}-{key}.ckpt.pt"
 
 
-def load_drafter_checkpoint(path: Path, drafter: torch.nn.Module, opt: torch.optim.Optimizer,
-                            gen: torch.Generator) -> tuple[int, list, float]:
-    """Restore a ``save_drafter_checkpoint``; returns (step, history, training seconds so far).
+def read_drafter_checkpoint(path: Path) -> dict:
+    """A ``save_drafter_checkpoint`` file read and checked, without a drafter: a ParallelSpec run reads it before
+    it makes its data (minutes to hours), then restores it with ``load_drafter_checkpoint``.
 
     Raises:
-        ValueError: the checkpoint is damaged or holds NaN or inf, naming the file and how to start afresh.
+        ValueError: the file is damaged, misses a part or holds NaN or inf, naming the file and how to start afresh.
     """
     try:
         ckpt = torch.load(path, weights_only=True)
+        missing = [k for k in ("drafter", "optimizer", "generator", "step", "history", "train_s") if k not in ckpt]
+        if missing:
+            raise ValueError(f"no {', '.join(missing)}")
         if non_finite(ckpt["drafter"]) is not None:
             raise ValueError(f"NaN or inf in {non_finite(ckpt['drafter'])!r}")
+        return ckpt
+    except Exception as err:  # torch.load of a damaged file raises many kinds (unpickling, zip, runtime errors)
+        raise _afresh(path, f"cannot be used ({type(err).__name__}: {err})") from err
+
+
+def load_drafter_checkpoint(ckpt: dict, path: Path, drafter: torch.nn.Module, opt: torch.optim.Optimizer,
+                            gen: torch.Generator) -> tuple[int, list, float]:
+    """Restore a checkpoint ``read_drafter_checkpoint`` read from ``path``; returns (step, history, training seconds
+    so far).
+
+    Raises:
+        ValueError: the checkpoint does not fit this drafter (another k, draft vocabulary or model), naming the file
+            and how to start afresh.
+    """
+    try:
         drafter.load_state_dict(ckpt["drafter"])
         opt.load_state_dict(ckpt["optimizer"])
         gen.set_state(ckpt["generator"])
         return int(ckpt["step"]), json.loads(ckpt["history"]), float(ckpt["train_s"])
-    except Exception as err:  # torch.load of a damaged file raises many kinds (unpickling, zip, runtime errors)
+    except Exception as err:  # shapes that differ, an optimizer state of other parameters
         raise _afresh(path, f"cannot be used ({type(err).__name__}: {err})") from err

@@ -30,7 +30,8 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from pass_core.training.checkpoint import drafter_checkpoint_path, load_drafter_checkpoint, save_drafter_checkpoint
+from pass_core.training.checkpoint import (drafter_checkpoint_path, load_drafter_checkpoint, read_drafter_checkpoint,
+                                           save_drafter_checkpoint)
 from pass_core.training.corpora import ReadStats, conversation_tokens, read_corpus
 from pass_core.training.data import corpus_answers, default_prompt_file, generate_self_data, prompt_lengths, read_prompts
 from pass_core.training.parallelspec_cli import check_arguments, parse_args
@@ -152,8 +153,9 @@ def main(argv=None) -> dict:
 
     Raises:
         ValueError: an argument out of range or an output path that cannot be written, before any work; a
-            ``--feature-layers`` index the model does not have (or one named twice), or no ``--out`` where a shipped
-            drafter would be replaced, once it has loaded; a damaged checkpoint or training that diverged, later.
+            ``--feature-layers`` index the model does not have (or one named twice), no ``--out`` where a shipped
+            drafter would be replaced, or a damaged ``--resume`` checkpoint, once it has loaded; a checkpoint of
+            another drafter shape or training that diverged, later.
     """
     args = parse_args(argv)
     check_arguments(args)
@@ -171,9 +173,11 @@ def main(argv=None) -> dict:
     if not args.out and out.is_file() and not args.resume:  # a trial run replaced the shipped drafter unsaid
         raise ValueError(f"--out not given: this run would replace the shipped drafter {out}. Give --out {out} to "
                          "replace it, or another path for a trial run.")
-    if args.resume and not drafter_checkpoint_path(out).is_file():  # said before the data (it started at 0 unsaid)
-        print(f"note: --resume: no checkpoint {drafter_checkpoint_path(out)} yet, so training starts at step 0.",
-              file=sys.stderr)
+    ckpt_path, ckpt = drafter_checkpoint_path(out), None
+    if args.resume and not ckpt_path.is_file():  # said before the data (it started at 0 unsaid)
+        print(f"note: --resume: no checkpoint {ckpt_path} yet, so training starts at step 0.", file=sys.stderr)
+    elif args.resume:  # a damaged checkpoint is refused before the data, not after it
+        ckpt = read_drafter_checkpoint(ckpt_path)
     splits = [_split(loaded, args.train_prompts, args, "train")]
     splits += [_split(loaded, args.train_prompts, args, "train", args.sampled_temperature, seed)
                for seed in range(1, args.sampled_copies + 1)]
@@ -196,10 +200,9 @@ def main(argv=None) -> dict:
     parts = drafter.target_parts(loaded)
     opt = torch.optim.AdamW(drafter.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
     gen = torch.Generator().manual_seed(args.seed)
-    ckpt_path = drafter_checkpoint_path(out)
     step, history, train_s = 0, [], 0.0
-    if args.resume and ckpt_path.is_file():
-        step, history, train_s = load_drafter_checkpoint(ckpt_path, drafter, opt, gen)
+    if ckpt is not None:
+        step, history, train_s = load_drafter_checkpoint(ckpt, ckpt_path, drafter, opt, gen)
         print(f"resumed from {ckpt_path} at step {step}")
     drafter.train()
     bar = tqdm(total=args.steps, initial=step, desc="drafter training", unit="step")
