@@ -19,7 +19,6 @@ from playground.race_charts import colour, short_name
 from playground.style import AXIS, BOTTOM_LEGEND
 
 
-
 def pass_cost_figure(curve: dict, points: dict[str, tuple[float, float, float]] | None = None,
                      revision: str = "race") -> go.Figure:
     """c(w) for w = 1..16 (black line), and per method its tokens per step (filled marker) and its cost per

@@ -11,8 +11,6 @@ from pass_core.registry import METHODS
 from pass_core.teaching.lab import BROKEN, LabResult, detection_power, half_as_wrong
 from playground.style import BOTTOM_LEGEND, GRID, and_join
 
-#: As the race's charts: the legend in the figure's bottom margin, never over the plot area.
-
 
 def lab_figure(result: LabResult, names: dict[str, str], decode=str) -> go.Figure:
     """Each method's empirical distribution over the outcomes beside the exact law (outlined), in the method's

@@ -129,10 +129,10 @@ def overhead_line(events: dict | None, machine_curve: dict | None, row: WhatIfRo
     in AR passes, so a step costing C AR passes and yielding T tokens gives T (1 + h) / (C + h) (a helper's race on
     the embedded model: 0.59x predicted, 0.77x measured; with h = 36.5 / 85.5 this gives 0.76x). "" without AR
     steps after the first or a curve."""
-    h = step_overhead((events or {}).get("ar", []), machine_curve["ms"][0]) if machine_curve else None
+    pass_ms = machine_curve["ms"][0] if machine_curve else None
+    h = step_overhead((events or {}).get("ar", []), pass_ms) if pass_ms else None
     if h is None:
         return ""
-    pass_ms = machine_curve["ms"][0]
     step_ms = pass_ms * (1 + h)
     line = (f"This run's AR steps took {step_ms:.1f} ms each, the curve's one-token pass {pass_ms:.1f} ms: the "
             f"formula counts model passes only and leaves out the {step_ms - pass_ms:.1f} ms a step spends outside "

@@ -202,8 +202,7 @@ def train(args) -> dict:
         start_point = _current(init, param, adapters, args.shared, loaded)
         curve.append({"step": 0, "positions": 0, "top1_agreement": agreement(loaded, start_point, *curve_data)})
     sched = lambda s: min(1.0, (s + 1) / 20) * 0.5 * (1 + math.cos(math.pi * s / args.steps))  # noqa: E731
-    draft_idx = init.draft_indices()
-    L = args.num_lookahead
+    draft_idx, L = init.draft_indices(), args.num_lookahead
     pos_weight = args.position_decay ** torch.arange(L, dtype=torch.float32, device=dev)  # (L,)
     tokens_seen, losses, agree = int(progress.get("positions", 0)), [], torch.zeros(L)
     tokens_before = tokens_seen
@@ -264,10 +263,9 @@ def train(args) -> dict:
         "model": loaded.name, "num_lookahead": L, "tokens_per_draft": args.tokens_per_draft,
         "shared": args.shared, "loss_kind": args.loss, "init": args.init, "init_from": args.init_from, "lr": args.lr, "steps": args.steps,
         "batch_positions": args.batch_positions, "position_decay": args.position_decay, "seed": args.seed, "data": args.data,
-        "data_description": described, "answers": args.answers,
-        "train_sequences": len(seqs), "train_time_s": round(train_s, 1),
+        "data_description": described, "answers": args.answers, "train_sequences": len(seqs),
+        "train_time_s": round(train_s, 1), "positions_seen": tokens_seen,
         "positions_per_s": round((tokens_seen - tokens_before) / max(train_s, 1e-9), 1),
-        "positions_seen": tokens_seen,
         "adapter_rank": args.adapter_rank, "adapter_alpha": adapters.alpha if adapters else None,
         "adapter_lr": args.adapter_lr if adapters else None,
         "adapter_parameters": adapters.num_parameters if adapters else 0, "curve": curve,
