@@ -84,9 +84,10 @@ body.hide-rejected {charts.rejected_css_selector().removesuffix(" .text")} {{dis
 .modebar-btn[data-attr="zoom"]:not([data-val="reset"]) {{display: none !important}}
 @media (max-width: 640px) {{
   #page-title h1 {{font-size: 1.4em; margin: 0}}
-  /* labels that wrap to two lines, in the flow: they covered the what-if chart's title and the upload's icon */
-  :is(#whatif-plot, #trace-upload) label[data-testid="block-label"].float {{position: static !important;
-    margin-bottom: 4px}}
+  /* labels that wrap to two lines, in the flow: they covered the what-if chart's title, the upload's icon and the
+     inspector chart's "drawn" mark */
+  :is(#whatif-plot, #trace-upload, #inspector-plot) label[data-testid="block-label"].float {{
+    position: static !important; margin-bottom: 4px}}
   #settings-checks .form > .block {{min-width: 140px !important}}
   #step-through > button {{flex: 1 1 40% !important; white-space: nowrap}}
   #examples .gallery-item .gallery {{white-space: nowrap !important; overflow: hidden; text-overflow: ellipsis}}
