@@ -176,8 +176,7 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
         raise user_error(str(err)) from err
     show = dict(chat_template=settings.chat_template, run_note=run_note, dtype=str(loaded.dtype),
                 revision=f"race-{time.time_ns()}", curve=(curves := pass_cost_curves(loaded)).used,
-                baseline=baseline_label(loaded.backend or str(loaded.dtype).replace("torch.", ""),
-                                        bool(loaded.backend_choice)))
+                baseline=baseline_label(loaded.runs_on, bool(loaded.backend_choice)))
     show["guards"] = new_guards(prompt, settings, curves, prefill_warning(
         tokens, len(keys), curves.used, trees=tree_count(r.methods, r.tree_nodes)))  # a tree entry prefills too
     try:

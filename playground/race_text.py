@@ -29,13 +29,18 @@ def _reference(keys) -> str:
     return BASELINE if BASELINE in keys else keys[0]
 
 
-def baseline_label(backend: str, auto: bool) -> str:
+def baseline_label(backend: str, auto: bool, replayed: bool = False) -> str:
     """What the speed-up is measured against: "vs AR on fp32", and "(chosen by measurement: the fastest AR here)"
-    when ``--backend auto`` chose that backend on this machine (``LoadedModel.backend_choice``)."""
-    return f"vs AR on {backend or 'this backend'}" + (" (chosen by measurement: the fastest AR here)" if auto else "")
+    when ``--backend auto`` chose that backend on this machine (``LoadedModel.backend_choice``); ``replayed``: a
+    trace's record of it ("" when the trace does not record it: ``UNKNOWN_BASELINE``)."""
+    if replayed and not backend:
+        return ""
+    where = "on the machine that recorded it" if replayed else "here"
+    return f"vs AR on {backend or 'this backend'}" + (f" (chosen by measurement: the fastest AR {where})" if auto
+                                                       else "")
 
 
-#: The speed-up's baseline when the backend AR ran on is unknown (a replayed trace does not record it).
+#: The speed-up's baseline when the backend AR ran on is unknown (a trace written before traces recorded it).
 UNKNOWN_BASELINE = "vs AR (its backend is not recorded)"
 #: A method's speed-up before it (or the baseline) has a step after the prefill.
 NOT_YET = "not yet"

@@ -11,6 +11,7 @@ import gradio as gr
 from pass_core.runtime.models import LoadedModel
 from pass_core.teaching.trace import MAX_TRACE_BYTES, check_token_ids, load_trace, recorded_on
 from playground.race_handlers import render, user_error
+from playground.race_text import baseline_label
 from playground.teaching import replay_note
 
 #: The run line's first line for the replay of a race stopped before its end (Stop's trace).
@@ -47,6 +48,8 @@ def replay_handler(trace_file, show_rejected=True, model: LoadedModel | None = N
     return render(trace.events, show_rejected, s.greedy, s.fused, not stopped, "Replayed from a trace: no files "
                   "needed.", chat_template=s.chat_template, run_note=replay_note(trace),
                   revision=f"replay-{time.time_ns()}", own_model=own_model,
+                  baseline=baseline_label(trace.backend, trace.backend_auto, replayed=True),
+                  dtype=trace.dtype or "float32",
                   headline=STOPPED_REPLAY if stopped else None)
 
 

@@ -118,7 +118,7 @@ def test_a_trace_keeps_the_races_machine_load_and_its_replay_the_busy_line(tiny,
     assert load_trace(data).machine_load is None
 
 
-def test_replay_of_a_race_trace_equals_the_race(tiny):
+def test_replay_of_a_race_trace_equals_the_race(tiny, tmp_path):
     final = run(tiny, temperature=1.0, max_new_tokens=12, update_interval_s=0.0, inspect=True)[-1]
     path = final["trace"]
     assert re.fullmatch(r"pass-playground-trace-\d{8}-\d{6}\.json", Path(path).name), path  # downloads differ
@@ -129,12 +129,18 @@ def test_replay_of_a_race_trace_equals_the_race(tiny):
     for key in METHODS:
         assert replay[f"{key}_tokens"] == final[f"{key}_tokens"], key
     for name in ("tokens_per_s", "speedup", "acceptance_rate", "greedy_check", "theory_text"):
-        if name == "speedup":  # the same ratios; the trace does not record the backend AR ran on
-            (ratios, *notes), (race_ratios, race_on, *race_notes) = replay[name].split("\n"), final[name].split("\n")
-            assert ratios == race_ratios and notes[1:] == race_notes and race_on.startswith("vs AR on ")
-            assert notes[0].startswith(race_text.UNKNOWN_BASELINE) and "after the first step" in notes[0]
-            continue
-        assert replay[name] == final[name], name
+        assert replay[name] == final[name], name  # the speed-up's "vs AR on float32" too: the trace records it
+    assert "vs AR on float32" in final["speedup"]
+    old = json.loads(Path(path).read_text(encoding="utf-8"))  # a trace written before traces recorded the backend
+    for field in ("backend", "backend_chosen_by_measurement", "dtype"):
+        del old["model"][field]
+    (tmp_path / "old.json").write_text(json.dumps(old), encoding="utf-8")
+    ratios, baseline, *notes = dict(zip(OUTPUT_NAMES, page.replay_handler(tmp_path / "old.json", True),
+                                        strict=True))["speedup"].split("\n")
+    assert [ratios, *notes] == [line for line in final["speedup"].split("\n") if not line.startswith("vs AR on")]
+    assert baseline.startswith(race_text.UNKNOWN_BASELINE), baseline
+    assert race_text.baseline_label("onednn", True, replayed=True) == ("vs AR on onednn (chosen by measurement: the "
+                                                                        "fastest AR on the machine that recorded it)")
     assert "Replay of a trace" in replay["run_info"]
     # the page's Replay while this tab's race runs: refused (shown, then replaced by the race's frames, it looked lost)
     demo = page.build_demo(tiny, untrained_drafters=True)

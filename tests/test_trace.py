@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -33,6 +34,14 @@ def test_trace_round_trip_keeps_every_event(tiny, tmp_path):
     assert any(e.inspection for e in back.events["pass"])  # the inspector's data travelled
     data = json.loads(path.read_text(encoding="utf-8"))
     assert data["schema"] == SCHEMA and data["methods"]["pass"]["summary"]["tokens"] == 16
+    # what every method ran on (the speed-up's baseline) travels too; a trace written before it reads as unknown
+    assert (back.backend, back.backend_auto, back.dtype) == ("float32", False, "float32")
+    auto = dataclasses.replace(tiny, backend="onednn", backend_choice={"backend": "onednn"})
+    back = load_trace(trace_to_dict(make_trace(auto, "hi", settings, events)))
+    assert (back.backend, back.backend_auto, back.dtype) == ("onednn", True, "float32")
+    for name in ("backend", "backend_chosen_by_measurement", "dtype"):
+        del data["model"][name]
+    assert (load_trace(data).backend, load_trace(data).backend_auto, load_trace(data).dtype) == ("", False, "")
 
 
 def test_traces_whose_parts_contradict_each_other_are_refused(tiny, tmp_path):
@@ -149,6 +158,11 @@ def test_bad_traces_are_refused_by_name(tiny, tmp_path):
         cases[f"variant-{variant}"] = (json.dumps(odd), rf"the method '{re.escape(variant)}' is not one a race runs: "
                                                         r"a trace holds methods and their token-tree entries, "
                                                         r"METHOD\+treeN with N from 1 to 64 for pass")
+    for field, value, message in (("backend", 5, "'model.backend' must be a backend's name such as 'fp32', got '5'"),
+                                  ("backend", "fp32 & more", "'model.backend' must be a backend's name"),
+                                  ("backend_chosen_by_measurement", "yes", "must be true or false, got 'yes'"),
+                                  ("dtype", "int8", "'model.dtype' must be float32, bfloat16 or float16, got 'int8'")):
+        cases[f"model-{field}-{value}"] = (json.dumps({**good, "model": {**good["model"], field: value}}), message)
     for name, (text, message) in cases.items():
         path = tmp_path / f"{name}.json"
         path.write_text(text, encoding="utf-8")

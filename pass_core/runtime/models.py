@@ -49,6 +49,12 @@ class LoadedModel:
     backend_choice: dict | None = None  # ``--backend auto``'s measured choice (``backend_choice.choose_backend``)
 
     @property
+    def runs_on(self) -> str:
+        """What every method's passes run on, in words for the speed-up's baseline: the backend's name, else the
+        dtype's ("float32")."""
+        return self.backend or str(self.dtype).replace("torch.", "")
+
+    @property
     def d_emb(self) -> int:
         """Hidden size D of the input embeddings."""
         return int(self.model.get_input_embeddings().weight.shape[1])

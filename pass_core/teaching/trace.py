@@ -43,6 +43,11 @@ class Trace:
         events: method key -> its ``StepEvent`` list, in race order.
         machine_load: how busy the machine was while the race ran (``machine_load.MachineLoad``), so that a replay
             keeps the race's caveat on its timings; None: not recorded (a command-line run).
+        backend: what every method (AR, the speed-up's baseline, included) ran on (``LoadedModel.runs_on``:
+            "onednn", "float32", ...); "" in a trace written before it was recorded.
+        backend_auto: ``--backend auto`` chose that backend by measuring the recording machine.
+        dtype: the model's weights' dtype ("float32", "bfloat16"; the greedy check's near-ties), "" when not
+            recorded.
     """
 
     model_name: str
@@ -51,13 +56,17 @@ class Trace:
     settings: DecodeSettings
     events: dict[str, list[StepEvent]]
     machine_load: MachineLoad | None = None
+    backend: str = ""
+    backend_auto: bool = False
+    dtype: str = ""
 
 
 def make_trace(loaded, prompt: str, settings: DecodeSettings, events: dict[str, list[StepEvent]],
                machine_load: MachineLoad | None = None) -> Trace:
     """A ``Trace`` of a run on ``loaded`` (``machine_load``: the race's load, as measured while it ran)."""
     signature = embedding_signature(loaded.model.get_input_embeddings().weight)
-    return Trace(loaded.name, signature, prompt, settings, {k: list(v) for k, v in events.items()}, machine_load)
+    return Trace(loaded.name, signature, prompt, settings, {k: list(v) for k, v in events.items()}, machine_load,
+                 loaded.runs_on, bool(loaded.backend_choice), str(loaded.dtype).replace("torch.", ""))
 
 
 def recorded_on(trace: Trace, loaded) -> bool:
@@ -83,7 +92,9 @@ def check_token_ids(trace: Trace, vocab_size: int) -> None:
 
 def trace_to_dict(trace: Trace) -> dict:
     """The JSON-ready dict: schema, model, prompt, settings, events and summaries per method."""
-    return {"schema": SCHEMA, "model": {"name": trace.model_name, "signature": trace.signature},
+    backend = {"backend": trace.backend, "backend_chosen_by_measurement": trace.backend_auto,
+               "dtype": trace.dtype} if trace.backend else {}
+    return {"schema": SCHEMA, "model": {"name": trace.model_name, "signature": trace.signature, **backend},
             "prompt": trace.prompt, "settings": trace.settings.to_dict(),
             "methods": {key: {"events": [e.to_dict() for e in evs], "summary": summarize(evs, key).to_dict()}
                         for key, evs in trace.events.items()},
@@ -151,7 +162,7 @@ def load_trace(source: str | Path | dict) -> Trace:
                   for key, method in data["methods"].items()}
         load = read_machine_load(data["machine_load"]) if data.get("machine_load") is not None else None
         trace = Trace(str(data["model"]["name"]), data["model"]["signature"], str(data["prompt"]), settings, events,
-                      load)
+                      load, *_backend(data["model"], where))
     except KeyError as err:
         raise ValueError(f"{where} misses the field {err.args[0]!r}: not a complete trace.") from err
     except (TypeError, ValueError, AttributeError, OverflowError) as err:
@@ -170,6 +181,23 @@ def load_trace(source: str | Path | dict) -> Trace:
             raise ValueError(f"{where}: method {key!r} commits {made:,} tokens, but its settings stop a run at "
                              f"max_new_tokens = {settings.max_new_tokens:,}.")
     return trace
+
+
+def _backend(model: dict, where: str) -> tuple[str, bool, str]:
+    """The optional fields ``model.backend`` (a backend or dtype name), ``model.backend_chosen_by_measurement``
+    (true / false) and ``model.dtype``; ("", False, "") when the trace does not record them."""
+    backend, auto = model.get("backend", ""), model.get("backend_chosen_by_measurement", False)
+    dtype = model.get("dtype", "")
+    if not (isinstance(backend, str) and len(backend) <= 40 and (backend.replace("_", "").isalnum() or backend == "")):
+        raise ValueError(f"{where}: the field 'model.backend' must be a backend's name such as 'fp32', got "
+                         f"{str(backend)[:40]!r}.")
+    if not isinstance(auto, bool):
+        raise ValueError(f"{where}: the field 'model.backend_chosen_by_measurement' must be true or false, got "
+                         f"{str(auto)[:40]!r}.")
+    if dtype not in ("", "float32", "bfloat16", "float16"):
+        raise ValueError(f"{where}: the field 'model.dtype' must be float32, bfloat16 or float16, got "
+                         f"{str(dtype)[:40]!r}.")
+    return backend, auto, dtype
 
 
 def _check_values(data, where: str) -> None:
