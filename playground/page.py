@@ -1,8 +1,6 @@
 """The page: ``build_demo`` lays out PaSS Playground's components (``playground.layout.lay_out``) and wires them
-to the handlers.
-
-Importing this module loads nothing and launches nothing (``app.py`` parses the command line and launches);
-``ModelHolder`` loads the model in a background thread.
+to the handlers. Importing this module loads nothing and launches nothing (``app.py`` parses the command line and
+launches); ``ModelHolder`` loads the model in a background thread.
 
 The handlers it calls live in ``playground/race_handlers.py`` (the race takes a ``race_inputs.RaceRequest``): the
 methods on offer come from ``pass_core.registry.METHODS``, decoding, timing and metrics from ``pass_core`` (step
@@ -47,7 +45,7 @@ from playground.tree_race import inspector_outputs, tree_choice, tree_count, tre
 from playground.race_handlers import (CHART_EVERY, DEFAULT_RACE, drafters_for, gpu_duration, pane_visibility,  # noqa
                                       preview_panes, race_handler, race_keys, race_problems, render, render_state,
                                       replay_panes, rerender_panes, user_error, validate_inputs, with_panes_for)
-from playground.replay import replay_handler, replay_listener  # noqa: F401  (re-exported too)
+from playground.replay import download_hint, replay_handler, replay_listener  # noqa: F401  (re-exported)
 
 QUEUE_MAX_SIZE = 16
 NOTHING_TO_STEP = "*Run a race or replay a trace first: the step-through moves through its steps.*"
@@ -283,6 +281,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         # Stop: a live race answers in its own stream (``stopped_frame``); after Stop's reply, the hidden cancel
         # button takes a race still waiting in the queue out of it (on ZeroGPU, Stop cancels the race at once)
         ui.cancel_btn.click(None, None, None, cancels=[run_event], **private)
+        ui.trace_download.click(download_hint, ui.trace_download, None, api_visibility="private")  # queued: a toast
         ui.stop_btn.click(stop_handler(holder, controls, slots), ui.state, [ui.run_md, ui.trace_download, ui.state],
                           cancels=[run_event] if spaces is not None else None, **private).then(
             None, None, None, js=CANCEL_RACE_JS, **private)

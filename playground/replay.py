@@ -31,7 +31,7 @@ def replay_handler(trace_file, show_rejected=True, model: LoadedModel | None = N
     """
     if not trace_file:
         raise user_error(f"Choose a trace file (.json, at most {MAX_TRACE_BYTES // 2**20} MB) to replay first: a "
-                         "larger file is refused as it uploads and leaves nothing to replay.")
+                         "file of another type or a larger one is refused as it uploads and leaves nothing to replay.")
     path = trace_file if isinstance(trace_file, (str, Path)) else getattr(trace_file, "name", trace_file)
     try:
         trace = load_trace(path)
@@ -67,3 +67,15 @@ def replay_listener(holder, controls: dict):
             raise user_error(RACE_IN_THIS_TAB)
         return replay_handler(trace_file, show_rejected, holder.loaded)
     return on_replay
+
+
+#: The trace download's answer on a page with no race trace yet (it downloaded nothing and said nothing).
+NO_TRACE_YET = ("No trace to download yet: run a race first (Stop gives the trace of what the panes show); a "
+                "replay's trace is the file you uploaded.")
+
+
+def download_hint(trace_file) -> None:
+    """The trace download button's press: with no trace yet (``trace_file`` None: a fresh page, or replays only),
+    a warning toast says what to do (``gr.Warning``: the button's own download then does nothing)."""
+    if not trace_file:
+        gr.Warning(NO_TRACE_YET)

@@ -24,6 +24,7 @@ from pass_core.registry import METHODS
 from playground import race_charts as charts
 from playground import race_panes as panes
 from playground.race_inputs import NUMERIC_INPUTS
+from playground.replay import NO_TRACE_YET
 from playground.race_view import INSPECTOR_SWIPE
 from servers import free_port, require_browser
 
@@ -498,6 +499,8 @@ def test_step_through_and_token_inspector(new_page, race_page_url, tmp_path, wid
         page.locator("#next-button").click()  # nothing raced yet: said under the button too
         page.wait_for_function("() => document.querySelector('#step-echo-text').textContent.startsWith("
                                "'Run a race or replay a trace first')", timeout=30_000)
+        page.locator("#trace-download").click()  # nothing to download yet: a toast says so (it did nothing)
+        page.get_by_text(NO_TRACE_YET).first.wait_for(timeout=30_000)
         race_on(page, max_new_tokens=60)
         page.wait_for_function("() => document.querySelector('#step-echo-text').textContent === ''",
                                timeout=30_000)  # Run clears the answer about the race before

@@ -97,7 +97,8 @@ def test_a_trace_keeps_the_races_machine_load_and_its_replay_the_busy_line(tiny,
     path = save_trace(dataclasses.replace(recorded, machine_load=busy), tmp_path / "busy.json")
     assert load_trace(path).machine_load == busy
     replay = dict(zip(OUTPUT_NAMES, page.replay_handler(str(path), True), strict=True))
-    assert "The machine was busy during this race** (load 3.4 on 2 cores; other programs took 1.3 cores" in \
+    assert "The machine was busy during this race** (other programs took 1.3 of 2 cores on average during it; " \
+           "1-minute load average 3.4, which lags by a minute)" in \
         replay["run_info"], replay["run_info"]
     quiet = dataclasses.replace(busy, other_cores=0.1)
     path = save_trace(dataclasses.replace(recorded, machine_load=quiet), tmp_path / "quiet.json")
@@ -167,7 +168,8 @@ def test_a_bad_trace_gets_a_named_error(tmp_path):
     bad.write_text(json.dumps({"schema": "pass-playground-trace/0"}), encoding="utf-8")
     with pytest.raises(gr.Error, match="schema"):
         page.replay_handler(str(bad))
-    with pytest.raises(gr.Error, match=r"Choose a trace file \(.json, at most 32 MB\) to replay first: a larger"):
+    with pytest.raises(gr.Error, match=r"Choose a trace file \(.json, at most 32 MB\) to replay first: a file of "
+                                       r"another type or a larger"):
         page.replay_handler(None)
 
 

@@ -146,14 +146,18 @@ class LoadMeter:
 
 
 def busy_line(load: MachineLoad | None) -> str:
-    """The page's warning when ``load.busy`` (else ""): the load average and the cores other programs took, that
-    timings are unreliable, and that the page's own browser counts when it runs on the same machine (a helper saw
-    the warning on every race driven from a browser on a 2-core machine)."""
+    """The page's warning when ``load.busy`` (else ""): the cores other programs took during the race, then the
+    1-minute load average (it lags by a minute, so it may be lower: said as such, as "load 0.6" beside "1.0 cores"
+    read as a contradiction), that timings are unreliable, and that the page's own browser counts when it runs on
+    the same machine (a helper saw the warning on every race driven from a browser on a 2-core machine)."""
     if load is None or not load.busy:
         return ""
-    average = f"load {load.load_average:.1f} on {load.cores} cores" if load.load_average is not None \
-        else f"{load.cores} cores"
-    others = f"; other programs took {load.other_cores:.1f} cores on average" if load.other_cores is not None else ""
-    return (f"⚠ **The machine was busy during this race** ({average}{others}): timings are unreliable. "
+    average = (f"1-minute load average {load.load_average:.1f}" if load.load_average is not None else "")
+    if load.other_cores is not None:
+        what = f"other programs took {load.other_cores:.1f} of {load.cores} cores on average during it" + (
+            f"; {average}, which lags by a minute" if average else "")
+    else:
+        what = f"{average or 'load unknown'} on {load.cores} cores"
+    return (f"⚠ **The machine was busy during this race** ({what}): timings are unreliable. "
             "Run again when the machine is idle (a browser showing this page on the same machine counts too: on 2 "
             "cores its drawing can take one; watch from another device).")
