@@ -48,8 +48,8 @@ def test_busy_verdict_reads_other_programs_cpu_time():
     assert "busy during this race" in line and "timings are unreliable" in line
     # the race's own measurement first, then the 1-minute load average named as such (it lags: "load 0.6" beside
     # "1.0 cores" read as a contradiction)
-    assert f"(other programs took 1.4 of 2 cores on average during it; 1-minute load average {load.load_average:.1f}, " \
-           "which lags by a minute)" in line, line
+    assert ("(other programs took 1.4 of 2 cores on average during it; 1-minute load average "
+            f"{load.load_average:.1f}, which lags by a minute)") in line, line
     without = busy_line(MachineLoad(2.0, 1.0, None, None, 3.2, 2))  # no /proc/stat: the load average alone
     assert "(1-minute load average 3.2 on 2 cores)" in without, without
     assert "a browser showing this page on the same machine counts too" in line  # the warning on every page race
