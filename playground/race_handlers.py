@@ -6,6 +6,7 @@ figures come from ``pass_core`` and the figure helpers next to this file (``play
 
 from __future__ import annotations
 
+import html
 import time
 
 import gradio as gr
@@ -39,11 +40,10 @@ MAX_UPDATE_GAP_S = 2.5  # ...but never more: Stop (a cancel) takes effect at the
 
 
 def user_error(message: str) -> gr.Error:
-    """A ``gr.Error`` for a mistake in the request: shown to the visitor (server paths shortened to file names)
-    until they close it (the output it was for keeps gradio's bare "Error" mark, so a message that went away after
-    gradio's default 10 s left nothing to act on), never logged with a traceback (the server log is for server
-    faults)."""
-    return gr.Error(hide_paths(message), duration=None, print_exception=False)
+    """A ``gr.Error`` for a mistake in the request: shown until the visitor closes it (one gone after gradio's 10 s
+    left nothing to act on), server paths shortened to file names, as text (gradio shows HTML: a crafted trace's
+    value drew a link and images in it), never logged with a traceback (the log is for server faults)."""
+    return gr.Error(html.escape(hide_paths(message), quote=False), duration=None, print_exception=False)
 
 
 def make_settings(num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, fused,
@@ -73,11 +73,11 @@ def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finishe
            guards: dict | None = None, headline: str | None = None) -> tuple:
     """Every output of the race (``race_view`` of the events so far), in ``build_demo``'s output order: one pane
     per registered method (empty when not racing; the page hides it), the step-through's outline of the newest step
-    (``stepping.newest_css``; "" for the whole race), 5 metrics, greedy check, 4 figures (or
-    ``gr.skip()`` unless ``charts_now``: Plotly redraws are the browser's heaviest work), the theory figure and
-    its sentences (``theory_view.theory_view``; skipped like the figures), the trace download (``trace_path``;
-    skipped when None), run line, drafter line, ``gr.State`` dict. ``revision``: the figures' ``uirevision``,
-    one per race (keeps the user's zoom). ``position``: step-through, show the state after the race's first
+    (``stepping.newest_css``; "" for the whole race), 5 metrics, greedy check, 4 figures (or ``gr.skip()`` unless
+    ``charts_now``: Plotly redraws are the browser's heaviest work), the theory figure and its sentences
+    (``theory_view.theory_view``; skipped like the figures), the trace download (``trace_path``; skipped when None,
+    emptied when ""), run line, drafter line, ``gr.State`` dict. ``revision``: the figures' ``uirevision``, one per
+    race (keeps the user's zoom). ``position``: step-through, show the state after the race's first
     ``position`` steps (``race.events_upto``; None = all of ``events``), ``live``: the race still runs (paused).
     ``own_model``: the events come from the page's model (the inspector may decode token ids with it).
     ``theory_now``: redraw the theory view too (with the charts; a live race does it on every
@@ -107,7 +107,7 @@ def render(events: dict, show_rejected: bool, greedy: bool, fused: bool, finishe
         shown_plot(theory[0]), theory[1],
         shown_plot(cost[0]), cost[1],
         *tree_outputs(shown, show_rejected, charts_now, revision),
-        gr.skip() if trace_path is None else str(trace_path),
+        gr.skip() if trace_path is None else (str(trace_path) or None),  # "": none to download
         view.run_line,
         drafter_note,
         # a copy of the lists: a live race appends to ``events`` after this yield, and Stop, the inspector and
@@ -183,8 +183,9 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
         found, note = drafters_for(loaded, keys, settings)
         if show["guards"]["prefill"]:  # said before the long first step, not after it
             gr.Warning(show["guards"]["prefill"].replace("**", ""))
-        # empty panes and "Racing…" at once: the previous race stood until the first step (every method's prefill)
-        yield render({key: [] for key in keys}, show_rejected, settings.greedy, settings.fused, False, note, **show)
+        # empty panes, "Racing…" and no trace to download at once: the previous race's stood until the first step
+        yield render({key: [] for key in keys}, show_rejected, settings.greedy, settings.fused, False, note,
+                     trace_path="", **show)
         decoders = {key: METHODS[key].decode(loaded, prompt, settings, found[key]) for key in keys}
         decoders, note = with_trees(loaded, prompt, settings, keys, found, decoders, note, r.tree_nodes)
         events = {key: [] for key in decoders}  # a tree entry races beside its method (``tree_race``)

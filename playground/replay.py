@@ -47,7 +47,7 @@ def replay_handler(trace_file, show_rejected=True, model: LoadedModel | None = N
     stopped = not all(evs and evs[-1].finished for evs in trace.events.values())  # Stop's trace: compared so far
     return render(trace.events, show_rejected, s.greedy, s.fused, not stopped, "Replayed from a trace: no files "
                   "needed.", chat_template=s.chat_template, run_note=replay_note(trace),
-                  revision=f"replay-{time.time_ns()}", own_model=own_model,
+                  revision=f"replay-{time.time_ns()}", own_model=own_model, trace_path="",  # not an older race's
                   baseline=baseline_label(trace.backend, trace.backend_auto, replayed=True),
                   dtype=trace.dtype or "float32",
                   headline=STOPPED_REPLAY if stopped else None)
@@ -70,12 +70,12 @@ def replay_listener(holder, controls: dict):
 
 
 #: The trace download's answer on a page with no race trace yet (it downloaded nothing and said nothing).
-NO_TRACE_YET = ("No trace to download yet: run a race first (Stop gives the trace of what the panes show); a "
-                "replay's trace is the file you uploaded.")
+NO_TRACE_YET = ("No trace to download yet: a race's trace comes when it finishes (Stop gives the trace of what the "
+                "panes show); a replay's trace is the file you uploaded.")
 
 
 def download_hint(trace_file) -> None:
-    """The trace download button's press: with no trace yet (``trace_file`` None: a fresh page, or replays only),
-    a warning toast says what to do (``gr.Warning``: the button's own download then does nothing)."""
+    """The trace download button's press: with no trace (``trace_file`` None: a fresh page, a race still running, a
+    replay) a warning toast says what to do (``gr.Warning``: the button's own download then does nothing)."""
     if not trace_file:
         gr.Warning(NO_TRACE_YET)

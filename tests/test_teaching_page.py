@@ -120,13 +120,17 @@ def test_a_trace_keeps_the_races_machine_load_and_its_replay_the_busy_line(tiny,
 
 
 def test_replay_of_a_race_trace_equals_the_race(tiny, tmp_path):
-    final = run(tiny, temperature=1.0, max_new_tokens=12, update_interval_s=0.0, inspect=True)[-1]
+    frames = run(tiny, temperature=1.0, max_new_tokens=12, update_interval_s=0.0, inspect=True)
+    final = frames[-1]
     path = final["trace"]
+    # until the race ends there is no trace to download (the button held the race before's: Download gave it)
+    assert frames[0]["trace"] is None and all(not isinstance(f["trace"], str) for f in frames[:-1])
     assert re.fullmatch(r"pass-playground-trace-\d{8}-\d{6}\.json", Path(path).name), path  # downloads differ
     trace = load_trace(path)
     assert trace.settings.inspect and set(trace.events) == set(page.DEFAULT_RACE)
     assert any(e.inspection for e in trace.events["pass"])  # the inspector's data is recorded
     replay = dict(zip(OUTPUT_NAMES, page.replay_handler(path, True), strict=True))
+    assert replay["trace"] is None  # a replay's trace is the file chosen: no older race's to download beside it
     for key in METHODS:
         assert replay[f"{key}_tokens"] == final[f"{key}_tokens"], key
     for name in ("tokens_per_s", "speedup", "acceptance_rate", "greedy_check", "theory_text"):
@@ -171,6 +175,12 @@ def test_a_bad_trace_gets_a_named_error(tmp_path):
     with pytest.raises(gr.Error, match=r"Choose a trace file \(.json, at most 32 MB\) to replay first: a file of "
                                        r"another type or a larger"):
         page.replay_handler(None)
+    # a crafted file's values are shown as text: gradio shows an error's HTML (a link and a 600 x 300 image drew)
+    bad.write_text(json.dumps({"schema": '<a href="//evil.example">fix</a><img src=x>'}), encoding="utf-8")
+    with pytest.raises(gr.Error) as refused:
+        page.replay_handler(str(bad))
+    assert "&lt;a href=\"//evil.example\"&gt;fix&lt;/a&gt;&lt;img src=x&gt;" in refused.value.message, \
+        refused.value.message
 
 
 def test_a_token_id_beyond_the_vocabulary_is_refused_where_the_model_would_decode_it(tiny, tmp_path):

@@ -158,17 +158,26 @@ def test_bad_traces_are_refused_by_name(tiny, tmp_path):
         cases[f"variant-{variant}"] = (json.dumps(odd), rf"the method '{re.escape(variant)}' is not one a race runs: "
                                                         r"a trace holds methods and their token-tree entries, "
                                                         r"METHOD\+treeN with N from 1 to 64 for pass")
-    for field, value, message in (("backend", 5, "'model.backend' must be a backend's name such as 'fp32', got '5'"),
-                                  ("backend", "fp32 & more", "'model.backend' must be a backend's name"),
-                                  ("backend_chosen_by_measurement", "yes", "must be true or false, got 'yes'"),
-                                  ("dtype", "int8", "'model.dtype' must be float32, bfloat16 or float16, got 'int8'")):
+    model = r"'model\.backend' must be one of fp32, bf16, onednn, float32, bfloat16, float16, got "
+    for field, value, message in (("backend", 5, model + "5"),
+                                  ("backend", "fp32 & more", model + 'string "fp32 & more"'),
+                                  ("backend", "ＢＦ１６", model + 'string "ＢＦ１６"'), ("backend", None, model + "null"),
+                                  ("backend_chosen_by_measurement", "true", r"must be true or false \(JSON\), got "
+                                                                            r'string "true"'),
+                                  ("dtype", "int8", r"'model\.dtype' must be one of float32, bfloat16, float16, got "
+                                                    r'string "int8"'),
+                                  ("dtype", "bfloat16", r"'model\.backend' is 'float32', which runs in float32, but "
+                                                        r"'model\.dtype' is 'bfloat16'")):
         cases[f"model-{field}-{value}"] = (json.dumps({**good, "model": {**good["model"], field: value}}), message)
+    mismatch = {**good["model"], "backend": "bf16"}  # bf16 runs in bfloat16: a trace saying float32 contradicts it
+    cases["model-bf16-float32"] = (json.dumps({**good, "model": mismatch}), r"'bf16', which runs in bfloat16, but "
+                                                                              r"'model\.dtype' is 'float32'")
     for name, (text, message) in cases.items():
         path = tmp_path / f"{name}.json"
         path.write_text(text, encoding="utf-8")
         with pytest.raises(ValueError, match=message) as err:
             load_trace(path)
-        assert str(path) in str(err.value), name
+        assert str(path) in str(err.value) and str(err.value).count(str(path)) == 1, name  # named once
     with pytest.raises(ValueError, match="does not exist"):
         load_trace(tmp_path / "nope.json")
     bom = tmp_path / "notepad.json"  # saved by Windows' Notepad: a UTF-8 byte-order mark first

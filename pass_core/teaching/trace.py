@@ -145,7 +145,8 @@ def load_trace(source: str | Path | dict) -> Trace:
         raise ValueError(f"{where} is not a PaSS Playground trace (it has no 'schema' field): write one with "
                          "python -m pass_core.generate --trace FILE or the page's Download trace.")
     if data.get("schema") != SCHEMA:
-        raise ValueError(f"{where} has schema {data.get('schema')!r}; this version of PaSS Playground reads {SCHEMA!r}.")
+        raise ValueError(f"{where} has schema {str(data.get('schema'))[:60]!r}; this version of PaSS Playground reads "
+                         f"{SCHEMA!r}.")
     _check_shape(data, where)
     missing = [name for name in ("model", "prompt", "settings", "methods") if name not in data]
     if missing:
@@ -157,12 +158,13 @@ def load_trace(source: str | Path | dict) -> Trace:
         settings = DecodeSettings(**data["settings"])
     except (TypeError, ValueError) as err:
         raise ValueError(f"{where}: the field 'settings' is malformed ({err}).") from err
+    recorded = _backend(data["model"], where)  # what every method ran on
     try:
         events = {key: [read_event(e, f"methods.{key}.events[{i}]", i + 1) for i, e in enumerate(method["events"])]
                   for key, method in data["methods"].items()}
         load = read_machine_load(data["machine_load"]) if data.get("machine_load") is not None else None
         trace = Trace(str(data["model"]["name"]), data["model"]["signature"], str(data["prompt"]), settings, events,
-                      load, *_backend(data["model"], where))
+                      load, *recorded)
     except KeyError as err:
         raise ValueError(f"{where} misses the field {err.args[0]!r}: not a complete trace.") from err
     except (TypeError, ValueError, AttributeError, OverflowError) as err:
@@ -184,20 +186,32 @@ def load_trace(source: str | Path | dict) -> Trace:
 
 
 def _backend(model: dict, where: str) -> tuple[str, bool, str]:
-    """The optional fields ``model.backend`` (a backend or dtype name), ``model.backend_chosen_by_measurement``
-    (true / false) and ``model.dtype``; ("", False, "") when the trace does not record them."""
+    """The optional fields ``model.backend`` (a ``BACKENDS`` name, or a dtype's for a model run without one),
+    ``model.backend_chosen_by_measurement`` (true / false) and ``model.dtype``, checked against each other; ("",
+    False, "") when the trace does not record them."""
+    from pass_core.runtime.backends import BACKENDS
+
     backend, auto = model.get("backend", ""), model.get("backend_chosen_by_measurement", False)
     dtype = model.get("dtype", "")
-    if not (isinstance(backend, str) and len(backend) <= 40 and (backend.replace("_", "").isalnum() or backend == "")):
-        raise ValueError(f"{where}: the field 'model.backend' must be a backend's name such as 'fp32', got "
-                         f"{str(backend)[:40]!r}.")
+    dtypes = ("float32", "bfloat16", "float16")
+    if backend not in ("", *BACKENDS, *dtypes):
+        raise ValueError(f"{where}: the field 'model.backend' must be one of {', '.join((*BACKENDS, *dtypes))}, "
+                         f"got {_as_json(backend)}.")
     if not isinstance(auto, bool):
-        raise ValueError(f"{where}: the field 'model.backend_chosen_by_measurement' must be true or false, got "
-                         f"{str(auto)[:40]!r}.")
-    if dtype not in ("", "float32", "bfloat16", "float16"):
-        raise ValueError(f"{where}: the field 'model.dtype' must be float32, bfloat16 or float16, got "
-                         f"{str(dtype)[:40]!r}.")
+        raise ValueError(f"{where}: the field 'model.backend_chosen_by_measurement' must be true or false (JSON), got "
+                         f"{_as_json(auto)}.")
+    if dtype not in ("", *dtypes):
+        raise ValueError(f"{where}: the field 'model.dtype' must be one of {', '.join(dtypes)}, got {_as_json(dtype)}.")
+    ran_in = BACKENDS[backend].dtype if backend in BACKENDS else backend
+    if dtype and ran_in and ran_in != dtype:
+        raise ValueError(f"{where}: the field 'model.backend' is {backend!r}, which runs in {ran_in}, but "
+                         f"'model.dtype' is {dtype!r}.")
     return backend, auto, dtype
+
+
+def _as_json(value) -> str:
+    """A value as its JSON text, a string's marked as one (``string "true"``), at most 40 characters."""
+    return ("string " if isinstance(value, str) else "") + json.dumps(value, ensure_ascii=False)[:40]
 
 
 def _check_values(data, where: str) -> None:
