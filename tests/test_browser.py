@@ -540,6 +540,7 @@ def test_step_through_and_token_inspector(new_page, race_page_url, tmp_path, wid
         page.locator("#previous-button").click()
         page.get_by_text(f"after step {seen[1][0]} of").first.wait_for(timeout=30_000)
         assert {key: pane_chars(page, key) for key in seen[1][1]} == seen[1][1]
+        race_page_url[1](0.0)  # the steps are checked: the rest of the race at full speed
         page.locator("#resume-button").click()
         page.get_by_text("Finished.").first.wait_for(timeout=120_000)
         assert echo.inner_text() == ""  # "Paused after step ..." stayed under the buttons after Resume, once

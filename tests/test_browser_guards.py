@@ -47,6 +47,7 @@ def test_double_click_on_next_moves_one_step_and_the_button_shows_it_works(new_p
         page.wait_for_timeout(1500)  # a second step, had the double click made one, would be on the page by now
         assert position(page) == before + 1
         assert page.evaluate("window.busySeen")[:1] == ["true"]  # busy from the press, then idle again
+        slow_down(0.0)  # the double click is checked: the rest of the race at full speed
         page.locator("#resume-button").click()
         page.get_by_text("Finished.").first.wait_for(timeout=120_000)
 
