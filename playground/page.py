@@ -32,8 +32,8 @@ from playground.lab_handlers import lab_handler, validate_lab, with_lab_note
 from playground.layout import lay_out
 from playground.page_guards import MEASURING_NOTE, STEP_WAIT_S, STOPPED_NOTE, RaceSlots, stop_handler, \
     stopped_frame, wire_step_button  # noqa: F401
-from playground.scrolling import CANCEL_RACE_JS, CLEAR_STEP_ECHO_JS, RUN_SCROLL_JS, SCROLL_TO_INSPECTOR_JS, \
-    SCROLL_TO_LAB_JS, SCROLL_TO_PANES_JS
+from playground.scrolling import CANCEL_RACE_JS, CLEAR_STEP_ECHO_JS, RUN_ECHO_JS, RUN_SCROLL_JS, \
+    SCROLL_TO_INSPECTOR_JS, SCROLL_TO_LAB_JS, SCROLL_TO_PANES_JS
 from playground.plot_boxes import shown_plot
 from playground.race_inputs import RaceRequest, cap_for_zerogpu, hide_paths, method_offer, methods_problem, whole
 from playground.race_view import HIDE_REJECTED_JS, METRIC_LABELS, PAGE_CSS  # noqa: F401  (re-exported)
@@ -235,7 +235,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                   ui.show_rejected, ui.fused, ui.methods, ui.chat_template, ui.auto_drafts]
         ui.run_btn.click(on_press, [*inputs, ui.tree_nodes], [ui.run_md, ui.inspector_md, ui.inspector_plot],
                          api_visibility="private", queue=False, preprocess=False, show_progress="hidden")
-        ui.run_btn.click(None, None, None, js=CLEAR_STEP_ECHO_JS, api_visibility="private", queue=False)  # a new race
+        ui.run_btn.click(None, None, None, js=RUN_ECHO_JS, api_visibility="private", queue=False)  # or the race runs
         ui.run_btn.click(None, None, None, js=RUN_SCROLL_JS, api_visibility="private", queue=False)  # in view
         ui.replay_btn.click(None, None, None, js=SCROLL_TO_PANES_JS, api_visibility="private", queue=False)
         ui.replay_btn.click(lambda: inspector_outputs(INSPECTOR_HINT), None, [ui.inspector_md, ui.inspector_plot],

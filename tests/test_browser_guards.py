@@ -7,6 +7,7 @@ from __future__ import annotations
 
 
 from pass_core.teaching.trace import load_trace
+from playground.scrolling import RACE_RUNNING
 from test_browser import ARTIFACTS, PAUSED_AT, in_process_page, paused_position, new_page, pane_chars, race_on, race_page_url  # noqa: F401
 
 #: Records every aria-busy value the Next button takes, from the page's own DOM (a MutationObserver).
@@ -31,6 +32,11 @@ def test_double_click_on_next_moves_one_step_and_the_button_shows_it_works(new_p
     with in_process_page(new_page, race_page_url, 1400, step_delay_s=0.2) as page:
         race_on(page, max_new_tokens=60)
         page.locator("#pane-pass .token.highlighted").first.wait_for(timeout=30_000)
+        # Run again while the race runs (0.2 s a step: 30 s of race): gradio ignores the press; the line under the
+        # step buttons says why (the press did nothing that could be seen)
+        page.get_by_role("button", name="Run").dispatch_event("click")
+        page.wait_for_function("t => document.getElementById('step-echo-text').textContent === t", arg=RACE_RUNNING,
+                               timeout=10_000)
         # dispatched, not clicked: while a race redraws the page the button may never count as "stable" (under load)
         page.locator("#pause-button").dispatch_event("click")
         page.locator("#run-line").get_by_text("Paused after step").first.wait_for(timeout=60_000)
