@@ -158,14 +158,14 @@ def test_bad_traces_are_refused_by_name(tiny, tmp_path):
         cases[f"variant-{variant}"] = (json.dumps(odd), rf"the method '{re.escape(variant)}' is not one a race runs: "
                                                         r"a trace holds methods and their token-tree entries, "
                                                         r"METHOD\+treeN with N from 1 to 64 for pass")
-    model = r"'model\.backend' must be one of fp32, bf16, onednn, float32, bfloat16, float16, got "
+    model = r"'model\.backend' must be one of fp32, bf16, onednn, float64, float32, float16, bfloat16, got "
     for field, value, message in (("backend", 5, model + "5"),
                                   ("backend", "fp32 & more", model + 'string "fp32 & more"'),
                                   ("backend", "ＢＦ１６", model + 'string "ＢＦ１６"'), ("backend", None, model + "null"),
                                   ("backend_chosen_by_measurement", "true", r"must be true or false \(JSON\), got "
                                                                             r'string "true"'),
-                                  ("dtype", "int8", r"'model\.dtype' must be one of float32, bfloat16, float16, got "
-                                                    r'string "int8"'),
+                                  ("dtype", "int8", r"'model\.dtype' must be one of float64, float32, float16, "
+                                                    r'bfloat16, got string "int8"'),
                                   ("dtype", "bfloat16", r"'model\.backend' is 'float32', which runs in float32, but "
                                                         r"'model\.dtype' is 'bfloat16'")):
         cases[f"model-{field}-{value}"] = (json.dumps({**good, "model": {**good["model"], field: value}}), message)

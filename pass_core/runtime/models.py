@@ -49,10 +49,15 @@ class LoadedModel:
     backend_choice: dict | None = None  # ``--backend auto``'s measured choice (``backend_choice.choose_backend``)
 
     @property
+    def dtype_name(self) -> str:
+        """The weights' dtype without torch's prefix: "float32", "bfloat16", "float16"."""
+        return str(self.dtype).replace("torch.", "")
+
+    @property
     def runs_on(self) -> str:
         """What every method's passes run on, in words for the speed-up's baseline: the backend's name, else the
         dtype's ("float32")."""
-        return self.backend or str(self.dtype).replace("torch.", "")
+        return self.backend or self.dtype_name
 
     @property
     def d_emb(self) -> int:
@@ -103,7 +108,7 @@ class LoadedModel:
     def describe(self) -> str:
         """One line for the UI / CLI: name, size, source, device, dtype (never a server path)."""
         return (f"{self.display_name} ({self.num_parameters / 1e6:.1f}M parameters, {self.source}) "
-                f"on {self.device.type}, {str(self.dtype).replace('torch.', '')}"
+                f"on {self.device.type}, {self.dtype_name}"
                 + (f", backend {self.backend}" if self.backend else ""))
 
 

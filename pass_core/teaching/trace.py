@@ -13,6 +13,7 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from pass_core.decoding.comparison import UNIT_ROUNDOFF
 from pass_core.decoding.events import StepEvent, output_token_ids
 from pass_core.decoding.metrics import summarize
 from pass_core.drafters.files import embedding_signature, signatures_match
@@ -66,7 +67,7 @@ def make_trace(loaded, prompt: str, settings: DecodeSettings, events: dict[str, 
     """A ``Trace`` of a run on ``loaded`` (``machine_load``: the race's load, as measured while it ran)."""
     signature = embedding_signature(loaded.model.get_input_embeddings().weight)
     return Trace(loaded.name, signature, prompt, settings, {k: list(v) for k, v in events.items()}, machine_load,
-                 loaded.runs_on, bool(loaded.backend_choice), str(loaded.dtype).replace("torch.", ""))
+                 loaded.runs_on, bool(loaded.backend_choice), loaded.dtype_name)
 
 
 def recorded_on(trace: Trace, loaded) -> bool:
@@ -193,7 +194,7 @@ def _backend(model: dict, where: str) -> tuple[str, bool, str]:
 
     backend, auto = model.get("backend", ""), model.get("backend_chosen_by_measurement", False)
     dtype = model.get("dtype", "")
-    dtypes = ("float32", "bfloat16", "float16")
+    dtypes = tuple(UNIT_ROUNDOFF)  # the dtypes whose rounding the replay's greedy check can judge
     if backend not in ("", *BACKENDS, *dtypes):
         raise ValueError(f"{where}: the field 'model.backend' must be one of {', '.join((*BACKENDS, *dtypes))}, "
                          f"got {_as_json(backend)}.")
