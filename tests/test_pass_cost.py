@@ -108,7 +108,8 @@ def test_a_curve_measured_on_a_busy_cpu_says_so(tiny, monkeypatch):
     from pass_core.runtime import machine_load
 
     monkeypatch.setattr(machine_load, "MIN_WALL_S", 0.0)  # any length counts: the verdict is recorded
-    counted = measure_pass_cost(tiny, widths=(1, 2), cache_len=8, repeats=1)
+    # long enough for /proc/stat's counters to move (10 ms a tick: over one repeat, a few ms, they often had not)
+    counted = measure_pass_cost(tiny, widths=(1, 2), cache_len=8, repeats=40)
     assert type(counted["busy"]) is bool and 0 <= counted["other_cores"] <= (os.cpu_count() or 1) + 0.1, counted
     busy = {**curve, "load_average_1min": curve["cores"] + 1.5}  # a curve without the counters' verdict
     idle = {**curve, "load_average_1min": 0.2}

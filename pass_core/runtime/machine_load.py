@@ -10,6 +10,7 @@ stands in for it. Pure Python: no torch, no gradio.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -112,7 +113,9 @@ def load_over(spans: list[tuple[CpuSample, CpuSample]]) -> MachineLoad:
     total = sum(end.total_s - start.total_s for start, end in spans) if counted else 0.0
     if total > 0:
         busy = sum(end.busy_s - start.busy_s for start, end in spans)
-        other = max(0.0, busy - own) / wall
+        # at most every core that /proc/stat counts: over a span of a few clock ticks (10 ms each) the counters'
+        # rounding alone read as 2.2 of 2 cores
+        other = min(max(0.0, busy - own) / wall, float(max(end.cpus for _, end in spans)) or math.inf)
         saturated = busy >= SATURATED * total
     return MachineLoad(wall, own / wall, other, saturated, load, cores)
 
