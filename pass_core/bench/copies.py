@@ -25,8 +25,7 @@ def split_backend(name: str) -> tuple[str, str | None]:
 def method_backend(name: str, loaded) -> str:
     """The backend an entry runs on: its @suffix, else the run's (the peers: fp32 when a copy was loaded)."""
     suffix = split_backend(name)[1] if name not in PEERS else None
-    return suffix or loaded.backend or {"float32": "fp32", "bfloat16": "bf16"}.get(
-        str(loaded.dtype).replace("torch.", ""), str(loaded.dtype).replace("torch.", ""))
+    return suffix or loaded.backend_name
 
 
 def load_backend_copies(args, methods: list[str], loaded, device, log) -> tuple[list[str], dict, dict]:

@@ -30,7 +30,7 @@ def machine_info(loaded) -> dict:
             "torch": torch.__version__, "transformers": transformers.__version__,
             "python": platform.python_version(), "platform": platform.platform(),
             "load_average_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
-            "device": str(loaded.device), "dtype": str(loaded.dtype).replace("torch.", ""),
+            "device": str(loaded.device), "dtype": loaded.dtype_name,
             "backend": getattr(loaded, "backend", "") or None,
             "gpu": torch.cuda.get_device_name(loaded.device) if loaded.device.type == "cuda" else None,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}

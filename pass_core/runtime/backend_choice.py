@@ -228,7 +228,7 @@ def choose_backend(loaded, threads: int | None = None, cache_dir: Path | None = 
     from pass_core.runtime.sources import cache_root
 
     path = (cache_dir or cache_root()) / CACHE_FILE
-    key = choice_key(loaded.name, str(loaded.dtype).replace("torch.", ""), threads)
+    key = choice_key(loaded.name, loaded.dtype_name, threads)
     stored = _read_cache(path)
     if isinstance(stored.get(key), dict) and stored[key].get("backend") in BACKENDS:
         return {**stored[key], "cached": True}

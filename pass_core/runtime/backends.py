@@ -230,7 +230,7 @@ def apply_backend(loaded, name: str):
         ValueError: as ``check_backend``, or a model whose dtype is not the backend's.
     """
     backend = check_backend(name, loaded.device)
-    if str(loaded.dtype).replace("torch.", "") != backend.dtype:
+    if loaded.dtype_name != backend.dtype:
         raise ValueError(f"Backend {name} runs {backend.dtype} weights; this model was loaded in {loaded.dtype}.")
     if backend.packed:
         pack_linears(loaded.model)

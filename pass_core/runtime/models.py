@@ -60,6 +60,12 @@ class LoadedModel:
         return self.backend or self.dtype_name
 
     @property
+    def backend_name(self) -> str:
+        """The backend its passes run on, as the benchmark names it: the prepared one, else the plain eager backend
+        of its dtype ("fp32", "bf16"), else the dtype's name ("float16")."""
+        return self.backend or {"float32": "fp32", "bfloat16": "bf16"}.get(self.dtype_name, self.dtype_name)
+
+    @property
     def d_emb(self) -> int:
         """Hidden size D of the input embeddings."""
         return int(self.model.get_input_embeddings().weight.shape[1])

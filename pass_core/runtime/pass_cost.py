@@ -77,7 +77,7 @@ def measure_pass_cost(loaded, widths=DEFAULT_WIDTHS, cache_len: int = 200, repea
     ms, during = [statistics.median(times[w]) for w in widths], load_between(start, sample())
     counted = during.other_cores is not None and during.wall_s >= MIN_WALL_S
     return {"widths": widths, "ms": ms, "c": [m / ms[0] for m in ms], "cache_len": cache_len, "repeats": repeats,
-            "device": str(dev), "dtype": str(loaded.dtype).replace("torch.", ""), "threads": torch.get_num_threads(),
+            "device": str(dev), "dtype": loaded.dtype_name, "threads": torch.get_num_threads(),
             "load_average_1min": load, "cores": cores,
             "other_cores": during.other_cores if counted else None, "busy": during.busy if counted else None}
 

@@ -172,7 +172,7 @@ def load_draft_model(loaded, name: str, progress=None) -> DraftModel:
         return built_in(loaded, name)
     from pass_core.runtime.models import load_model
 
-    dtype = str(loaded.dtype).replace("torch.", "")
+    dtype = loaded.dtype_name
     try:
         other = load_model(name, device=str(loaded.device), dtype=dtype, progress=progress)
     except ValueError as err:
