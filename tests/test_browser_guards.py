@@ -107,4 +107,4 @@ def test_a_second_tab_is_told_that_another_race_runs_and_can_stop_its_waiting_ra
         second.wait_for_timeout(2000)
         lines = second.evaluate("window.runLines")
         finished = [line for line in lines if "Finished." in line]
-        assert finished and all("AR 6 tokens" in line for line in finished), finished  # the 4-token race never ran
+        assert finished and all("AR 6 tokens" in line for line in finished), "\n----\n".join(lines)  # the 4-token race never ran
