@@ -77,5 +77,6 @@ def test_peer_runs_in_the_summary_and_the_fastest_ar(tiny):
 def test_greedy_hf_generate_equals_ar_on_the_embedded_model(smollm):
     settings = DecodeSettings(max_new_tokens=32, temperature=0.0)
     for prompt in ["Write a haiku about rain", "Repeat this sentence exactly: the cat sat on the mat."]:
+        ar = _ar(smollm, prompt, settings)  # once per prompt (it ran once per peer: 64 more passes)
         for peer in PEERS:
-            assert output_token_ids(generate_peer(smollm, peer, prompt, settings)) == _ar(smollm, prompt, settings)
+            assert output_token_ids(generate_peer(smollm, peer, prompt, settings)) == ar, (peer, prompt)
