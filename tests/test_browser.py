@@ -15,6 +15,7 @@ pass with the browser tests silently left out.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from pathlib import Path
 
@@ -29,6 +30,17 @@ from playground.race_view import INSPECTOR_SWIPE
 from servers import free_port, require_browser
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+#: The browser tests' screenshots (for a person to look at, in tests/artifacts/) are taken with PASS_SCREENSHOTS=1
+#: only: a full page took 0.5-1 core-second of the browser's on the 2-core machine, 17 of them in every run. The
+#: README's screenshot (``test_browser_teaching``) and a failing wait's picture are always saved.
+SCREENSHOTS = os.environ.get("PASS_SCREENSHOTS") == "1"
+
+
+def snapshot(target, name: str, **options) -> None:
+    """``target.screenshot`` (a page or a locator) into ``ARTIFACTS / name`` when ``SCREENSHOTS``."""
+    if SCREENSHOTS:
+        ARTIFACTS.mkdir(exist_ok=True)
+        target.screenshot(path=str(ARTIFACTS / name), **options)
 #: A value out of range for each numeric input, and what its message must say (setting, range, value typed).
 OUT_OF_RANGE = {
     "num_lookahead": ("0", "look-ahead tokens L must be between 1 and 8, got 0"),
@@ -106,7 +118,6 @@ EMPTY_ROWS_SHOWN = ("() => [...document.querySelectorAll('.row')].filter(r => !r
 
 
 def test_page_races_and_draws(app_server, new_page):
-    ARTIFACTS.mkdir(exist_ok=True)
     page = new_page(1400, 1000)
     page.goto(app_server.url)
     page.get_by_text("PaSS Playground").first.wait_for(timeout=60_000)
@@ -128,7 +139,7 @@ def test_page_races_and_draws(app_server, new_page):
         assert "validation-error" in box.get_attribute("class"), name  # and the box itself is marked
         assert box.input_value() == typed, name  # kept as typed: not clamped into the range
         if name == "max_new_tokens":
-            page.screenshot(path=str(ARTIFACTS / "browser-out-of-range.png"), full_page=True)
+            snapshot(page, "browser-out-of-range.png", full_page=True)
         box.fill(good)
     page.wait_for_timeout(500)  # a race, had one of these Runs started one, would have written its run line by now
     assert page.locator("#run-line").inner_text().strip() == "", "a Run with a value out of range raced"
@@ -152,14 +163,14 @@ def test_page_races_and_draws(app_server, new_page):
     assert "background-color" in colour
     page.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=30_000)
     assert page.locator(".js-plotly-plot").count() >= 4
-    page.screenshot(path=str(ARTIFACTS / "browser.png"), full_page=True)
+    snapshot(page, "browser.png", full_page=True)
     # untick two methods: one method left, Run is refused at the input, with the reason; the race on show keeps its
     # panes (a finished pane went away at the untick while the metrics still spoke of it)
     page.get_by_label(METHODS["pass"].label, exact=True).uncheck()
     page.get_by_label(METHODS["parallelspec"].label, exact=True).uncheck()
     page.get_by_role("button", name="Run").click()
     page.get_by_text("Pick at least two methods").first.wait_for(timeout=10_000)
-    page.screenshot(path=str(ARTIFACTS / "browser-validation.png"), full_page=True)
+    snapshot(page, "browser-validation.png", full_page=True)
     # the message stands above its group's label (it floated over "methods to race", as over the token tree's)
     message = page.locator("#methods div.validation-error").bounding_box()
     label = page.locator("#methods").get_by_text("methods to race", exact=True).bounding_box()
@@ -271,8 +282,7 @@ def test_blank_lines_and_step_marks_are_visible(new_page):
         assert mark.bounding_box()["height"] > first["height"]
         legend = page.locator("#pane-pass [data-testid='highlighted-text:category-legend'] button")
         assert sorted(legend.all_inner_texts()) == sorted(charts.pane_colours("pass"))
-        ARTIFACTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / "browser-pane-lines.png"))
+        snapshot(page, "browser-pane-lines.png")
     finally:
         demo.close()
 
@@ -382,8 +392,7 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
         texts = page.evaluate(BAR_TEXTS)
         crowded = [(a["text"], b["text"]) for i, a in enumerate(texts) for b in texts[i + 1:] if overlaps(a, b)]
         assert not crowded, f"bar labels run together at {width} px: {crowded}"  # "80% 56% 45% 22%" on a phone
-        ARTIFACTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / f"browser-layout-{width}.png"), full_page=True)
+        snapshot(page, f"browser-layout-{width}.png", full_page=True)
         # the trace of this race, replayed on the reloaded page
         original = {key: page.locator(f"#pane-{key} .textfield").inner_text() for key in ("ar", "pass")}
         assert "PaSS: alpha = " in page.locator("#theory-sentences").inner_text()
@@ -405,7 +414,7 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
             assert page.locator(f"#pane-{key} .textfield").inner_text() == text, key
         assert "PaSS: alpha = " in page.locator("#theory-sentences").inner_text()
         page.locator(".js-plotly-plot").nth(4).wait_for(timeout=30_000)  # 4 race charts and the theory chart
-        page.screenshot(path=str(ARTIFACTS / f"browser-replay-{width}.png"), full_page=True)
+        snapshot(page, f"browser-replay-{width}.png", full_page=True)
         page.get_by_role("tab", name="Losslessness lab").click()
         from playground.race_inputs import lab_runs_problem
 
@@ -429,7 +438,7 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
         # the table fits its box, verdicts on screen (on a phone the names pushed them off: a swipe hid the names)
         assert page.locator("#lab-table table").evaluate("t => t.scrollWidth <= t.clientWidth + 1"), width
         page.locator("#lab-plot .js-plotly-plot").wait_for(timeout=30_000)  # the lab's chart, shown
-        page.screenshot(path=str(ARTIFACTS / f"browser-lab-{width}.png"), full_page=True)
+        snapshot(page, f"browser-lab-{width}.png", full_page=True)
         legend, area = (page.locator(f"#lab-plot {part}").first.bounding_box() for part in (".legend", ".nsewdrag"))
         assert area["height"] >= 240 and not overlaps(legend, area), (width, area)  # its legend left 190 px on a phone
 
@@ -535,8 +544,7 @@ def test_step_through_and_token_inspector(new_page, race_page_url, tmp_path, wid
             page.wait_for_function(f"() => document.querySelector('#step-echo-text').textContent.startsWith("
                                    f"'Paused after step {seen[-1][0]} of')", timeout=30_000)
             assert echo.is_visible() and echo.inner_text().endswith(")."), echo.inner_text()  # the whole sentence
-        ARTIFACTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / f"browser-step-through-{width}.png"), full_page=True)
+        snapshot(page, f"browser-step-through-{width}.png", full_page=True)
         page.locator("#previous-button").click()
         page.get_by_text(f"after step {seen[1][0]} of").first.wait_for(timeout=30_000)
         assert {key: pane_chars(page, key) for key in seen[1][1]} == seen[1][1]
@@ -587,8 +595,8 @@ def test_step_through_and_token_inspector(new_page, race_page_url, tmp_path, wid
                           .getBoundingClientRect().bottom,
                           document.querySelector('#inspector-plot .js-plotly-plot').getBoundingClientRect().top]""")
             assert label_bottom <= chart_top + 1, (label_bottom, chart_top)
-        page.locator("#inspector").screenshot(path=str(ARTIFACTS / f"browser-inspector-{width}.png"))
-        page.screenshot(path=str(ARTIFACTS / f"browser-inspector-page-{width}.png"), full_page=True)
+        snapshot(page.locator("#inspector"), f"browser-inspector-{width}.png")
+        snapshot(page, f"browser-inspector-page-{width}.png", full_page=True)
 
 
 #: The text of each pane's outlined token boxes (the step-through's newest step), box by box: pane id -> texts.

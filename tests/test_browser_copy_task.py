@@ -16,7 +16,7 @@ import pytest
 from pass_core.registry import METHODS
 from playground.race_inputs import EXAMPLES
 from servers import free_port
-from test_browser import ARTIFACTS, new_page, open_settings, pane_chars  # noqa: F401  (new_page: the fixture)
+from test_browser import snapshot, new_page, open_settings, pane_chars  # noqa: F401  (new_page: the fixture)
 
 COPY_PROMPT = next(example for example in EXAMPLES if example.startswith("Repeat this sentence exactly:"))
 MAX_NEW_TOKENS = 40  # the answer (the sentence, about 20 tokens) fits; AR then takes about 2 s on a busy 2-core CPU
@@ -78,5 +78,4 @@ def test_prompt_lookup_copies_faster_than_ar_with_the_same_tokens(smollm, embedd
             break
         page.wait_for_timeout(200)
     assert pane_chars(page, "prompt-lookup") == pane_chars(page, "ar") != ""
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "browser-copy-prompt-lookup.png"), full_page=True)
+    snapshot(page, "browser-copy-prompt-lookup.png", full_page=True)

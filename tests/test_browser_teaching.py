@@ -22,7 +22,7 @@ from pass_core.registry import METHODS
 from pass_core.teaching.trace import load_trace
 from playground.lessons import AFTER_LAB_PENDING, LESSONS
 from servers import free_port
-from test_browser import ARTIFACTS, PANES_IN_VIEW, new_page, open_settings  # noqa: F401 (new_page: a fixture, a fresh
+from test_browser import snapshot, PANES_IN_VIEW, new_page, open_settings  # noqa: F401 (new_page: a fixture, a fresh
 # context of the run's Chromium)
 
 #: The palindrome race of the theory check is cut to this many new tokens (the page's default is 96).
@@ -276,7 +276,6 @@ def test_whatif_ends_on_the_curve_chosen_last_when_an_earlier_answer_is_slow(new
 def fits_the_width(page, width: int, parts: tuple[tuple[str, str], ...]) -> None:
     """Each (selector, name) of ``parts`` fits the page's width (nothing runs off the right edge); saves its
     picture as browser-NAME-WIDTH.png."""
-    ARTIFACTS.mkdir(exist_ok=True)
     viewport = page.evaluate("() => document.documentElement.clientWidth")
     for selector, name in parts:
         element = page.locator(selector)
@@ -287,7 +286,7 @@ def fits_the_width(page, width: int, parts: tuple[tuple[str, str], ...]) -> None
                                     " > document.documentElement.clientWidth + 1 && c.getClientRects().length)"
                                     ".map(c => c.tagName + '.' + c.className).slice(0, 5)")
         assert not overflow, (selector, width, overflow)
-        element.screenshot(path=str(ARTIFACTS / f"browser-{name}-{width}.png"))
+        snapshot(element, f"browser-{name}-{width}.png")
 
 
 def test_screenshots_of_the_lesson_strip_finish_view_and_whatif_on_a_phone(new_page, tiny_page_url):  # noqa: F811
@@ -369,7 +368,6 @@ def test_theory_predicts_the_measured_mean_on_the_palindrome_example(new_page, s
         panes = [page.locator(f"#pane-{key}").bounding_box() for key in ("ar", "pass", "parallelspec")]
         bottom = max(box["y"] + box["height"] for box in panes)
         page.set_viewport_size({"width": 1400, "height": round(bottom) + 16})  # title to the panes' last lines
-        ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(SCREENSHOT))
-        page.screenshot(path=str(ARTIFACTS / "browser-readme.png"), full_page=True)
+        snapshot(page, "browser-readme.png", full_page=True)
     assert SCREENSHOT.stat().st_size > 20_000  # a picture of a page, not an empty frame

@@ -11,7 +11,7 @@ import pytest
 
 from pass_core.teaching.race import events_upto
 from playground.tree_view import last_token, tree_step
-from test_browser import ARTIFACTS, in_process_page, new_page, race_on, race_page_url  # noqa: F401 (fixtures)
+from test_browser import snapshot, in_process_page, new_page, race_on, race_page_url  # noqa: F401 (fixtures)
 
 #: The columns of the node inspector's table (``tree_inspector.node_table``).
 COLUMNS = ["node", "parent", "depth", "token", "q(x)", "p(x)", "p_res(x)", "min(1, p_res/q)", "u", "decision"]
@@ -49,10 +49,9 @@ def test_tree_figure_and_node_inspector(new_page, race_page_url, tmp_path, width
             choose(page, "#tree-node", "rejected")  # the node again, for the checks below
             page.get_by_text("Selected: node").first.wait_for(timeout=30_000)
             text = page.locator("#inspector-text").inner_text()
-        ARTIFACTS.mkdir(exist_ok=True)
-        page.locator("#tree-panel").screenshot(path=str(ARTIFACTS / f"browser-tree-{width}.png"))
-        page.locator("#inspector").screenshot(path=str(ARTIFACTS / f"browser-tree-inspector-{width}.png"))
-        page.screenshot(path=str(ARTIFACTS / f"browser-tree-page-{width}.png"), full_page=True)
+        snapshot(page.locator("#tree-panel"), f"browser-tree-{width}.png")
+        snapshot(page.locator("#inspector"), f"browser-tree-inspector-{width}.png")
+        snapshot(page, f"browser-tree-page-{width}.png", full_page=True)
         # the plot's label badge holds one line (two lines at 400 px covered the top of the figure)
         badge = page.locator("#tree-plot [data-testid='block-label']").bounding_box()
         line = page.locator("#tree-plot [data-testid='block-label']").evaluate(
