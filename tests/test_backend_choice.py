@@ -38,6 +38,7 @@ def test_a_setting_that_collapses_under_load_is_not_chosen():
 class FakeLoaded:
     def __init__(self, name="tiny"):
         self.name, self.dtype, self.device = name, torch.float32, torch.device("cpu")
+        self.dtype_name = "float32"  # as LoadedModel.dtype_name
 
 
 def test_a_cached_choice_is_reused_and_a_new_torch_version_measures_again(tmp_path, monkeypatch):
