@@ -32,6 +32,8 @@ def test_tree_figure_and_node_inspector(new_page, race_page_url, tmp_path, width
         choose(page, "#input-tree_nodes", "8 nodes")
         race_on(page, max_new_tokens=24)
         page.locator("#pane-parallelspec-tree .token.highlighted").first.wait_for(timeout=60_000)
+        # and AR's first token, clicked below (paused before AR's first step, its pane had none: a fresh clone's run)
+        page.locator("#pane-ar .token.highlighted").first.wait_for(timeout=60_000)
         page.locator("#pause-button").dispatch_event("click")
         page.locator("#run-line").get_by_text("Paused after step").wait_for(timeout=60_000)
         position = int(re.search(r"after step (\d+) of", page.locator("#run-line").inner_text()).group(1))
