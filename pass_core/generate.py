@@ -17,7 +17,7 @@ from pass_core.decoding.metrics import summarize
 from pass_core.runtime.backends import AUTO, BACKEND_CHOICES, BACKENDS, prepare_backend, resolve_backend, set_cpu_threads
 from pass_core.runtime.backend_choice import choice_line
 from pass_core.runtime.models import DEFAULT_MODEL, load_model, pick_device
-from pass_core.runtime.outputs import check_output_path
+from pass_core.runtime.outputs import check_output_path, file_name
 from pass_core.registry import METHODS
 from pass_core.decoding.text import check_prompt, count
 from pass_core.teaching.trace import make_trace, save_trace
@@ -39,10 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="; ".join(f"{k}: {m.description}" for k, m in METHODS.items()) + " (default: %(default)s)")
     p.add_argument("--prompt", required=True, help="the user's text")
     p.add_argument("--model", default=DEFAULT_MODEL, help="model name, hub id, folder or .gguf file")
-    p.add_argument("--lookahead", default=None, help="look-ahead safetensors file, or 'fixed-token' (PaSS)")
+    p.add_argument("--lookahead", type=file_name, help="look-ahead safetensors file, or 'fixed-token' (PaSS)")
     p.add_argument("--adapters", default=None, help="look-ahead adapter file (PaSS + look-ahead adapters, method "
                    "pass-lora; default: the shipped one)")
-    p.add_argument("--drafter", default=None, help="ParallelSpec drafter file (default: the shipped one)")
+    p.add_argument("--drafter", type=file_name, help="ParallelSpec drafter file (default: the shipped one)")
     p.add_argument("--draft-model", default=None, metavar="NAME",
                    help="method draft-model: a causal LM folder, hub id or .gguf file with the target's vocabulary, "
                         "or a copy of the target: bf16 (the default), first-layers, int8 or int8-all")

@@ -226,3 +226,23 @@ def test_text_rows_alone_show_no_empty_generation_bar(tiny, capsys):
     seqs = generate_self_data(tiny, [{"text": "hello there"}], max_new_tokens=4, cache=False)
     assert len(seqs) == 1 and seqs[0]
     assert "self-distillation data" not in capsys.readouterr().err
+
+
+def test_an_empty_file_name_is_refused_by_every_command_line(capsys):
+    """``--out ''`` and the like were taken as "not given": a trainer wrote to its default path under a name
+    beginning with "--", and ``bench --json ''`` wrote no report, exit 0. Now argparse refuses them (exit 2)."""
+    from pass_core import generate
+    from pass_core.bench.run import main as bench_main
+    from pass_core.training import parallelspec
+
+    for main, args in ((generate.main, ["--prompt", "hi", "--lookahead", ""]),
+                       (generate.main, ["--prompt", "hi", "--drafter", " "]),
+                       (bench_main, ["--json", ""]),
+                       (train_mod.main, ["--out", ""]),
+                       (train_mod.main, ["--out", "x.safetensors", "--report", ""]),
+                       (train_mod.main, ["--out", "x.safetensors", "--init-from", ""]),
+                       (parallelspec.main, ["--out", ""])):
+        with pytest.raises(SystemExit) as stop:
+            main(args)
+        assert stop.value.code == 2, args
+        assert "give a file name, not " in capsys.readouterr().err, args

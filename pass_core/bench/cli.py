@@ -8,6 +8,7 @@ from pass_core.bench.peers import PEERS
 from pass_core.registry import METHODS
 from pass_core.runtime.backends import AUTO, BACKEND_CHOICES, BACKENDS
 from pass_core.runtime.models import DEFAULT_MODEL
+from pass_core.runtime.outputs import file_name
 
 DESCRIPTION = "Benchmark: ``python -m pass_core.bench`` runs the decoding methods over a prompt suite."
 
@@ -58,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of repeat 0; repeat r uses seed + r (default: 0)")
     p.add_argument("--fused", action="store_true", help="PaSS methods use the fused step (an extension)")
     p.add_argument("--limit", type=int, help="only the first N prompts (smoke runs)")
-    p.add_argument("--json", metavar="OUT", help="write the full report as JSON")
+    p.add_argument("--json", metavar="OUT", type=file_name, help="write the full report as JSON")
     p.add_argument("--html", metavar="OUT", help=argparse.SUPPRESS)  # moved to the UI package: a clear error
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--busy-core", action="store_true",

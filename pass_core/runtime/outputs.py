@@ -4,9 +4,19 @@ before any work, so that a run of minutes or hours is not lost to a path it cann
 
 from __future__ import annotations
 
+import argparse
 import os
 import tempfile
 from pathlib import Path
+
+
+def file_name(text: str) -> str:
+    """argparse ``type`` of a file option: ``text`` unless it is empty or blank (``--out ''`` was taken as "not
+    given", and a trainer wrote to its default path under a name beginning with "--"). Raises
+    argparse.ArgumentTypeError (argparse's "error: argument --out: ...", exit 2)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"give a file name, not {text!r}")
+    return text
 
 
 def check_output_path(path: str | os.PathLike, option: str, example: str = "out.json", why: str = "") -> Path:

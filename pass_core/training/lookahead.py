@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from pass_core.runtime.outputs import check_output_path, write_text_atomically
+from pass_core.runtime.outputs import check_output_path, file_name, write_text_atomically
 from pass_core.decoding.cache import new_cache
 from pass_core.decoding.settings import SETTING_RANGES
 from pass_core.training.data import (check_answers, corpus_answers, default_prompt_file, describe_data,
@@ -43,13 +43,13 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # --help shows defaults
     p.add_argument("--model", default=DEFAULT_MODEL, help="target model (name, hub id, folder or .gguf)")
     p.add_argument("--num-lookahead", type=int, default=3, help="L, look-ahead embeddings to train")
-    p.add_argument("--out", required=True, help="output .safetensors file")
+    p.add_argument("--out", required=True, type=file_name, help="output .safetensors file")
     p.add_argument("--data", default="self", help="'self' (own generations), a .txt or a .jsonl file")
     p.add_argument("--steps", type=int, default=600, help="optimizer steps")
     p.add_argument("--lr", type=float, default=3e-3, help="learning rate of the look-ahead embeddings (Adam)")
     p.add_argument("--batch-positions", type=int, default=96, help="prefix positions per step")
     p.add_argument("--init", default="mean", choices=["fixed-token", "mean", "random"], help="initial embeddings")
-    p.add_argument("--init-from", default=None, metavar="FILE",
+    p.add_argument("--init-from", default=None, metavar="FILE", type=file_name,
                    help="start from a trained look-ahead file for this model: its rows seed LA_1.., "
                         "--init fills the rest (e.g. grow a trained L=4 set to L=8)")
     p.add_argument("--shared", action="store_true", help="one embedding shared by all L positions")
@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-sequences", type=int, default=40, help="held-out sequences for top-1 agreement (0 = skip)")
     p.add_argument("--baseline", action="store_true", help="also evaluate the fixed-token baseline for the report")
     p.add_argument("--stop-at", type=int, default=None, help="stop after this step (checkpoint kept for --resume)")
-    p.add_argument("--report", default=None, help="write a JSON report here")
+    p.add_argument("--report", default=None, type=file_name, help="write a JSON report here")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (None: torch's choice)")
     p.add_argument("--adapter-rank", type=int, default=0,
                    help="> 0: also train look-ahead adapters of this rank (extension, method pass-lora): LoRA on every "

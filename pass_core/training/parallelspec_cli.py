@@ -8,7 +8,7 @@ import math
 
 from pass_core.decoding.settings import SETTING_RANGES
 from pass_core.runtime.models import DEFAULT_MODEL
-from pass_core.runtime.outputs import check_output_path
+from pass_core.runtime.outputs import check_output_path, file_name
 from pass_core.training.corpora import corpus_path
 from pass_core.training.data import check_answers
 
@@ -18,7 +18,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                                 description="Train a ParallelSpec drafter for a target model by self-distillation.")
     p.add_argument("--model", default=DEFAULT_MODEL, help="target model (name, hub id, folder or .gguf)")
     p.add_argument("--num-draft", type=int, default=3, help="k, drafts per drafting pass (k-1 [MASK] tokens)")
-    p.add_argument("--out", default=None, help="drafter file (default: the shipped path in assets/drafter/)")
+    p.add_argument("--out", type=file_name, help="drafter file (default: the shipped path in assets/drafter/)")
     p.add_argument("--steps", type=int, default=900, help="optimizer steps")
     p.add_argument("--lr", type=float, default=1.5e-3, help="peak learning rate (AdamW)")
     p.add_argument("--seed", type=int, default=0)
