@@ -273,3 +273,16 @@ def test_counts_and_the_cli_notes_and_legend(tiny_folder, capsys):
     legend = next(line for line in out.splitlines() if line.startswith("["))[1:].split("]")[0].split()
     assert "note: --fused" not in err and "target" not in legend and "exact" in legend
     assert legend == [k for k in generate.ANSI if k in legend]  # in the fixed order, each label once
+
+
+def test_an_accelerator_that_is_not_here_is_refused_by_name(monkeypatch):
+    """``--device cuda`` or ``mps`` where the machine has none: a one-line error naming the way out (mps failed later,
+    in the model's load, with a traceback)."""
+    from pass_core.runtime.models import pick_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    for device in ("cuda", "mps"):
+        with pytest.raises(ValueError, match=f"Device '{device}' was asked for but .* use --device cpu"):
+            pick_device(device)
+    assert pick_device("cpu") == torch.device("cpu") and pick_device("auto") == torch.device("cpu")

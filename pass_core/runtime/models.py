@@ -122,7 +122,7 @@ def pick_device(device: str = "auto") -> torch.device:
     """'auto' picks cuda, then mps, then cpu; anything else is passed to torch.device.
 
     Raises:
-        ValueError: an unknown device string, or cuda asked for without CUDA.
+        ValueError: an unknown device string, or cuda (mps) asked for without CUDA (MPS).
     """
     if device == "auto":
         if torch.cuda.is_available():
@@ -136,6 +136,9 @@ def pick_device(device: str = "auto") -> torch.device:
         raise ValueError(f"Unknown device {device!r}: use auto, cpu, cuda or mps.") from err
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("Device 'cuda' was asked for but CUDA is not available here: use --device cpu.")
+    mps = getattr(torch.backends, "mps", None)
+    if dev.type == "mps" and not (mps and mps.is_available()):  # it failed later with a traceback
+        raise ValueError("Device 'mps' was asked for but Apple's MPS is not available here: use --device cpu.")
     return dev
 
 
