@@ -10,7 +10,6 @@ stands in for it. Pure Python: no torch, no gradio.
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from dataclasses import dataclass
@@ -113,9 +112,10 @@ def load_over(spans: list[tuple[CpuSample, CpuSample]]) -> MachineLoad:
     total = sum(end.total_s - start.total_s for start, end in spans) if counted else 0.0
     if total > 0:
         busy = sum(end.busy_s - start.busy_s for start, end in spans)
-        # at most every core that /proc/stat counts: over a span of a few clock ticks (10 ms each) the counters'
-        # rounding alone read as 2.2 of 2 cores
-        other = min(max(0.0, busy - own) / wall, float(max(end.cpus for _, end in spans)) or math.inf)
+        other = max(0.0, busy - own) / wall
+        cpus = max(end.cpus for _, end in spans)
+        if cpus:  # at most every core /proc/stat counts (over a few 10-ms ticks rounding read 2.2 of 2 cores)
+            other = min(other, float(cpus))
         saturated = busy >= SATURATED * total
     return MachineLoad(wall, own / wall, other, saturated, load, cores)
 

@@ -118,6 +118,12 @@ class LoadedModel:
                 + (f", backend {self.backend}" if self.backend else ""))
 
 
+def _mps_available() -> bool:
+    """Apple's MPS backend is built into this torch and usable here."""
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps and mps.is_available())
+
+
 def pick_device(device: str = "auto") -> torch.device:
     """'auto' picks cuda, then mps, then cpu; anything else is passed to torch.device.
 
@@ -127,7 +133,7 @@ def pick_device(device: str = "auto") -> torch.device:
     if device == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")
-        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+        if _mps_available():
             return torch.device("mps")
         return torch.device("cpu")
     try:
@@ -136,8 +142,7 @@ def pick_device(device: str = "auto") -> torch.device:
         raise ValueError(f"Unknown device {device!r}: use auto, cpu, cuda or mps.") from err
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("Device 'cuda' was asked for but CUDA is not available here: use --device cpu.")
-    mps = getattr(torch.backends, "mps", None)
-    if dev.type == "mps" and not (mps and mps.is_available()):  # it failed later with a traceback
+    if dev.type == "mps" and not _mps_available():  # it failed later, in the load, with a traceback
         raise ValueError("Device 'mps' was asked for but Apple's MPS is not available here: use --device cpu.")
     return dev
 
