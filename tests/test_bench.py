@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -171,7 +172,7 @@ def test_run_bench_calls_decoders_in_interleaved_order(monkeypatch, tiny):
     assert [r.category for r in runs[:3]] == ["chat"] * 3 and len(runs) == 12
 
 
-def test_load_suite(tmp_path):
+def test_load_suite(tmp_path, monkeypatch):
     quick = load_suite("quick")
     assert len(quick) == 16 and {p.category for p in quick} >= {"chat", "code", "math", "grounded"}
     bad = tmp_path / "bad.jsonl"
@@ -189,10 +190,23 @@ def test_load_suite(tmp_path):
 
     with pytest.raises(ValueError, match="is a folder: give the file itself"):
         read_prompts(tmp_path)
+    unreadable, read_text = tmp_path / "unreadable.jsonl", Path.read_text  # a PermissionError traceback
+    unreadable.write_text('{"prompt": "hi"}\n', encoding="utf-8")
+
+    def refused(self, *args, **kwargs):
+        if self.name == unreadable.name:
+            raise PermissionError(13, "Permission denied", str(self))
+        return read_text(self, *args, **kwargs)
+    monkeypatch.setattr(Path, "read_text", refused)  # chmod does not stop root
+    with pytest.raises(ValueError, match=r"Suite .*unreadable.jsonl cannot be read \(Permission denied\)"):
+        load_suite(str(unreadable))
+    with pytest.raises(ValueError, match=r"Prompt file .*unreadable.jsonl' cannot be read \(Permission denied\)"):
+        read_prompts(unreadable)
 
 
 @pytest.mark.parametrize("argv", [["--methods", "ar,nope"], ["--methods", ""], ["--methods", ","],  # AR alone ran
                                   ["--methods", "pass+fused+fused"], ["--num-lookahead", "3,x"],
+                                  ["--methods", "pass+tree4+tree16"],  # it ran tree16 alone, unsaid
                                   ["--temperature", "-1"], ["--num-lookahead", "99"], ["--repeats", "0"]])
 def test_cli_rejects_bad_arguments_before_loading(argv, monkeypatch):
     monkeypatch.setattr(bench, "load_model", lambda *a, **k: pytest.fail("must not load the model"))

@@ -150,6 +150,13 @@ def test_an_output_folder_that_cannot_be_made_is_refused_even_for_root(no_model,
     (["--checkpoint-every", "0"], r"--checkpoint-every 0: must be at least 1"),  # a ZeroDivisionError after step 1
     (["--stop-at", "0", "--steps", "-2"], r"--steps -2, --stop-at 0: must be at least 1"),  # a checkpoint at step 0
     (["--position-decay", "nan"], r"--position-decay must be a positive number, got nan"),  # trained to "diverged"
+    # found by the CLI helper: --eval-tokens 0 was refused after training, by a message that named no option;
+    # --adapter-alpha nan trained to "diverged" (blamed on the learning rate); the others were taken as given
+    (["--eval-tokens", "0"], r"--eval-tokens must be between 1 and 1024 \(the decoder's max new tokens\), got 0"),
+    (["--adapter-rank", "2", "--adapter-alpha", "nan"], r"--adapter-alpha must be a positive number, got nan"),
+    (["--seed", "-1"], r"--seed must be between 0 and 2,147,483,647, got -1"),
+    (["--eval-prompts", "-1"], r"--eval-prompts and --eval-sequences must be 0 or more"),
+    (["--gen-tokens", "0"], r"--gen-tokens 0: must be at least 1"),
 ])
 def test_lookahead_trainer_refuses_bad_arguments_first(no_model, tmp_path, args, message, capsys):
     """Each of these started the look-ahead trainer's data generation (about 11 minutes) before it was refused, or
@@ -164,7 +171,9 @@ def test_trainers_refuse_a_seed_file_or_feature_layers_the_model_cannot_use_befo
                                                                                            monkeypatch, capsys):
     """Checked once the model has loaded, before any data is made: an ``--init-from`` file that is not a look-ahead
     file, ``--feature-layers`` beyond the model's hidden states or naming one twice (each started minutes of data
-    generation)."""
+    generation); a ``--topk`` above the vocabulary (a torch traceback after the data) and generation lengths beyond
+    the model's context (they generated past it)."""
+    from pass_core.runtime.models import load_model
     from pass_core.training import lookahead, parallelspec
 
     def no_data(*args, **kwargs):
@@ -185,6 +194,20 @@ def test_trainers_refuse_a_seed_file_or_feature_layers_the_model_cannot_use_befo
                                          r"-1 and 2 are the same one\)"):  # it trained on the last layer twice
         parallelspec.main(["--model", str(tiny_folder), "--out", str(tmp_path / "d.safetensors"),
                            "--feature-layers", "2", "-1", "--threads", "1"])
+    drafter = ["--model", str(tiny_folder), "--out", str(tmp_path / "d.safetensors"), "--threads", "1"]
+    loaded = load_model(str(tiny_folder))
+    vocab, context = loaded.vocab_size, loaded.max_positions
+    with pytest.raises(ValueError, match=f"--topk {vocab + 1} is above this model's vocabulary of {vocab} tokens"):
+        parallelspec.main([*drafter, "--topk", str(vocab + 1)])
+    parallelspec.check_against_model(parallelspec.parse_args([*drafter, "--topk", str(vocab)]), loaded)  # taken
+    with pytest.raises(ValueError, match=f"--max-new-tokens {context} does not fit this model's context of {context} "
+                                         f"tokens beside a prompt: give fewer than {context}"):
+        parallelspec.main([*drafter, "--max-new-tokens", str(context)])
+    parallelspec.check_against_model(parallelspec.parse_args([*drafter, "--max-new-tokens", str(context - 1)]),
+                                     loaded)
+    assert lookahead.main(["--model", str(tiny_folder), "--out", str(tmp_path / "la.safetensors"),
+                           "--gen-tokens", "100000"]) == 2
+    assert f"--gen-tokens 100,000 does not fit this model's context of {context} tokens" in capsys.readouterr().err
 
 
 def test_the_drafter_trainer_replaces_a_shipped_drafter_only_when_out_names_it(tiny_folder, tmp_path, monkeypatch):
@@ -206,7 +229,7 @@ def test_the_drafter_trainer_replaces_a_shipped_drafter_only_when_out_names_it(t
 def test_the_lookahead_trainers_help_gives_each_option_its_meaning_and_default():
     """``python -m pass_core.train --help`` left --model, --steps, --lr, --seed and others without a word or a
     default, while the docs' table had them."""
-    from pass_core.training.lookahead import build_parser
+    from pass_core.training.lookahead_cli import build_parser
 
     text = " ".join(build_parser().format_help().split())
     for option in ("--model MODEL target model", "--steps STEPS optimizer steps (default: 600)",

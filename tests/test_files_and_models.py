@@ -201,6 +201,26 @@ def test_a_dequantisation_that_fails_while_saving_leaves_no_half_model(tmp_path,
     assert [p.name for p in models.iterdir() if not p.name.endswith(".lock")] == []
 
 
+def test_a_damaged_dequantised_copy_is_named_not_the_gguf(tmp_path, monkeypatch, tiny_folder):
+    """A damaged cached copy (a disk error, a killed copy) was reported as the embedded GGUF failing: the message
+    now names the cache folder to delete; an intact copy loads."""
+    import shutil
+
+    from pass_core.runtime import sources
+
+    monkeypatch.setenv("PASS_PLAYGROUND_CACHE", str(tmp_path / "cache"))
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF")
+    monkeypatch.setattr(sources, "_dequantise", lambda path, folder, progress: shutil.copytree(tiny_folder, folder))
+    model, _, source = sources.load_gguf(gguf, torch.float32, progress=lambda message: None)
+    assert source == "GGUF model.gguf, dequantised once and cached" and model.config.vocab_size > 0
+    folder = sources.dequantised_folder(gguf)
+    (folder / "model.safetensors").write_bytes(b"damaged")
+    with pytest.raises(ValueError, match=r"the dequantised copy of model.gguf in .*models.* cannot be read \(.*\); the "
+                                         r"GGUF itself may be fine: delete that folder and it is dequantised again"):
+        sources.load_gguf(gguf, torch.float32, progress=lambda message: None)
+
+
 # --------------------------------------------------------------- the embedded model
 EMBEDDED_PROMPTS = [
     "Write a Python function that checks whether a number is prime.",

@@ -57,10 +57,10 @@ def split_variant(name: str) -> tuple[str, dict]:
     section 4); a backend suffix ("@fp32") is allowed and ignored here (``split_backend``).
 
     Raises:
-        ValueError: an unknown method, suffix or backend, a suffix given twice, or +fused where it does not apply.
+        ValueError: an unknown method, suffix or backend, a suffix or tree size given twice, a misplaced +fused.
     """
     key, *suffixes = split_backend(name)[0].split("+")
-    if len(set(suffixes)) < len(suffixes):  # it ran, as "pass+fused" labelled "pass+fused+fused"
+    if len(set(suffixes)) < len(suffixes) or sum(s.startswith("tree") for s in suffixes) > 1:  # "+tree4+tree16": 16
         raise ValueError(f"{name!r} names a variant twice: give each of {', '.join('+' + v for v in VARIANTS)} once.")
     if key not in METHODS:
         raise ValueError(f"Unknown method {key!r}: choose from {', '.join(METHODS)}.")

@@ -25,7 +25,7 @@ def load_suite(suite: str) -> list[BenchPrompt]:
     """Prompts of ``quick``, ``full`` (``assets/bench/*.jsonl``) or a JSONL file.
 
     Raises:
-        ValueError: a missing file, a folder, a file that is not UTF-8 text, a line that is not
+        ValueError: a missing file, a folder, a file that cannot be read or is not UTF-8 text, a line that is not
             ``{"category", "prompt"}`` JSON, no prompts.
     """
     path = assets_dir() / "bench" / f"{suite}.jsonl" if suite in SUITES else Path(suite).expanduser()
@@ -38,6 +38,8 @@ def load_suite(suite: str) -> list[BenchPrompt]:
     except UnicodeDecodeError as err:  # said without the file's name before
         raise ValueError(f"Suite {path} is not UTF-8 text (byte {err.object[err.start]:#04x} at offset "
                          f"{err.start}): save it as UTF-8 JSON lines.") from None
+    except OSError as err:  # unreadable (permissions): a PermissionError traceback
+        raise ValueError(f"Suite {path} cannot be read ({err.strerror or err}).") from None
     prompts = []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():

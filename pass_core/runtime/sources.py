@@ -65,15 +65,21 @@ def load_gguf(gguf: Path, dtype: torch.dtype, progress) -> tuple[object, object,
 
     Raises:
         ValueError: a file transformers cannot read as a model (its first line, the file's size and what to do:
-            a file cut short says no more than a numpy reshape error); ``load_model`` reports it.
+            a file cut short says no more than a numpy reshape error), or a damaged cached copy (the folder to
+            delete); ``load_model`` reports it.
         filelock.Timeout: another process held the dequantisation lock for over ``DEQUANTISE_WAIT_S`` seconds.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder = dequantised_folder(gguf, progress)
     progress("Loading cached weights")
-    tokenizer = AutoTokenizer.from_pretrained(str(folder))
-    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(folder))
+        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
+    except Exception as err:  # noqa: BLE001 - a damaged cache was reported as a damaged GGUF
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ValueError(f"the dequantised copy of {gguf.name} in {folder} cannot be read ({first}); the GGUF itself "
+                         f"may be fine: delete that folder and it is dequantised again on the next start") from err
     return model, tokenizer, f"GGUF {gguf.name}, dequantised once and cached"
 
 

@@ -24,7 +24,8 @@ def read_prompts(path: str | Path) -> list[dict]:
     """Prompts from a JSONL file ({"category", "prompt"} per line) or a text file (one per line).
 
     Raises:
-        ValueError: missing file, a folder, a file that is not UTF-8 text, a bad JSON line, or no prompts.
+        ValueError: missing file, a folder, a file that cannot be read or is not UTF-8 text, a bad JSON line, or
+            no prompts.
     """
     path = Path(path)
     if path.is_dir():  # it said "does not exist"
@@ -36,6 +37,8 @@ def read_prompts(path: str | Path) -> list[dict]:
     except UnicodeDecodeError as err:  # said without the file's name before
         raise ValueError(f"Prompt file {str(path)!r} is not UTF-8 text (byte {err.object[err.start]:#04x} at "
                          f"offset {err.start}): save it as UTF-8 text.") from None
+    except OSError as err:  # unreadable (permissions): a PermissionError traceback
+        raise ValueError(f"Prompt file {str(path)!r} cannot be read ({err.strerror or err}).") from None
     rows = []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -77,6 +80,20 @@ def default_prompt_file(split: str = "train") -> Path:
 
 
 @torch.inference_mode()
+def check_generation_length(loaded, option: str, tokens: int) -> None:
+    """Refuse, once the model has loaded and before any data is made, a generation length ``tokens`` (of the
+    option named ``option``) that does not fit the model's context (``LoadedModel.max_positions``) beside a prompt:
+    the model would write past the positions it was trained on.
+
+    Raises:
+        ValueError: ``tokens`` is the context length or more.
+    """
+    context = loaded.max_positions
+    if context is not None and tokens >= context:
+        raise ValueError(f"{option} {tokens:,} does not fit this model's context of {context:,} tokens beside a "
+                         f"prompt: give fewer than {context:,}.")
+
+
 def generate_self_data(loaded, prompts: list[dict], max_new_tokens: int = 160, batch_size: int = 24,
                        temperature: float = 0.0, seed: int = 0, cache: bool = True,
                        desc: str = "self-distillation data") -> list[list[int]]:

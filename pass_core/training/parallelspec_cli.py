@@ -10,7 +10,7 @@ from pass_core.decoding.settings import SETTING_RANGES
 from pass_core.runtime.models import DEFAULT_MODEL
 from pass_core.runtime.outputs import check_output_path, file_name
 from pass_core.training.corpora import corpus_path
-from pass_core.training.data import check_answers
+from pass_core.training.data import check_answers, check_generation_length
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -97,3 +97,23 @@ def check_arguments(args) -> None:
         corpus_path(args.corpus)
     if args.out:
         check_output_path(args.out, "--out", "drafter.safetensors", "a drafter is saved as a safetensors file")
+
+
+def check_against_model(args, loaded) -> None:
+    """Refuse, once the model has loaded and before the data is made, arguments this model cannot take.
+
+    Raises:
+        ValueError: a ``--feature-layers`` index the model does not have (or one hidden state named twice), a
+            ``--topk`` above its vocabulary, or a ``--max-new-tokens`` that does not fit its context
+            (``data.check_generation_length``).
+    """
+    states = loaded.model.config.num_hidden_layers + 1  # output_hidden_states: the embeddings, then each layer's
+    if any(not -states <= layer < states for layer in args.feature_layers):
+        raise ValueError(f"--feature-layers {' '.join(map(str, args.feature_layers))}: this model has {states} hidden "
+                         f"states, so each index must be between {-states} and {states - 1} (-1 = the last).")
+    if len({layer % states for layer in args.feature_layers}) < len(args.feature_layers):  # trained on one twice
+        raise ValueError(f"--feature-layers {' '.join(map(str, args.feature_layers))}: a hidden state is named twice "
+                         f"(of this model's {states}, -1 and {states - 1} are the same one).")
+    if args.topk > loaded.vocab_size:  # a traceback from torch.topk, after the data was generated
+        raise ValueError(f"--topk {args.topk:,} is above this model's vocabulary of {loaded.vocab_size:,} tokens.")
+    check_generation_length(loaded, "--max-new-tokens", args.max_new_tokens)
