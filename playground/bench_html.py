@@ -183,7 +183,9 @@ def write_html(report: dict, path: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m playground.bench_html BENCH.json OUT.html``: the report of a saved JSON."""
+    """``python -m playground.bench_html BENCH.json OUT.html``: the report of a saved JSON. Exit 0 when written, 2
+    for bad input (arguments, a report that cannot be read or drawn, an OUT that cannot be made), 1 when writing
+    OUT failed (a full disk)."""
     argv = sys.argv[1:] if argv is None else argv
     usage = "usage: python -m playground.bench_html BENCH.json OUT.html"
     if argv in (["-h"], ["--help"]):  # it printed the usage as an error, exit 2
@@ -196,17 +198,23 @@ def main(argv: list[str] | None = None) -> int:
     if all(map(os.path.exists, argv)) and os.path.samefile(*argv):  # the report was replaced by its HTML
         print(f"error: {argv[1]} is the report itself: give the HTML file another name", file=sys.stderr)
         return 2
+    write_one = "write one with python -m pass_core.bench --json"
     try:
         with open(argv[0], encoding="utf-8") as f:
             report = json.load(f)
         summary = report.get("summary") if isinstance(report, dict) else None
         if not isinstance(summary, dict) or not all(isinstance(v, dict) and all(isinstance(e, dict) for e in v.values())
                                                     for v in summary.values()):
-            raise ValueError("not a benchmark report (no 'summary'); write one with python -m pass_core.bench --json")
+            raise ValueError(f"not a benchmark report (no 'summary'); {write_one}")
+        if not any(summary.values()):  # {"summary": {}} drew a 4.8 MB page of empty figures
+            raise ValueError(f"a benchmark report with no measured method in its 'summary'; {write_one}")
+    except json.JSONDecodeError as err:  # "Expecting value: line 1 column 6" alone said nothing of what to do
+        print(f"error: {argv[0]}: not JSON ({err}); {write_one}", file=sys.stderr)
+        return 2
     except (OSError, ValueError) as err:
         reason = err.strerror if isinstance(err, OSError) and err.strerror else err  # not the path twice
         print(f"error: {argv[0]}: {reason}", file=sys.stderr)
-        return 1
+        return 2
     try:  # an OUT named out.json, or where no file can be written: refused before drawing
         check_output_path(argv[1], "OUT.html", "bench.html", "the figures are one HTML page")
     except ValueError as err:
@@ -219,11 +227,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except ValueError as err:  # a report whose figures cannot be drawn
         print(f"error: {argv[0]}: {err}", file=sys.stderr)
-        return 1
+        return 2
     except (KeyError, TypeError, AttributeError) as err:  # valid JSON, but a field missing or of another type
         print(f"error: {argv[0]}: a field of the report is missing or malformed ({type(err).__name__}: {err}); "
               "write the report again with python -m pass_core.bench --json", file=sys.stderr)
-        return 1
+        return 2
     print(f"wrote {argv[1]}", file=sys.stderr)
     return 0
 

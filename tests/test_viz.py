@@ -288,7 +288,7 @@ def test_bench_html_command_line(tmp_path, capsys):
 
 
 def test_bench_html_command_line_refuses_what_is_not_a_report(tmp_path, capsys, monkeypatch):
-    assert bench_html.main([str(tmp_path / "missing.json"), str(tmp_path / "x.html")]) == 1
+    assert bench_html.main([str(tmp_path / "missing.json"), str(tmp_path / "x.html")]) == 2  # bad input: 2
     assert capsys.readouterr().err == f"error: {tmp_path / 'missing.json'}: No such file or directory\n"
     (tmp_path / "b.json").write_text(json.dumps(fake_report()), encoding="utf-8")  # a good report
     assert bench_html.main([str(tmp_path / "b.json"), str(tmp_path / "new" / "x.html")]) == 0  # its folder made,
@@ -309,13 +309,20 @@ def test_bench_html_command_line_refuses_what_is_not_a_report(tmp_path, capsys, 
         patch.setattr(bench_html, "write_text_atomically", full_disk)
         assert bench_html.main([str(tmp_path / "b.json"), str(tmp_path / "y.html")]) == 1
     assert capsys.readouterr().err == f"error: {tmp_path / 'y.html'} could not be written: No space left on device\n"
-    (tmp_path / "bad.json").write_text("{not json", encoding="utf-8")
-    assert bench_html.main([str(tmp_path / "bad.json"), str(tmp_path / "x.html")]) == 1
+    (tmp_path / "bad.json").write_text("{not json", encoding="utf-8")  # exit 1 and Python's message alone
+    assert bench_html.main([str(tmp_path / "bad.json"), str(tmp_path / "x.html")]) == 2
+    assert capsys.readouterr().err == (f"error: {tmp_path / 'bad.json'}: not JSON (Expecting property name enclosed "
+                                       "in double quotes: line 1 column 2 (char 1)); write one with python -m "
+                                       "pass_core.bench --json\n")
     (tmp_path / "other.json").write_text('{"a": 1}', encoding="utf-8")
-    assert bench_html.main([str(tmp_path / "other.json"), str(tmp_path / "x.html")]) == 1
+    assert bench_html.main([str(tmp_path / "other.json"), str(tmp_path / "x.html")]) == 2
     (tmp_path / "gen.json").write_text('{"summary": {"method": "ar", "tokens": 3}}', encoding="utf-8")  # generate --json
-    assert bench_html.main([str(tmp_path / "gen.json"), str(tmp_path / "x.html")]) == 1
+    assert bench_html.main([str(tmp_path / "gen.json"), str(tmp_path / "x.html")]) == 2
     assert "not a benchmark report" in capsys.readouterr().err
+    for empty in ('{"summary": {}}', '{"summary": {"pass": {}}}'):  # a 4.8 MB page of empty figures
+        (tmp_path / "empty.json").write_text(empty, encoding="utf-8")
+        assert bench_html.main([str(tmp_path / "empty.json"), str(tmp_path / "x.html")]) == 2
+        assert "a benchmark report with no measured method in its 'summary'" in capsys.readouterr().err
     assert not (tmp_path / "x.html").exists()
     # valid JSON with a field missing or of another type: named, no traceback (KeyError / TypeError before)
     for field, value in (("speedup", None), ("per_position_conditional", 5)):
@@ -325,7 +332,7 @@ def test_bench_html_command_line_refuses_what_is_not_a_report(tmp_path, capsys, 
         else:
             report["summary"]["pass"]["L=3,T=0"][field] = value
         (tmp_path / "odd.json").write_text(json.dumps(report), encoding="utf-8")
-        assert bench_html.main([str(tmp_path / "odd.json"), str(tmp_path / "x.html")]) == 1, field
+        assert bench_html.main([str(tmp_path / "odd.json"), str(tmp_path / "x.html")]) == 2, field
         assert "odd.json: a field of the report is missing or malformed" in capsys.readouterr().err, field
     # the HTML named as the report itself: refused, the report kept (it was replaced by the HTML, exit 0)
     kept = (tmp_path / "b.json").read_text(encoding="utf-8")
