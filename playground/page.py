@@ -146,8 +146,9 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
     def on_press(request: gr.Request = None, *values) -> tuple:  # the request first: gradio puts it at its place
         """Run's first, unqueued answer (run line, inspector): a note when another visitor's race runs
         (``slots.on_run``) and the inspector's hint (it kept a token of the race before, two races later); a Run
-        the validator refuses (``values``) changes neither (it was counted as waiting, and cleared the inspector)."""
-        if any(problem is not None for problem in race_problems(*values, offer=offer)):
+        the validator refuses (``values``) changes neither (it was counted as waiting, and cleared the inspector),
+        nor does one during the visitor's own race, which gradio ignores (it emptied the inspector mid-race)."""
+        if any(problem is not None for problem in race_problems(*values, offer=offer)) or slots.racing(request):
             return gr.skip(), gr.skip(), gr.skip()
         return slots.on_run(request), *inspector_outputs(INSPECTOR_HINT)
 

@@ -154,6 +154,11 @@ class RaceSlots:
             self._racing.discard(session)
             self._changed.notify_all()
 
+    def racing(self, request) -> bool:
+        """True while the race of ``request``'s session runs (``start`` to ``end``)."""
+        with self._lock:
+            return getattr(request, "session_hash", None) in self._racing
+
     def waits(self, session) -> None:
         """``session``'s race waits before it starts (for the model to load): Stop tells it that it will not start."""
         with self._lock:
