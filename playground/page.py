@@ -124,12 +124,8 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
             if not state:  # nothing to step through: say so in the run line, leave everything else as it is
                 return (gr.skip(),) * (len(outputs) - 3) + (NOTHING_TO_STEP, gr.skip(), gr.skip())
             total = sum(map(len, state["events"].values()))
-            if direction == RESUME:
-                position = None
-            elif direction == "pause":
-                position = state.get("position") or total
-            else:
-                position = step_position(state.get("position"), total, direction)
+            position = (None if direction == RESUME else state.get("position") or total if direction == "pause"
+                        else step_position(state.get("position"), total, direction))
             return render_state(state, show_rejected, position)
         return handler
 
@@ -150,7 +146,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         nor does one during the visitor's own race, which gradio ignores (it emptied the inspector mid-race)."""
         if any(problem is not None for problem in race_problems(*values, offer=offer)) or slots.racing(request):
             return gr.skip(), gr.skip(), gr.skip()
-        return slots.on_run(request), *inspector_outputs(INSPECTOR_HINT)
+        return slots.on_run(request, values), *inspector_outputs(INSPECTOR_HINT)
 
     def on_select(key: str):
         def handler(state, show_rejected, evt: gr.SelectData):
@@ -179,6 +175,9 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
 
     def on_run(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused, methods,
                chat_template=True, auto_drafts=False, tree_nodes=0, request: gr.Request = None):
+        if slots.withdrawn(request, (prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
+                                     show_rejected, fused, methods, chat_template, auto_drafts, tree_nodes)):
+            return  # Stop said this waiting race will not start (the page's cancel of it may not have landed)
         tree_nodes, session = tree_choice(tree_nodes), getattr(request, "session_hash", None)  # "8": an API client
         problem = methods_problem(methods, offer)
         if problem and problem != methods_problem(methods):  # a method this page leaves out, asked for by the API

@@ -1,12 +1,8 @@
-"""The page's guards around a race, wired by ``page.build_demo``: Stop that leaves a trace of what was produced
-(a live race answers it in its own stream of frames, ``stopped_frame``, so that no frame sent before can replace
-Stop's line; a race waiting in the queue leaves it), Next / Previous step buttons that show they are working and
-take one press at a time, a note for a visitor whose race waits for another one, and the re-measure button of the
-pass-cost curve (with a progress indicator).
-
-Gradio wiring and handlers as plain functions (tests call them without a browser); no tensors: traces come from
-``pass_core.teaching.trace``, curves from ``pass_core.runtime.pass_cost``, the cost view from ``cost_charts``.
-"""
+"""The page's guards around a race, wired by ``page.build_demo``: Stop that leaves a trace of what was produced (a
+live race answers it in its own stream of frames, ``stopped_frame``; a waiting race leaves the queue), step buttons
+that show they work and take one press at a time, a note for a visitor whose race waits for another, and the
+re-measure button of the pass-cost curve (with a progress indicator). Plain functions (tests call them without a
+browser); no tensors: traces from ``pass_core.teaching.trace``, curves from ``pass_core.runtime.pass_cost``."""
 
 from __future__ import annotations
 
@@ -97,7 +93,7 @@ def stop_handler(holder, controls: dict, slots=None):
             if answered:
                 return gr.skip(), gr.skip(), gr.skip()
             state = shown if shown is not None else state
-        elif slots is not None and slots.leave(session):
+        elif slots is not None and slots.withdraw(session):
             return STOPPED_WAITING, gr.skip(), gr.skip()
         return stop_outputs(holder.loaded, state)
     return on_stop
@@ -116,6 +112,8 @@ class RaceSlots:
         self._waiting: set = set()
         self._racing: set = set()  # the sessions whose race runs
         self._labs: dict = {}  # session -> its running lab's stop flag
+        self._pressed: dict = {}  # session -> the values of its last Run (``on_run``)
+        self._withdrawn: dict = {}  # session -> the values of its waiting race that Stop said will not start
         self.labs_started = 0
 
     def start(self, session) -> None:
@@ -165,11 +163,30 @@ class RaceSlots:
             self._waiting.add(session)
 
     def leave(self, session) -> bool:
-        """``session`` closed its tab, or pressed Stop: it waits no more. True when it was waiting."""
+        """``session`` closed its tab, or its model load failed: it waits no more. True when it was waiting."""
         with self._lock:
             waiting = session in self._waiting
             self._waiting.discard(session)
             return waiting
+
+    def withdraw(self, session) -> bool:
+        """Stop while ``session``'s race waits: it waits no more, and that race (its last Run's values) will not
+        start (``withdrawn``), even where the page's cancel misses it in gradio's queue (a Stop before gradio's page
+        knew the queued event sent the cancel without the event's id, or none; the race ran later). True if waiting."""
+        with self._lock:
+            if session not in self._waiting:
+                return False
+            self._waiting.discard(session)
+            if session in self._pressed:
+                self._withdrawn[session] = self._pressed[session]
+            return True
+
+    def withdrawn(self, request, values: tuple) -> bool:
+        """A race of ``request``'s session leaves the queue with its Run's ``values``: True when it is the race
+        that Stop withdrew (``withdraw``), which must not start. Any race that leaves the queue clears the mark; a
+        Run of the same values after the Stop clears it first (``on_run``: that race is wanted again)."""
+        with self._lock:
+            return self._withdrawn.pop(getattr(request, "session_hash", None), None) == values
 
     @contextlib.contextmanager
     def lab(self, session):
@@ -197,15 +214,20 @@ class RaceSlots:
         the one lab slot for minutes)."""
         self.leave(session)
         with self._lock:
+            self._pressed.pop(session, None)
+            self._withdrawn.pop(session, None)
             if session in self._labs:
                 self._labs[session].set()
 
-    def on_run(self, request: gr.Request = None):
-        """A Run that will race (the page's ``on_press`` asks the validator's checks first): a note in the run line
-        when another race is running, else no change."""
+    def on_run(self, request: gr.Request = None, values: tuple = ()):
+        """A Run that will race (the page's ``on_press`` asks the validator's checks first), with the values it
+        races (for ``withdraw``): a note in the run line when another race is running, else no change."""
         session = getattr(request, "session_hash", None)
-        with self._lock:  # the visitor's own race (gradio ignores a Run pressed during it): no note
-            if not self.running or session in self._racing:
+        with self._lock:
+            if session in self._withdrawn and self._withdrawn[session] == values:  # the withdrawn race, wanted again
+                del self._withdrawn[session]
+            self._pressed[session] = values
+            if not self.running or session in self._racing:  # its own race (gradio ignores a Run then): no note
                 return gr.skip()
             self._waiting.add(session)
             ahead = len(self._waiting) - 1

@@ -470,6 +470,47 @@ def test_a_second_visitor_is_told_that_another_race_runs(tiny):
     assert args[1:] == good and getattr(args[0], "session_hash", None) == "x"
 
 
+def test_a_waiting_race_that_stop_withdrew_never_starts(tiny):
+    """Stop on a waiting race says it will not start, and the page then cancels it in gradio's queue; a Stop before
+    gradio's page knew the queued event sent that cancel without the event's id (422) or none, and the race ran
+    later (seen in the second-tab browser test on a loaded machine). Now the race itself, leaving the queue with the
+    withdrawn Run's values, ends before it starts; a Run after the Stop with other values races, and one with the
+    same values asks for that race again."""
+    from playground.page_guards import STOPPED_WAITING
+
+    visitor = lambda name: type("Request", (), {"session_hash": name, "username": None})()  # noqa: E731
+    slots = page_guards.RaceSlots()
+    first, second = ("Hi", 4), ("Hi", 6)
+    slots.start("a")  # another visitor races
+    assert not slots.withdraw("w") and not slots.withdrawn(visitor("w"), first)  # not waiting: nothing withdrawn
+    slots.on_run(visitor("w"), first)
+    assert slots.withdraw("w") and slots.withdrawn(visitor("w"), first)  # it leaves the queue: it does not start
+    assert not slots.withdrawn(visitor("w"), first)  # the mark is used once: a later race of the same values runs
+    slots.on_run(visitor("w"), first)
+    slots.withdraw("w")
+    slots.on_run(visitor("w"), second)  # Run with other values after the Stop (the cancel may not have landed)
+    assert slots.withdrawn(visitor("w"), first) and not slots.withdrawn(visitor("w"), second)
+    slots.on_run(visitor("w"), first)
+    slots.withdraw("w")
+    slots.on_run(visitor("w"), first)  # the same race asked for again: it runs
+    assert not slots.withdrawn(visitor("w"), first)
+    slots.on_run(visitor("w"), first)
+    slots.withdraw("w")
+    slots.close("w")  # the tab closed: nothing kept for it
+    assert not slots.withdrawn(visitor("w"), first)
+    # the page's handlers: Run, Stop while waiting, then the race leaves the queue and yields nothing
+    demo = page.build_demo(tiny)
+    fns = {fn.name: fn for fn in demo.fns.values()}
+    race = next(fn for fn in demo.fns.values() if fn.api_name == "race")
+    cells = dict(zip(fns["on_press"].fn.__code__.co_freevars,
+                     (cell.cell_contents for cell in fns["on_press"].fn.__closure__)))
+    cells["slots"].start("a")
+    good = ["Hi", 2, 0.0, 0, 1.0, 8, 0, True, False, ["ar", "prompt-lookup"], True, False, 0]
+    assert "yours starts when it ends" in fns["on_press"].fn(visitor("w"), *good)[0]
+    assert fns["on_stop"].fn(None, request=visitor("w"))[0] == STOPPED_WAITING
+    assert list(race.fn(*good, request=visitor("w"))) == []
+
+
 def listeners_before(demo, main, elem_id: str) -> list:
     """The listeners of ``main``'s trigger that write the element ``elem_id``, each checked to be added before
     ``main``: the browser runs a click's listeners in the order they were added, each to its end, so one added after
