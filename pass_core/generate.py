@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -29,6 +30,14 @@ ANSI = {
     "resampled": "\033[33m", "bonus": "\033[35m",
 }
 RESET = "\033[0m"
+#: Control characters a model may write (escape, carriage return, backspace...): shown as ``\x1b`` and the like, not
+#: sent raw to the terminal (an escape sequence from the model recoloured or rewrote the terminal).
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def visible(text: str) -> str:
+    """``text`` with its control characters but newline and tab written as ``\\xNN`` (``CONTROL``)."""
+    return CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -131,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             if not args.json:
                 for tok in event.tokens:
                     if tok.committed or args.show_rejected:
-                        text = tok.text if tok.committed or colours is ANSI else f"~~{tok.text}~~"  # plain: ~~struck~~
+                        text = visible(tok.text if tok.committed or colours is ANSI else f"~~{tok.text}~~")
                         sys.stdout.write(f"{colours[tok.label]}{text}{RESET if colours[tok.label] else ''}")
                 sys.stdout.flush()
     except ValueError as err:
@@ -188,9 +197,17 @@ def _end(failed: str, interrupted: bool = False) -> int:
     return 1 if failed else 130 if interrupted else 0
 
 
-if __name__ == "__main__":
+def cli(argv: list[str] | None = None) -> int:
+    """``python -m pass_core.generate``: ``main``, and when its output cannot be written, exit 1: quietly where the
+    reader went away (``| head``, as other command-line tools do), else in one line (``> /dev/full``: a traceback)."""
     try:
-        sys.exit(main())
-    except BrokenPipeError:  # the reader went away (``| head``): stop quietly, as other command-line tools do
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(1)
+        return main(argv)
+    except OSError as err:
+        if not isinstance(err, BrokenPipeError):
+            print(f"error: the output could not be written ({err.strerror or err})", file=sys.stderr)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit: the error again
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(cli())
