@@ -506,8 +506,9 @@ def test_drafter_checkpoints_of_two_outputs_of_the_same_name_differ(tmp_path):
 
 
 def test_a_damaged_drafter_checkpoint_is_named_before_the_data(tiny_folder, tmp_path, monkeypatch):
-    """A damaged ``--resume`` checkpoint of the drafter trainer is refused by name once the model has loaded, before
-    the training data is made (it was read after the data: minutes to hours of work, then the refusal)."""
+    """A damaged ``--resume`` checkpoint of the drafter trainer, or one of another k, is refused by name once the model
+    has loaded, before the training data is made (it was read after the data: minutes to hours of work, then the
+    refusal)."""
     from pass_core.training import parallelspec
     from pass_core.training.checkpoint import drafter_checkpoint_path
 
@@ -520,6 +521,12 @@ def test_a_damaged_drafter_checkpoint_is_named_before_the_data(tiny_folder, tmp_
         with pytest.raises(ValueError, match="without --resume") as err:
             parallelspec.main(["--model", str(tiny_folder), "--out", str(out), "--resume", "--threads", "1"])
         assert str(ckpt) in str(err.value)
+        # a checkpoint of another k: named with the k that continues it (a raw state_dict error, after the data)
+        torch.save({"drafter": {"masks": torch.zeros(4, 8)}, "optimizer": {}, "step": 3, "history": "[]",
+                    "generator": torch.Generator().get_state(), "train_s": 1.0}, ckpt)
+        with pytest.raises(ValueError, match="was written by a run with --num-draft 5, not 3 \\(give --num-draft 5 to "
+                                             "continue it\\), so --resume cannot continue from it"):
+            parallelspec.main(["--model", str(tiny_folder), "--out", str(out), "--resume", "--threads", "1"])
     finally:
         ckpt.unlink()
 

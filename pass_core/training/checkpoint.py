@@ -119,12 +119,16 @@ def drafter_checkpoint_path(out: Path) -> Path:
     return cache_root() / "drafter-checkpoints" / f"{Path(out).stem}-{key}.ckpt.pt"
 
 
-def read_drafter_checkpoint(path: Path) -> dict:
+def read_drafter_checkpoint(path: Path, num_draft: int | None = None) -> dict:
     """A ``save_drafter_checkpoint`` file read and checked, without a drafter: a ParallelSpec run reads it before
     it makes its data (minutes to hours), then restores it with ``load_drafter_checkpoint``.
 
+    Args:
+        num_draft: k of this run, checked against the checkpoint's k - 1 [MASK] vectors (None: not checked).
+
     Raises:
-        ValueError: the file is damaged, misses a part or holds NaN or inf, naming the file and how to start afresh.
+        ValueError: the file is damaged, misses a part or holds NaN or inf, naming the file and how to start afresh;
+            it was written for another k (``num_draft``), naming the k that continues it.
     """
     try:
         ckpt = torch.load(path, weights_only=True)
@@ -133,9 +137,13 @@ def read_drafter_checkpoint(path: Path) -> dict:
             raise ValueError(f"no {', '.join(missing)}")
         if non_finite(ckpt["drafter"]) is not None:
             raise ValueError(f"NaN or inf in {non_finite(ckpt['drafter'])!r}")
-        return ckpt
+        masks = ckpt["drafter"].get("masks")
     except Exception as err:  # torch.load of a damaged file raises many kinds (unpickling, zip, runtime errors)
         raise _afresh(path, f"cannot be used ({type(err).__name__}: {err})") from err
+    if num_draft is not None and masks is not None and masks.shape[0] != num_draft - 1:  # a state_dict error, late
+        raise _afresh(path, f"was written by a run with --num-draft {masks.shape[0] + 1}, not {num_draft} (give "
+                            f"--num-draft {masks.shape[0] + 1} to continue it)")
+    return ckpt
 
 
 def load_drafter_checkpoint(ckpt: dict, path: Path, drafter: torch.nn.Module, opt: torch.optim.Optimizer,

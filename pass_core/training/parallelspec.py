@@ -171,7 +171,7 @@ def main(argv=None) -> dict:
     if args.resume and not ckpt_path.is_file():  # said before the data (it started at 0 unsaid)
         print(f"note: --resume: no checkpoint {ckpt_path} yet, so training starts at step 0.", file=sys.stderr)
     elif args.resume:  # a damaged checkpoint is refused before the data, not after it
-        ckpt = read_drafter_checkpoint(ckpt_path)
+        ckpt = read_drafter_checkpoint(ckpt_path, args.num_draft)
     splits = [_split(loaded, args.train_prompts, args, "train")]
     splits += [_split(loaded, args.train_prompts, args, "train", args.sampled_temperature, seed)
                for seed in range(1, args.sampled_copies + 1)]
