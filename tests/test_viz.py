@@ -322,7 +322,8 @@ def test_bench_html_command_line_refuses_what_is_not_a_report(tmp_path, capsys, 
     for empty in ('{"summary": {}}', '{"summary": {"pass": {}}}'):  # a 4.8 MB page of empty figures
         (tmp_path / "empty.json").write_text(empty, encoding="utf-8")
         assert bench_html.main([str(tmp_path / "empty.json"), str(tmp_path / "x.html")]) == 2
-        assert "a benchmark report with no measured method in its 'summary'" in capsys.readouterr().err
+        assert "a benchmark report with no measured method in its 'summary' and no pass-cost curve" in \
+            capsys.readouterr().err
     assert not (tmp_path / "x.html").exists()
     # valid JSON with a field missing or of another type: named, no traceback (KeyError / TypeError before)
     for field, value in (("speedup", None), ("per_position_conditional", 5)):
