@@ -16,15 +16,20 @@ from playground.teaching import lab_figure, lab_markdown
 
 
 class LabStopped(Exception):
-    """The lab's tab was closed: its runs stop (``lab_handler``'s ``stop``)."""
+    """*Stop lab* was pressed, or the lab's tab was closed: its runs stop (``lab_handler``'s ``stop``)."""
+
+
+#: The lab's table after *Stop lab*: part of the runs gives no verdict.
+LAB_STOPPED = ("**Stopped.** The lab ended before its N runs, so it gives no verdict (a part of the runs is not the "
+               "sample its bounds were computed for). Press **Run lab** to run it again.")
 
 
 def lab_handler(loaded: LoadedModel, prompt, runs, progress=None, decode=str, stop=None) -> tuple:
     """The losslessness lab (``pass_core.lab.run_lab``): ``runs`` seeded continuations with every method and the
     broken rule. ``progress``: a ``gr.Progress`` (or None), fed (runs done, runs in all); ``decode``: token id ->
-    text for the chart; ``stop``: a ``threading.Event`` set when the lab's tab closes: the lab ends at its next run
-    and returns no update (a closed tab's lab held the page's one lab slot for minutes). Returns (``lab_figure``,
-    ``lab_markdown``). Raises gr.Error for a bad prompt or N."""
+    text for the chart; ``stop``: a ``threading.Event`` set by *Stop lab* or when the lab's tab closes: the lab ends
+    at its next run, the chart unchanged and the table ``LAB_STOPPED`` (a closed tab's lab held the page's one lab
+    slot for minutes). Returns (``lab_figure``, ``lab_markdown``). Raises gr.Error for a bad prompt or N."""
     problem = prompt_problem(prompt) or lab_runs_problem(runs)
     if problem:
         raise user_error(problem)
@@ -39,11 +44,20 @@ def lab_handler(loaded: LoadedModel, prompt, runs, progress=None, decode=str, st
     try:
         result = run_lab(loaded, prompt, runs, progress=feed)
     except LabStopped:
-        return gr.skip(), gr.skip()
+        return gr.skip(), LAB_STOPPED
     except (TypeError, ValueError) as err:
         raise user_error(str(err)) from err
     names = {key: m.label for key, m in METHODS.items()}
     return lab_figure(result, names, decode), lab_markdown(result, names)
+
+
+def lab_stopper(slots):
+    """*Stop lab*'s handler: the visitor's lab ends at its next run (``RaceSlots.stop_lab``); with none running, a
+    note says so."""
+    def on_stop_lab(request: gr.Request = None) -> None:
+        if not slots.stop_lab(getattr(request, "session_hash", None)):
+            gr.Info("No lab is running in this tab: press Run lab to start one.")
+    return on_stop_lab
 
 
 def validate_lab(prompt, runs) -> list:

@@ -162,7 +162,9 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
                                       f"{LAB_DEFAULT_RUNS} takes about 3.5 minutes (embedded model), twice that "
                                       "on a busy one", "lab-runs",
                                       (LAB_MIN_RUNS, MAX_RUNS))
-            lab_btn = gr.Button("Run lab", variant="primary", scale=1, elem_id="lab-run")
+            with gr.Column(scale=1, min_width=120, elem_id="lab-buttons"):  # Run lab, and Stop lab under it
+                lab_btn = gr.Button("Run lab", variant="primary", elem_id="lab-run")
+                lab_stop_btn = gr.Button("Stop lab", variant="stop", elem_id="lab-stop")
         lab_plot = gr.Plot(label="empirical distributions vs the exact law", elem_id="lab-plot",
                            visible=False)  # shown with the first lab's chart: an empty plot box stood over the tab
         lab_md = gr.Markdown(LAB_WAITING, elem_id="lab-table")  # the progress bar shows over it
@@ -218,6 +220,7 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
         lab_prompt=lab_prompt,
         lab_runs=lab_runs,
         lab_btn=lab_btn,
+        lab_stop_btn=lab_stop_btn,
         lab_plot=lab_plot,
         lab_md=lab_md,
         state=state,

@@ -28,10 +28,10 @@ from pass_core.runtime.holder import ModelHolder, ModelNotReady
 from pass_core.runtime.models import LoadedModel
 from pass_core.teaching.race import events_upto
 from pass_core.teaching.trace import MAX_TRACE_BYTES
-from playground.lab_handlers import lab_handler, validate_lab, with_lab_note
+from playground.lab_handlers import lab_handler, lab_stopper, validate_lab, with_lab_note
 from playground.layout import lay_out
-from playground.page_guards import MEASURING_NOTE, STEP_WAIT_S, STOPPED_NOTE, RaceSlots, stop_handler, \
-    stopped_frame, wire_step_button  # noqa: F401
+from playground.page_guards import STEP_WAIT_S, STOPPED_NOTE, stop_handler, stopped_frame, wire_step_button  # noqa
+from playground.race_slots import MEASURING_NOTE, RaceSlots
 from playground.scrolling import CANCEL_RACE_JS, CLEAR_STEP_ECHO_JS, RUN_ECHO_JS, RUN_SCROLL_JS, \
     SCROLL_TO_INSPECTOR_JS, SCROLL_TO_LAB_JS, SCROLL_TO_PANES_JS
 from playground.plot_boxes import shown_plot
@@ -278,6 +278,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                                      concurrency_limit=1, preprocess=False, validator=validate_lab,
                                      show_progress_on=ui.lab_md)  # the plot is hidden before the first lab
         after_race(run_event, lab_event, ui.lab_md)  # the lesson strip answers after a race, or a lab
+        ui.lab_stop_btn.click(lab_stopper(slots), None, None, **private)  # unqueued: while the lab runs
         # Stop: a live race answers in its own stream (``stopped_frame``); after Stop's reply, the hidden cancel
         # button takes a race still waiting in the queue out of it (on ZeroGPU, Stop cancels the race at once)
         ui.cancel_btn.click(None, None, None, cancels=[run_event], **private)

@@ -70,7 +70,7 @@ body.hide-rejected {charts.rejected_css_selector().removesuffix(" .text")} {{dis
 #settings-checks .form > .block {{min-width: 200px !important}}
 #inspector-text table, #lab-table table {{display: block; overflow-x: auto; max-width: 100%; width: max-content}}
 #inspector-text th, #inspector-text td, #lab-table th, #lab-table td {{white-space: nowrap; padding: 2px 8px}}
-#trace-download, #replay-button, #lab-run {{align-self: center}}  /* a button's height, not its row's 170 px */
+#trace-download, #replay-button, #lab-buttons {{align-self: center}}  /* buttons' height, not the row's */
 #lab-table {{min-height: 4em}}  /* room for the lab's progress bar before the first table */
 #lab-table:has(.progress-level) .prose {{visibility: hidden}}  /* the bar's label ran over the waiting line */
 /* the runs counted above the bar's label, in the flow (on a phone the two texts were printed over each other) */

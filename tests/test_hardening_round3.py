@@ -534,7 +534,7 @@ def test_a_damaged_drafter_checkpoint_is_named_before_the_data(tiny_folder, tmp_
 def test_closing_a_tab_stops_its_lab(tiny, monkeypatch):
     """A lab kept running after its tab had closed, holding the page's one lab slot for minutes (found by a
     teacher-persona helper: a new tab's lab waited "queue: 1/1"). The page's unload now stops that session's lab at
-    its next run; another session's lab runs on. The lab's runs are slowed by 0.02 s each until the tab closes, so
+    its next run, as *Stop lab* does; another session's lab runs on. The lab's runs are slowed by 0.02 s each until the tab closes, so
     that a lab that is not stopped would run on for seconds; then the other lab ends at full speed."""
     from playground import lab_handlers
 
@@ -562,14 +562,19 @@ def test_closing_a_tab_stops_its_lab(tiny, monkeypatch):
             thread.start()
             return thread
 
-    gone, staying = Visitor("gone"), Visitor("staying")
-    gone_thread, staying_thread = gone.start(30), staying.start(30)  # 30 runs x 8 = 240 runs each, 5 s or more
+    stop_lab = next(fn.fn for fn in demo.fns.values() if fn.name == "on_stop_lab")
+    stop_lab(Visitor("idle"))  # no lab runs in that tab: a note, nothing else
+    gone, stopped, staying = Visitor("gone"), Visitor("stopped"), Visitor("staying")
+    threads = [visitor.start(30) for visitor in (gone, stopped, staying)]  # 30 runs x 8 = 240 runs each, 5 s or more
     time.sleep(1.0)
     start = time.monotonic()
     unload(gone)  # its tab closed
-    slow.clear()  # a lab that missed the unload runs on to its end (4.5 s measured) and returns its table
-    gone_thread.join(timeout=30)
-    assert time.monotonic() - start < 2.0 and gone.result == (gr.skip(), gr.skip())
+    stop_lab(stopped)  # Stop lab pressed (a lab had no Stop: a visitor waited minutes or closed the tab)
+    slow.clear()  # a lab that missed the unload or Stop lab runs on to its end (4.5 s measured) and returns its table
+    for visitor, thread in zip((gone, stopped), threads):
+        thread.join(timeout=30)
+        assert time.monotonic() - start < 2.0 and visitor.result == (gr.skip(), lab_handlers.LAB_STOPPED)
+    staying_thread = threads[2]
     staying_thread.join(timeout=120)
     assert staying.result is not None and "✗ fail" in staying.result[1]  # the other visitor's lab ended as usual
 
@@ -578,9 +583,9 @@ def test_a_race_beside_a_lab_says_so(tiny, monkeypatch):
     """A race does not wait for a lab (minutes), and the lab runs in the page's own process, so the race's busy line
     (other programs' CPU time) never counted it: a race beside a lab looked like a race alone (a teacher-persona
     helper ran both). Its run line now ends with ``LAB_BESIDE`` while and after a lab ran; a race alone has none."""
-    from playground import lab_handlers, page_guards
+    from playground import lab_handlers, race_slots
 
-    slots = page_guards.RaceSlots()
+    slots = race_slots.RaceSlots()
     before = slots.labs_started
     assert not slots.lab_beside(before)
     with slots.lab("a") as stop:

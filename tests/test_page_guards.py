@@ -19,7 +19,7 @@ from pass_core import registry
 from pass_core.runtime import machine_load, pass_cost
 from pass_core.runtime.machine_load import CpuSample, MachineLoad, busy_line, load_between
 from pass_core.teaching.trace import load_trace
-from playground import page, page_guards, race_guards
+from playground import page, page_guards, race_guards, race_slots
 from playground.stepping import NEXT, StepControl
 from playground.whatif import MACHINE, NO_MACHINE_CURVE, whatif_view
 from test_app import OUTPUT_NAMES, opening, run
@@ -438,7 +438,7 @@ def test_a_long_prompt_is_warned_about_before_its_prefill(tiny, monkeypatch, mea
 def test_a_second_visitor_is_told_that_another_race_runs(tiny):
     """A Run pressed during another visitor's race is told it waits, and counted; a Run the validator refuses is
     neither (it was counted as waiting until its tab closed: later visitors read one more waiting before them)."""
-    slots = page_guards.RaceSlots()
+    slots = race_slots.RaceSlots()
     visitor = lambda name: type("Request", (), {"session_hash": name})()  # noqa: E731
     assert is_skip(slots.on_run(visitor("b")))  # nothing races: Run starts at once
     slots.start("a")
@@ -479,7 +479,7 @@ def test_a_waiting_race_that_stop_withdrew_never_starts(tiny):
     from playground.page_guards import STOPPED_WAITING
 
     visitor = lambda name: type("Request", (), {"session_hash": name, "username": None})()  # noqa: E731
-    slots = page_guards.RaceSlots()
+    slots = race_slots.RaceSlots()
     first, second = ("Hi", 4), ("Hi", 6)
     slots.start("a")  # another visitor races
     assert not slots.withdraw("w") and not slots.withdrawn(visitor("w"), first)  # not waiting: nothing withdrawn
@@ -626,24 +626,24 @@ def test_a_race_waits_for_a_pass_cost_measurement_and_a_measurement_is_refused_d
     out non-physical and the race slower, and neither said why. Now the race waits for the measurement's end."""
     import threading
 
-    slots, started = page_guards.RaceSlots(), threading.Event()
+    slots, started = race_slots.RaceSlots(), threading.Event()
     with slots.measurement():
         assert slots.measuring
-        with pytest.raises(page_guards.MeasurementRefused, match="being measured already"):
+        with pytest.raises(race_slots.MeasurementRefused, match="being measured already"):
             with slots.measurement():
                 pass
         racer = threading.Thread(target=lambda: (slots.start("a"), started.set()))
         racer.start()
         assert not started.wait(0.3)  # the race waits while the measurement runs
     assert started.wait(5) and slots.running == 1 and not slots.measuring
-    with pytest.raises(page_guards.MeasurementRefused, match="A race is running: re-measure the pass cost after it ends"):
+    with pytest.raises(race_slots.MeasurementRefused, match="A race is running: re-measure the pass cost after it ends"):
         with slots.measurement():
             pass
     slots.end("a")
     with slots.measurement():  # no race: measured at once
         pass
     racer.join()
-    assert "pass cost is being measured" in page_guards.MEASURING_NOTE
+    assert "pass cost is being measured" in race_slots.MEASURING_NOTE
 
 
 def test_a_tab_closed_while_its_race_waits_for_a_measurement_leaves_nothing_behind(tiny):
@@ -657,7 +657,7 @@ def test_a_tab_closed_while_its_race_waits_for_a_measurement_leaves_nothing_behi
     slots.measuring = True
     race = on_run("Hello there", 2, 0.0, 0, 1.0, 8, 0, True, False, ["ar", "pass"],
                   request=type("Request", (), {"session_hash": "S"})())
-    assert next(race)[-3] == page_guards.MEASURING_NOTE and "S" in controls and "S" in show_now
+    assert next(race)[-3] == race_slots.MEASURING_NOTE and "S" in controls and "S" in show_now
     race.close()
     assert not controls and not show_now and slots.running == 0
 
@@ -667,7 +667,7 @@ def test_a_refused_remeasure_warns_and_leaves_the_cost_view_as_it_was():
     every later race (seen in Chromium). Now it warns (a toast) and sends no update."""
     from types import SimpleNamespace
 
-    slots = page_guards.RaceSlots()
+    slots = race_slots.RaceSlots()
     with gr.Blocks() as demo:
         wire = page_guards.remeasure_button()
         state, plot, md = gr.State(None), gr.Plot(), gr.Markdown()
