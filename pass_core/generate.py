@@ -18,10 +18,10 @@ from pass_core.decoding.metrics import summarize
 from pass_core.runtime.backends import AUTO, BACKEND_CHOICES, BACKENDS, prepare_backend, resolve_backend, set_cpu_threads
 from pass_core.runtime.backend_choice import choice_line
 from pass_core.runtime.models import DEFAULT_MODEL, load_model, pick_device
-from pass_core.runtime.outputs import check_output_path, file_name
+from pass_core.runtime.outputs import check_output_path, file_name, json_with
 from pass_core.registry import METHODS
 from pass_core.decoding.text import check_prompt, count
-from pass_core.teaching.trace import make_trace, save_trace
+from pass_core.teaching.trace import SCHEMA as TRACE_SCHEMA, make_trace, save_trace
 from pass_core.decoding.settings import SETTING_RANGES, DecodeSettings
 
 #: ANSI colours per label (Okabe-Ito-like on a terminal).
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.trace is not None:  # "" was ignored without a word, a .txt written that the app will not replay
             check_output_path(args.trace, "--trace", "trace.json", "a trace is a .json file (the app replays .json "
-                              "files only)")
+                              "files only)", json_with(schema=TRACE_SCHEMA))  # not a model's config.json
         set_cpu_threads(args.threads)
     except ValueError as err:
         parser.error(str(err))

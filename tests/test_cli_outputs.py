@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
+import torch
 
 from pass_core.runtime.outputs import check_output_path
 
@@ -51,6 +52,47 @@ def test_bench_json_path_is_refused_before_the_run(no_model, a_file, capsys):
         main(["--suite", "quick", "--limit", "1", "--json", str(a_file / "out.json")])
     assert exit_.value.code == 2
     assert "is a file, so no folder can be made there" in capsys.readouterr().err
+
+
+def test_an_output_option_replaces_only_a_file_of_its_own_kind(no_model, tmp_path, capsys):
+    """Found by the CLI helper: ``train --out`` and ``train_drafter --out`` replaced a model's own weights
+    (model.safetensors), ``generate --trace`` and ``bench --json`` its config.json, ``train --report`` a notes .md
+    beside it, each with exit 0. A file of the option's own kind (a look-ahead file, a drafter, a trace, a report) is
+    still replaced, as a rerun does."""
+    import json
+
+    from safetensors.torch import save_file
+
+    from pass_core import generate
+    from pass_core.bench.run import main as bench
+    from pass_core.runtime.outputs import json_with, safetensors_of
+    from pass_core.training import lookahead, parallelspec
+
+    weights, config = tmp_path / "model.safetensors", tmp_path / "config.json"
+    save_file({"w": torch.zeros(2)}, str(weights))  # a model's weights: no 'format' of ours
+    config.write_text('{"model_type": "llama"}', encoding="utf-8")
+    kept = weights.read_bytes()
+    assert lookahead.main(["--out", str(weights)]) == 2
+    assert (f"--out {weights} exists and is not a safetensors file of format pass-lookahead/1 or pass-lora/1, as this "
+            "option writes: it would be replaced. Give a new name") in capsys.readouterr().err
+    with pytest.raises(ValueError, match="exists and is not a safetensors file of format pass-parallelspec/1"):
+        parallelspec.main(["--out", str(weights)])
+    for main, args in ((generate.main, ["--prompt", "hi", "--trace"]), (bench, ["--suite", "quick", "--json"])):
+        with pytest.raises(SystemExit) as exit_:
+            main([*args, str(config)])
+        assert exit_.value.code == 2 and f"{config} exists and is not a JSON file with" in capsys.readouterr().err
+    notes = tmp_path / "report.md"
+    notes.write_text("my notes", encoding="utf-8")
+    assert lookahead.main(["--out", str(tmp_path / "la.safetensors"), "--report", str(tmp_path / "report.json")]) == 2
+    assert f"{notes}, where the report's markdown goes, exists and is not a training report" in capsys.readouterr().err
+    assert weights.read_bytes() == kept and config.read_text(encoding="utf-8") == '{"model_type": "llama"}'
+    assert notes.read_text(encoding="utf-8") == "my notes"
+    # files of the option's own kind are replaced (a rerun)
+    save_file({"w": torch.zeros(2)}, str(tmp_path / "la.safetensors"), metadata={"format": "pass-lookahead/1"})
+    (tmp_path / "trace.json").write_text(json.dumps({"schema": "pass-playground-trace/1"}), encoding="utf-8")
+    assert check_output_path(tmp_path / "la.safetensors", "--out", replaceable=safetensors_of("pass-lookahead/1"))
+    assert check_output_path(tmp_path / "trace.json", "--trace",
+                             replaceable=json_with(schema="pass-playground-trace/1"))
 
 
 def test_bench_refuses_a_report_named_as_its_suite(no_model, tmp_path, capsys):

@@ -212,7 +212,7 @@ def test_a_trace_that_cannot_be_written_changes_nothing_and_loses_no_output(tiny
     from pass_core.runtime import outputs
 
     path = tmp_path / "run.json"
-    path.write_text('{"an": "earlier trace"}', encoding="utf-8")
+    path.write_text('{"schema": "pass-playground-trace/1", "an": "earlier trace"}', encoding="utf-8")
     real_write = os.fdopen
 
     def full_disk(fd, *args, **kw):  # the temporary file's writes fail as on a full disk
@@ -226,7 +226,8 @@ def test_a_trace_that_cannot_be_written_changes_nothing_and_loses_no_output(tiny
     out, err = capsys.readouterr()
     assert len(json.loads(out)["token_ids"]) == 4
     assert f"error: the trace {path} could not be written (No space left on device); nothing was changed" in err
-    assert path.read_text(encoding="utf-8") == '{"an": "earlier trace"}' and os.listdir(tmp_path) == ["run.json"]
+    assert path.read_text(encoding="utf-8") == '{"schema": "pass-playground-trace/1", "an": "earlier trace"}'
+    assert os.listdir(tmp_path) == ["run.json"]
     monkeypatch.undo()
     assert outputs.write_text_atomically(path, "new") == path and path.read_text(encoding="utf-8") == "new"
     assert oct(path.stat().st_mode & 0o777) == "0o644"

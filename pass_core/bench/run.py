@@ -27,7 +27,7 @@ from pass_core.bench.summary import BenchRun, RunKey, aggregate, setting_key  # 
 from pass_core.bench.report import HTML_MOVED, machine_info, markdown_report, training_records
 from pass_core.decoding.events import StepEvent, output_token_ids
 from pass_core.runtime.models import load_model, pick_device
-from pass_core.runtime.outputs import check_output_path, write_text_atomically
+from pass_core.runtime.outputs import check_output_path, json_with, write_text_atomically
 from pass_core.runtime.pass_cost import cpu_busy, cpu_load, measure_pass_cost, pass_cost_markdown
 from pass_core.registry import BASELINE, METHODS
 from pass_core.decoding.settings import TREE_AUTO, DecodeSettings
@@ -195,11 +195,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.html:  # pass_core never imports plotly: the figures live with the UI (playground/)
             raise ValueError(HTML_MOVED)
         if args.json:  # before the run: a report that cannot be written at its end would lose the run
-            check_output_path(args.json, "--json", "bench.json",
-                              "the report is a JSON file (python -m playground.bench_html draws it)")
             if Path(args.suite).is_file() and Path(args.json).resolve() == Path(args.suite).resolve():
                 raise ValueError(f"--json {args.json} is the --suite file: the report would replace the prompts. "
                                  "Give the report another name.")
+            check_output_path(args.json, "--json", "bench.json", "the report is a JSON file (python -m "
+                              "playground.bench_html draws it)", json_with("summary", "machine"))
         set_cpu_threads(args.threads)
     except ValueError as err:
         parser.error(str(err))

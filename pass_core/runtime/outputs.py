@@ -5,6 +5,7 @@ before any work, so that a run of minutes or hours is not lost to a path it cann
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -19,7 +20,36 @@ def file_name(text: str) -> str:
     return text
 
 
-def check_output_path(path: str | os.PathLike, option: str, example: str = "out.json", why: str = "") -> Path:
+def safetensors_of(*formats: str):
+    """A ``replaceable`` test for ``check_output_path``: a safetensors file whose metadata ``format`` is one of
+    ``formats`` (a file this option writes)."""
+    def test(path: Path) -> bool:
+        from safetensors import safe_open
+
+        try:
+            with safe_open(str(path), framework="pt") as handle:
+                return (handle.metadata() or {}).get("format") in formats
+        except Exception:  # noqa: BLE001 - not a safetensors file at all: not one this option writes
+            return False
+    test.what = f"a safetensors file of format {' or '.join(formats)}"
+    return test
+
+
+def json_with(*keys: str, **values):
+    """A ``replaceable`` test for ``check_output_path``: a JSON object that holds ``keys`` and ``values``."""
+    def test(path: Path) -> bool:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        return (isinstance(data, dict) and all(key in data for key in keys)
+                and all(data.get(key) == value for key, value in values.items()))
+    test.what = "a JSON file with " + ", ".join([*map(repr, keys), *(f"{k!r}: {v!r}" for k, v in values.items())])
+    return test
+
+
+def check_output_path(path: str | os.PathLike, option: str, example: str = "out.json", why: str = "",
+                      replaceable=None) -> Path:
     """``path`` as a ``Path``, once it is sure that the file can be written there: the writers create missing
     folders, so the nearest existing folder above it must be a writable folder. The file's folder is made now and a
     file is written there and removed (permissions alone do not tell: root may write anywhere by them, yet not in
@@ -32,9 +62,12 @@ def check_output_path(path: str | os.PathLike, option: str, example: str = "out.
         why: what the file is, e.g. "a trace is a .json file (the app replays .json files only)": given, the name
             must end in ``example``'s ending (any case; a report named out.html or a drafter named a.txt was
             written, then read by nothing that looks for its kind).
+        replaceable: given, a file already at ``path`` is replaced only when this test of it says it is one the
+            option writes (``safetensors_of``, ``json_with``): a model's weights or config.json were overwritten.
 
     Raises:
-        ValueError: ``path`` is a folder, its name lacks the ending that ``why`` asks for, a file stands where a
+        ValueError: ``path`` is a folder, its name lacks the ending that ``why`` asks for, ``path`` is a file that
+            ``replaceable`` does not take, a file stands where a
             folder of it would go, or the nearest existing folder is not writable, or the folder cannot be made or
             written (the system's reason).
     """
@@ -45,6 +78,9 @@ def check_output_path(path: str | os.PathLike, option: str, example: str = "out.
     if why and out.suffix.lower() != suffix:
         name = path or repr(str(path))
         raise ValueError(f"{option} {name}: {why}: give a name ending in {suffix}, e.g. {example}")
+    if replaceable is not None and out.is_file() and not replaceable(out):
+        raise ValueError(f"{option} {path} exists and is not {replaceable.what}, as this option writes: it would be "
+                         "replaced. Give a new name, or delete or move that file first.")
     above = out.absolute().parent
     while not above.exists():
         above = above.parent

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from pass_core.decoding.settings import SETTING_RANGES
 from pass_core.runtime.models import DEFAULT_MODEL
-from pass_core.runtime.outputs import check_output_path, file_name
+from pass_core.drafters.files import ADAPTER_FORMAT, LOOKAHEAD_FORMAT
+from pass_core.runtime.outputs import check_output_path, file_name, json_with, safetensors_of
 from pass_core.training.checkpoint import checkpoint_path
 from pass_core.training.data import check_answers, read_prompts
 
@@ -49,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-sequences", type=int, default=40, help="held-out sequences for top-1 agreement (0 = skip)")
     p.add_argument("--baseline", action="store_true", help="also evaluate the fixed-token baseline for the report")
     p.add_argument("--stop-at", type=int, default=None, help="stop after this step (checkpoint kept for --resume)")
-    p.add_argument("--report", default=None, type=file_name, help="write a JSON report here")
+    p.add_argument("--report", default=None, type=file_name, help="write a JSON report here (and its markdown beside it, .md)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (None: torch's choice)")
     p.add_argument("--adapter-rank", type=int, default=0,
                    help="> 0: also train look-ahead adapters of this rank (extension, method pass-lora): LoRA on every "
@@ -104,9 +105,15 @@ def check_arguments(args) -> None:
         raise ValueError(f"--adapter-alpha must be a positive number, got {args.adapter_alpha}")  # NaN: "diverged"
     if args.answers:  # CORPUS:COUNT and the corpus wheels, before any data
         check_answers(args.answers)
-    check_output_path(args.out, "--out", "lookahead.safetensors", "look-ahead embeddings are safetensors")  # first
+    check_output_path(args.out, "--out", "lookahead.safetensors", "look-ahead embeddings are safetensors",
+                      safetensors_of(LOOKAHEAD_FORMAT, ADAPTER_FORMAT))  # not a model's weights
     if args.report:  # the report was written last, so a bad path lost it after the whole run
-        check_output_path(args.report, "--report", "report.json", "the report is JSON (a .md beside it)")
+        check_output_path(args.report, "--report", "report.json", "the report is JSON (a .md beside it)",
+                          json_with("num_lookahead", "train_time_s"))
+        notes = Path(args.report).with_suffix(".md")  # written beside it: a notes.md of the user's was replaced
+        if notes.is_file() and not notes.read_text(encoding="utf-8", errors="replace").startswith("# Look-ahead "):
+            raise ValueError(f"--report {args.report}: {notes}, where the report's markdown goes, exists and is not "
+                             "a training report: it would be replaced. Give the report a new name, or move that file.")
     if args.data != "self":  # a missing file, one not UTF-8 or without a row: said before the model loads
         read_prompts(args.data)
     if args.resume and not checkpoint_path(Path(args.out)).is_file():  # said at once: a mistyped --out shows

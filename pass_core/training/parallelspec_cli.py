@@ -8,7 +8,8 @@ import math
 
 from pass_core.decoding.settings import SETTING_RANGES
 from pass_core.runtime.models import DEFAULT_MODEL
-from pass_core.runtime.outputs import check_output_path, file_name
+from pass_core.drafters.files import PARALLELSPEC_FORMAT
+from pass_core.runtime.outputs import check_output_path, file_name, safetensors_of
 from pass_core.training.corpora import corpus_path
 from pass_core.training.data import check_answers, check_generation_length
 
@@ -96,7 +97,8 @@ def check_arguments(args) -> None:
     if args.corpus != "none":
         corpus_path(args.corpus)
     if args.out:
-        check_output_path(args.out, "--out", "drafter.safetensors", "a drafter is saved as a safetensors file")
+        check_output_path(args.out, "--out", "drafter.safetensors", "a drafter is saved as a safetensors file",
+                          safetensors_of(PARALLELSPEC_FORMAT))  # not a model's weights
 
 
 def check_against_model(args, loaded) -> None:
