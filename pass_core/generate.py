@@ -18,7 +18,7 @@ from pass_core.decoding.metrics import summarize
 from pass_core.runtime.backends import AUTO, BACKEND_CHOICES, BACKENDS, prepare_backend, resolve_backend, set_cpu_threads
 from pass_core.runtime.backend_choice import choice_line
 from pass_core.runtime.models import DEFAULT_MODEL, load_model, pick_device
-from pass_core.runtime.outputs import check_output_path, file_name, json_with
+from pass_core.runtime.outputs import check_output_path, file_name, json_with, stdout_failed
 from pass_core.registry import METHODS
 from pass_core.decoding.text import check_prompt, count
 from pass_core.teaching.trace import SCHEMA as TRACE_SCHEMA, make_trace, save_trace
@@ -203,10 +203,7 @@ def cli(argv: list[str] | None = None) -> int:
     try:
         return main(argv)
     except OSError as err:
-        if not isinstance(err, BrokenPipeError):
-            print(f"error: the output could not be written ({err.strerror or err})", file=sys.stderr)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit: the error again
-        return 1
+        return stdout_failed(err)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ diverged) ends with ``error: ...`` and exit code 2, not a traceback."""
 
 import sys
 
+from pass_core.runtime.outputs import stdout_failed
 from pass_core.training.checkpoint import AFTER_CTRL_C
 from pass_core.training.parallelspec import main
 
@@ -13,6 +14,8 @@ if __name__ == "__main__":
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
+    except OSError as err:  # > /dev/full: one line, not a traceback (the files are written before the report)
+        sys.exit(stdout_failed(err))
     except KeyboardInterrupt:  # the checkpoints written so far are kept
         print(AFTER_CTRL_C, file=sys.stderr)
         sys.exit(130)

@@ -6,6 +6,7 @@ FileNotFoundError traceback, ``train_drafter --num-draft -1`` started minutes of
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -59,8 +60,6 @@ def test_an_output_option_replaces_only_a_file_of_its_own_kind(no_model, tmp_pat
     (model.safetensors), ``generate --trace`` and ``bench --json`` its config.json, ``train --report`` a notes .md
     beside it, each with exit 0. A file of the option's own kind (a look-ahead file, a drafter, a trace, a report) is
     still replaced, as a rerun does."""
-    import json
-
     from safetensors.torch import save_file
 
     from pass_core import generate
@@ -93,6 +92,37 @@ def test_an_output_option_replaces_only_a_file_of_its_own_kind(no_model, tmp_pat
     assert check_output_path(tmp_path / "la.safetensors", "--out", replaceable=safetensors_of("pass-lookahead/1"))
     assert check_output_path(tmp_path / "trace.json", "--trace",
                              replaceable=json_with(schema="pass-playground-trace/1"))
+
+
+def test_a_full_standard_output_loses_no_report_and_ends_in_one_line(tiny_folder, tmp_path, monkeypatch, capsys):
+    """``bench --json FILE > /dev/full`` ended in a traceback after the whole run, and the JSON report was lost (the
+    table was printed before the file was written); ``train`` and ``train_drafter`` ended in tracebacks too. The
+    report is now written first, and each command line's entry point answers a failed standard output in one line
+    (``outputs.stdout_failed``); an error of a named file is not taken for one."""
+    import io
+    import sys
+
+    from pass_core.bench.run import main as bench
+    from pass_core.runtime.outputs import stdout_failed
+
+    class Full(io.StringIO):
+        def write(self, text):
+            raise OSError(28, "No space left on device")
+
+        def fileno(self):  # stdout_failed points it at /dev/null: here, at a file of the test
+            return sink.fileno()
+
+    report = tmp_path / "b.json"
+    with open(tmp_path / "sink", "w") as sink:
+        monkeypatch.setattr(sys, "stdout", Full())
+        with pytest.raises(OSError, match="No space left"):
+            bench(["--model", str(tiny_folder), "--backend", "fp32", "--threads", "1", "--limit", "1",
+                   "--max-new-tokens", "3", "--methods", "ar", "--no-progress", "--json", str(report)])
+        assert "summary" in json.loads(report.read_text(encoding="utf-8"))  # written before the table
+        assert stdout_failed(OSError(28, "No space left on device")) == 1
+        with pytest.raises(FileNotFoundError):  # a named file's error is raised again, not called the output's
+            stdout_failed(FileNotFoundError(2, "No such file or directory", "x.json"))
+    assert capsys.readouterr().err.endswith("error: the output could not be written (No space left on device)\n")
 
 
 def test_bench_refuses_a_report_named_as_its_suite(no_model, tmp_path, capsys):

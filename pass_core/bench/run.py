@@ -265,21 +265,22 @@ def main(argv: list[str] | None = None) -> int:
                   "finish_reason": r.events[-1].finish_reason if r.events else None} for r in runs],
     }
     report["wall_s"] = time.perf_counter() - start
-    if runs:
-        print(markdown_report(report))
-    did = f"warm-up and {count(len(runs), 'run')}" if prompts else "the pass-cost curve"  # --suite none: the curve
-    print(f"\nwall time {report['wall_s']:.1f} s (model loaded, {did})", file=sys.stderr)
-    failed = not runs and bool(prompts)  # each method skipped (a prompt too long for every one): nothing measured
-    if failed:
-        print("error: no run was made: every method was skipped (the reasons are above), so nothing was measured.",
-              file=sys.stderr)
+    failed = False
     if args.json:
         try:
             write_text_atomically(args.json, json.dumps(report, indent=1))
-        except OSError as err:  # the table is printed above; the greedy check below still runs
+        except OSError as err:  # the table is printed below; the greedy check still runs
             print(f"error: the report {args.json} could not be written ({err.strerror or err}); nothing was "
                   "changed there", file=sys.stderr)
             failed = True
+    if runs:  # after the report's file: a stdout that cannot be written (> /dev/full) lost it
+        print(markdown_report(report))
+    did = f"warm-up and {count(len(runs), 'run')}" if prompts else "the pass-cost curve"  # --suite none: the curve
+    print(f"\nwall time {report['wall_s']:.1f} s (model loaded, {did})", file=sys.stderr)
+    if not runs and prompts:  # each method skipped (a prompt too long for every one): nothing measured
+        failed = True
+        print("error: no run was made: every method was skipped (the reasons are above), so nothing was measured.",
+              file=sys.stderr)
     differ = [(f"{m} {k}", e) for m, d in report["summary"].items() for k, e in d.items()
               if e["exact_match_rate"] is not None and e["exact_match_rate"] < 1.0]
     ties = [name for name, e in differ if e["near_tie_differences"] == round((1 - e["exact_match_rate"]) * e["runs"])]

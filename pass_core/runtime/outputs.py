@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -118,3 +119,22 @@ def write_text_atomically(path: str | os.PathLike, text: str) -> Path:
         Path(temporary).unlink(missing_ok=True)
         raise
     return out
+
+
+def stdout_failed(err: OSError) -> int:
+    """A command line's answer when its standard output cannot be written: quietly where the reader went away
+    (``| head``, a ``BrokenPipeError``, as other command-line tools do), else in one line on stderr (``> /dev/full``:
+    a traceback); stdout then points at /dev/null (Python's flush at exit repeated the error). Returns exit code 1.
+
+    Raises:
+        OSError: ``err`` itself when it names a file (not a failure of the standard output).
+    """
+    if err.filename is not None:
+        raise err
+    if not isinstance(err, BrokenPipeError):
+        print(f"error: the output could not be written ({err.strerror or err})", file=sys.stderr)
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # a stdout without a file descriptor
+        pass
+    return 1
