@@ -229,6 +229,7 @@ def test_an_output_folder_that_cannot_be_made_is_refused_even_for_root(no_model,
     (["--seed", "-1"], r"--seed must be between 0 and 2,147,483,647, got -1"),
     (["--eval-prompts", "-1"], r"--eval-prompts and --eval-sequences must be 0 or more"),
     (["--gen-tokens", "0"], r"--gen-tokens 0: must be at least 1"),
+    (["--tokens-per-draft", "100"], r"--tokens-per-draft must be at most 8, got 100"),  # killed for memory
 ])
 def test_lookahead_trainer_refuses_bad_arguments_first(no_model, tmp_path, args, message, capsys):
     """Each of these started the look-ahead trainer's data generation (about 11 minutes) before it was refused, or
@@ -277,6 +278,19 @@ def test_trainers_refuse_a_seed_file_or_feature_layers_the_model_cannot_use_befo
         parallelspec.main([*drafter, "--max-new-tokens", str(context)])
     parallelspec.check_against_model(parallelspec.parse_args([*drafter, "--max-new-tokens", str(context - 1)]),
                                      loaded)
+    capsys.readouterr()
+    parallelspec.check_against_model(parallelspec.parse_args([*drafter, "--draft-vocab", str(vocab)]), loaded)
+    assert f"note: --draft-vocab {vocab} is this model's whole vocabulary of {vocab} tokens or more: the drafter " \
+           "drafts from the full vocabulary" in capsys.readouterr().err  # it was taken so, unsaid
+    for args, message in ((["--seed", "-1"], "--seed must be between 0 and 2,147,483,647, got -1"),
+                          (["--anchors", "100000"], "--anchors must be at most 320 .mask groups per sequence., got")):
+        with pytest.raises(ValueError, match=message):  # the seed as train's; 100,000 anchors: out of memory
+            parallelspec.check_arguments(parallelspec.parse_args([*drafter, *args]))
+    la = ["--model", str(tiny_folder), "--out", str(tmp_path / "la.safetensors")]
+    assert lookahead.main([*la, "--eval-tokens", str(context - 12)]) == 2  # it was refused after the training
+    assert "--eval-tokens" in capsys.readouterr().err
+    assert lookahead.main([*la, "--adapter-rank", "100000"]) == 2
+    assert "--adapter-rank 100,000 is above this model's width of" in capsys.readouterr().err
     assert lookahead.main(["--model", str(tiny_folder), "--out", str(tmp_path / "la.safetensors"),
                            "--gen-tokens", "100000"]) == 2
     assert f"--gen-tokens 100,000 does not fit this model's context of {context} tokens" in capsys.readouterr().err

@@ -32,7 +32,7 @@ from pass_core.runtime.backends import set_cpu_threads
 from pass_core.runtime.models import load_model
 from pass_core.training.checkpoint import checkpoint_path as _checkpoint_path, load_checkpoint, save_checkpoint
 from pass_core.training.lookahead_cli import build_parser, check_arguments
-from pass_core.training.lookahead_eval import agreement, evaluate, held_out_sequences
+from pass_core.training.lookahead_eval import agreement, check_eval_length, evaluate, held_out_sequences
 from pass_core.training.lookahead_report import loss_summary, report_markdown  # noqa: F401 (report_markdown: re-exported)
 
 
@@ -86,15 +86,19 @@ def train(args) -> dict:
     """Run training as described by the parsed ``args``; returns the report dict.
 
     Raises:
-        ValueError: bad arguments (``lookahead_cli.check_arguments``), before the model loads; a --gen-tokens beyond
-            the model's context or an ``--init-from`` file that cannot seed this run, before the data is made; data
-            problems.
+        ValueError: bad arguments (``lookahead_cli.check_arguments``), before the model loads; a --gen-tokens or
+            --eval-tokens beyond the model's context or an ``--init-from`` file that cannot seed this run, before the
+            data is made; data problems.
     """
     check_arguments(args)
     set_cpu_threads(args.threads)  # None: torch's choice
     started = time.perf_counter()
     loaded = load_model(args.model, progress=lambda m: print(m, file=sys.stderr))
     check_generation_length(loaded, "--gen-tokens", args.gen_tokens)  # 100,000 generated past the context
+    check_eval_length(loaded, args.eval_prompts, args.eval_tokens, args.num_lookahead)  # refused after training
+    if args.adapter_rank > loaded.model.config.hidden_size:  # a rank above the width adds nothing (100,000 ran)
+        raise ValueError(f"--adapter-rank {args.adapter_rank:,} is above this model's width of "
+                         f"{loaded.model.config.hidden_size}: give at most that.")
     model, dev = loaded.model, loaded.device
     gen = torch.Generator().manual_seed(args.seed)
     init = LookaheadEmbeddings.initialise(loaded, args.num_lookahead, args.init, args.tokens_per_draft,
@@ -199,6 +203,7 @@ def train(args) -> dict:
         **loss_summary(losses),
     }
     la.info = dict(report)
+    la.save(out)  # before the evaluation: an evaluation that fails keeps the trained file (saved again below)
     report["eval"] = evaluate(loaded, la, args.eval_prompts, args.eval_tokens, args.eval_sequences)
     if args.baseline:
         fixed = LookaheadEmbeddings.initialise(loaded, L, "fixed-token")

@@ -15,6 +15,8 @@ from pass_core.runtime.outputs import check_output_path, file_name, json_with, s
 from pass_core.training.checkpoint import checkpoint_path
 from pass_core.training.data import check_answers, read_prompts
 
+#: The most tokens per draft position (the "registers" extension), L x R look-ahead rows in all.
+MAX_TOKENS_PER_DRAFT = 8
 DESCRIPTION = "Train PaSS look-ahead embeddings on a frozen model (docs/algorithms.md section 3, training)."
 
 
@@ -82,6 +84,8 @@ def check_arguments(args) -> None:
         raise ValueError(f"{', '.join(low)}: must be at least 1.")
     if not (math.isfinite(args.position_decay) and args.position_decay > 0):  # NaN trained to "diverged"
         raise ValueError(f"--position-decay must be a positive number, got {args.position_decay}")
+    if args.tokens_per_draft > MAX_TOKENS_PER_DRAFT:  # 100 was killed for memory, 1,000 an allocator traceback
+        raise ValueError(f"--tokens-per-draft must be at most {MAX_TOKENS_PER_DRAFT}, got {args.tokens_per_draft}")
     low, high, _ = SETTING_RANGES["num_lookahead"]
     if not low <= args.num_lookahead <= high:  # a file of L = 100 was written, then refused by every decoder
         raise ValueError(f"--num-lookahead must be between {low} and {high} (the L that decoding takes), "

@@ -13,6 +13,7 @@ from pass_core.training.lookahead_batch import lookahead_logits
 from pass_core.drafters.lookahead.drafter import LookaheadDrafter
 from pass_core.decoding.settings import DecodeSettings
 from pass_core.decoding.speculative import generate_speculative
+from pass_core.decoding.text import encode_prompt, spare_positions
 
 
 def held_out_sequences(loaded, count: int) -> tuple[list[list[int]], list[int]]:
@@ -53,6 +54,19 @@ def agreement(loaded, la: LookaheadEmbeddings, seqs: list[list[int]], firsts: li
         hits += (logits.argmax(-1) == teacher[rows].argmax(-1)).float().sum(0).cpu()
         total += len(starts)
     return [round(float(h) / max(total, 1), 4) for h in hits]
+
+
+def check_eval_length(loaded, eval_prompts: int, eval_tokens: int, num_lookahead: int) -> None:
+    """Refuse, before the training, an ``--eval-tokens`` that the first ``eval_prompts`` held-out prompts leave no
+    room for in the model's context (``text.encode_prompt``, as the evaluation's decoding checks it): the evaluation
+    refused it after the training.
+
+    Raises:
+        ValueError: a prompt and ``eval_tokens`` new tokens (and the drafts' spare positions) do not fit.
+    """
+    for row in read_prompts(default_prompt_file("heldout"))[:eval_prompts]:
+        encode_prompt(loaded.tokenizer, row["prompt"], True, loaded.max_positions, eval_tokens, "--eval-tokens",
+                      spare_positions(num_lookahead))
 
 
 def decode_eval(loaded, la: LookaheadEmbeddings, prompts: list[str], max_new_tokens: int) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 
 from pass_core.decoding.settings import SETTING_RANGES
 from pass_core.runtime.models import DEFAULT_MODEL
@@ -12,6 +13,9 @@ from pass_core.drafters.files import PARALLELSPEC_FORMAT
 from pass_core.runtime.outputs import check_output_path, file_name, safetensors_of
 from pass_core.training.corpora import corpus_path
 from pass_core.training.data import check_answers, check_generation_length
+
+#: The most mask groups (anchors) per sequence and step: a training sequence is at most 320 tokens.
+MAX_ANCHORS = 320
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -65,10 +69,10 @@ def check_arguments(args) -> None:
     """Refuse, before the model loads and the data is made (minutes to hours), arguments training cannot use.
 
     Raises:
-        ValueError: k outside the page's range of draft counts, a count below 1, a learning rate that is not
-            positive, a real-valued option that is negative or not finite, a sampling temperature of 0, an
-            ``--answers`` or ``--corpus`` whose corpus is unknown or not installed, or an ``--out`` that cannot be
-            written (``outputs.check_output_path``).
+        ValueError: k outside the page's range of draft counts, a count below 1, --anchors above ``MAX_ANCHORS``,
+            a seed outside the page's range, a learning rate that is not positive, a real-valued option that is
+            negative or not finite, a sampling temperature of 0, an ``--answers`` or ``--corpus`` whose corpus is
+            unknown or not installed, or an ``--out`` that cannot be written (``outputs.check_output_path``).
     """
     low, high, _ = SETTING_RANGES["num_lookahead"]
     if not low <= args.num_draft <= high:
@@ -82,6 +86,11 @@ def check_arguments(args) -> None:
         raise ValueError("; ".join(low_ones) + ".")
     if min(args.draft_vocab, args.sampled_copies, args.warmup) < 0:
         raise ValueError("--draft-vocab, --sampled-copies and --warmup must be 0 or more.")
+    if args.anchors > MAX_ANCHORS:  # 100,000 ran out of memory in a traceback
+        raise ValueError(f"--anchors must be at most {MAX_ANCHORS} (mask groups per sequence), got {args.anchors}.")
+    low, high, _ = SETTING_RANGES["seed"]
+    if not low <= args.seed <= high:  # as train's (the page's seeds)
+        raise ValueError(f"--seed must be between {low} and {high:,}, got {args.seed}.")
     if not args.lr > 0:
         raise ValueError(f"--lr must be a positive learning rate, got {args.lr}.")
     reals = {"--lr": args.lr, "--feature-weight": args.feature_weight,
@@ -106,7 +115,7 @@ def check_against_model(args, loaded) -> None:
 
     Raises:
         ValueError: a ``--feature-layers`` index the model does not have (or one hidden state named twice), a
-            ``--topk`` above its vocabulary, or a ``--max-new-tokens`` that does not fit its context
+            ``--topk`` above its vocabulary (a ``--draft-vocab`` of the whole vocabulary or more: a note), or a ``--max-new-tokens`` that does not fit its context
             (``data.check_generation_length``).
     """
     states = loaded.model.config.num_hidden_layers + 1  # output_hidden_states: the embeddings, then each layer's
@@ -116,6 +125,9 @@ def check_against_model(args, loaded) -> None:
     if len({layer % states for layer in args.feature_layers}) < len(args.feature_layers):  # trained on one twice
         raise ValueError(f"--feature-layers {' '.join(map(str, args.feature_layers))}: a hidden state is named twice "
                          f"(of this model's {states}, -1 and {states - 1} are the same one).")
+    if args.draft_vocab >= loaded.vocab_size:  # taken as the full vocabulary, unsaid (the default is for V ~ 49k)
+        print(f"note: --draft-vocab {args.draft_vocab:,} is this model's whole vocabulary of {loaded.vocab_size:,} "
+              "tokens or more: the drafter drafts from the full vocabulary.", file=sys.stderr)
     if args.topk > loaded.vocab_size:  # a traceback from torch.topk, after the data was generated
         raise ValueError(f"--topk {args.topk:,} is above this model's vocabulary of {loaded.vocab_size:,} tokens.")
     check_generation_length(loaded, "--max-new-tokens", args.max_new_tokens)
