@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 
 import pytest
 import torch
@@ -101,11 +102,22 @@ def test_resume_continues_from_checkpoint(tiny_folder, tmp_path):
 
 def test_a_mismatched_checkpoint_is_refused_before_the_data_is_made(tiny_folder, tmp_path, monkeypatch):
     """``--resume`` with another ``--num-lookahead`` was refused only after the training data was made (about 26
-    minutes of self-distillation on the embedded model): now at once, before any data."""
+    minutes of self-distillation on the embedded model): now at once, before any data. A checkpoint of another
+    model of the same shapes, or of ``--shared``, was continued unsaid, and one at step 2 "continued" to ``--steps
+    1`` (found by the CLI helper): each option that differs is named."""
     run_train(tiny_folder, tmp_path, "--steps", "4", "--stop-at", "2")
     monkeypatch.setattr(train_mod, "load_sequences", lambda *a, **k: pytest.fail("the data was made first"))
-    with pytest.raises(ValueError, match=r"does not match this run's trained tensors \(param\)"):
+    with pytest.raises(ValueError, match=r"was written by a run with --num-lookahead 2 \(this run: 3\): give the "
+                                         r"same to continue it, so --resume cannot continue from it"):
         run_train(tiny_folder, tmp_path, "--steps", "4", "--resume", "--num-lookahead", "3")
+    with pytest.raises(ValueError, match=r"--shared False \(this run: True\)"):
+        run_train(tiny_folder, tmp_path, "--steps", "4", "--resume", "--shared")
+    other = tmp_path / "other-model"
+    shutil.copytree(tiny_folder, other)  # the same shapes: its checkpoint's tensors fit
+    with pytest.raises(ValueError, match=f"--model {tiny_folder} \\(this run: {other}\\)"):
+        run_train(other, tmp_path, "--steps", "4", "--resume")
+    with pytest.raises(ValueError, match=r"is at step 2 already, and --steps is 2: give more --steps to train on"):
+        run_train(tiny_folder, tmp_path, "--steps", "2", "--resume")
 
 
 def test_resume_without_a_checkpoint_says_that_it_starts_at_step_0(tiny_folder, tmp_path, capsys):

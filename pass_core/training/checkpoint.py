@@ -69,20 +69,38 @@ def save_checkpoint(path: Path, params: dict[str, torch.Tensor], opt: torch.opti
                                             "progress": json.dumps(progress or {})})
 
 
-def load_checkpoint(path: Path, params: dict[str, torch.Tensor], opt: torch.optim.Adam) -> tuple[int, dict]:
+#: The look-ahead training options a ``--resume`` must share with the run that wrote the checkpoint.
+RESUME_SAME = ("model", "num_lookahead", "shared", "tokens_per_draft", "adapter_rank", "loss", "data")
+
+
+def load_checkpoint(path: Path, params: dict[str, torch.Tensor], opt: torch.optim.Adam,
+                    args=None) -> tuple[int, dict]:
     """Restore the trained tensors and Adam moments; returns the step to continue from and the ``progress`` record.
+
+    Args:
+        args: this run's parsed arguments: the checkpoint's ``RESUME_SAME`` options must equal them, and its step
+            must be below ``args.steps`` (None: not checked).
 
     Raises:
         ValueError: the checkpoint is damaged (unreadable, truncated, metadata missing, NaN or inf), naming the
-            file and how to start afresh; or it was written for other trained tensors (e.g. another adapter rank).
+            file and how to start afresh; it was written by a run of other ``RESUME_SAME`` options (each named:
+            another model of the same shapes continued unsaid) or has reached ``--steps`` already; or it was written
+            for other trained tensors (e.g. another adapter rank).
     """
     try:
         with safe_open(str(path), framework="pt") as handle:
             meta = handle.metadata() or {}
         step, progress = int(meta["step"]), json.loads(meta.get("progress", "{}"))
+        saved = json.loads(meta.get("args", "{}"))
         tensors = load_file(str(path))
     except (SafetensorError, OSError, ValueError, RuntimeError, KeyError) as err:
         raise _afresh(path, f"is damaged ({type(err).__name__}: {err})") from err
+    differ = [f"--{key.replace('_', '-')} {saved[key]} (this run: {getattr(args, key)})" for key in RESUME_SAME
+              if args is not None and key in saved and saved[key] != getattr(args, key)]
+    if differ:
+        raise _afresh(path, f"was written by a run with {', '.join(differ)}: give the same to continue it")
+    if args is not None and step >= args.steps:  # a report of --steps 1 over 2 steps of training
+        raise _afresh(path, f"is at step {step} already, and --steps is {args.steps}: give more --steps to train on")
     if non_finite(tensors) is not None:
         raise _afresh(path, f"holds NaN or inf in {non_finite(tensors)!r}")
     for name, param in params.items():

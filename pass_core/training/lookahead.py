@@ -117,7 +117,7 @@ def train(args) -> dict:
         groups.append({"params": list(lora.values()), "lr": args.adapter_lr, "base_lr": args.adapter_lr})
     opt = torch.optim.Adam(groups)
     out = Path(args.out)
-    step0, progress = (load_checkpoint(_checkpoint_path(out), params, opt)
+    step0, progress = (load_checkpoint(_checkpoint_path(out), params, opt, args)
                        if args.resume and _checkpoint_path(out).is_file() else (0, {}))
     seqs, plens, described = load_sequences(loaded, args.data, args.gen_tokens)
     if args.answers:
