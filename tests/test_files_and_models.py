@@ -201,6 +201,24 @@ def test_a_dequantisation_that_fails_while_saving_leaves_no_half_model(tmp_path,
     assert [p.name for p in models.iterdir() if not p.name.endswith(".lock")] == []
 
 
+def test_a_model_folder_without_its_weights_is_refused(tiny_folder, tmp_path, capsys):
+    """A folder whose model.safetensors is not the model's (here a look-ahead file) loaded with every tensor started
+    at random (transformers said so in a log only), and generate wrote noise with exit 0 (found by the CLI helper)."""
+    import shutil
+
+    from safetensors.torch import save_file
+
+    from pass_core import generate
+
+    folder = tmp_path / "no-weights"
+    shutil.copytree(tiny_folder, folder)
+    save_file({"lookahead": torch.zeros(2, 4)}, str(folder / "model.safetensors"))
+    assert generate.main(["--prompt", "hi", "--model", str(folder), "--max-new-tokens", "2", *FP32]) == 2
+    err = capsys.readouterr().err
+    assert f"{folder} has no weights for" in err and "of the model's tensors (e.g. " in err, err
+    assert load_model(str(tiny_folder)).name  # the intact folder loads
+
+
 def test_a_damaged_dequantised_copy_is_named_not_the_gguf(tmp_path, monkeypatch, tiny_folder):
     """A damaged cached copy (a disk error, a killed copy) was reported as the embedded GGUF failing: the message
     now names the cache folder to delete; an intact copy loads."""

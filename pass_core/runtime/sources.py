@@ -165,7 +165,8 @@ def load_pretrained(ref: str, dtype: torch.dtype, local_only: bool = False) -> t
     hub id from the local Hugging Face cache only (transformers' ``local_files_only``: no network, no retries).
 
     Raises:
-        ValueError: a local folder without ``config.json`` (not a saved transformers model).
+        ValueError: a local folder without ``config.json`` (not a saved transformers model), or a model whose
+            weights file lacks some of its tensors (transformers would start them at random).
         Exception: whatever transformers raises for a hub id it cannot fetch or a damaged folder.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -176,7 +177,13 @@ def load_pretrained(ref: str, dtype: torch.dtype, local_only: bool = False) -> t
                          "(save one with "
                          "model.save_pretrained(folder) and tokenizer.save_pretrained(folder)).")
     tokenizer = AutoTokenizer.from_pretrained(ref, trust_remote_code=False, local_files_only=local_only)
-    model = AutoModelForCausalLM.from_pretrained(ref, dtype=dtype, trust_remote_code=False, local_files_only=local_only)
+    model, info = AutoModelForCausalLM.from_pretrained(ref, dtype=dtype, trust_remote_code=False,
+                                                       local_files_only=local_only, output_loading_info=True)
+    missing = sorted(info.get("missing_keys") or ())
+    if missing:  # transformers starts them at random and says so in a log: the model then wrote noise, exit 0
+        raise ValueError(f"{ref} has no weights for {len(missing)} of the model's tensors (e.g. {missing[0]}): its "
+                         "weights file is missing or is not this model's; save the model again with "
+                         "model.save_pretrained(folder).")
     return model, tokenizer
 
 
