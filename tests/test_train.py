@@ -253,7 +253,10 @@ def test_an_empty_file_name_is_refused_by_every_command_line(capsys):
                        (train_mod.main, ["--out", ""]),
                        (train_mod.main, ["--out", "x.safetensors", "--report", ""]),
                        (train_mod.main, ["--out", "x.safetensors", "--init-from", ""]),
-                       (parallelspec.main, ["--out", ""])):
+                       (parallelspec.main, ["--out", ""]),
+                       # taken as the default prompts, or called a folder (found by the second CLI helper)
+                       (bench_main, ["--suite", ""]), (train_mod.main, ["--out", "x.safetensors", "--data", ""]),
+                       (parallelspec.main, ["--train-prompts", ""]), (parallelspec.main, ["--heldout-prompts", " "])):
         with pytest.raises(SystemExit) as stop:
             main(args)
         assert stop.value.code == 2, args

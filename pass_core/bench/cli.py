@@ -31,7 +31,7 @@ def csv_values(text: str, kind, name: str) -> list:
 def build_parser() -> argparse.ArgumentParser:
     """The CLI of ``python -m pass_core.bench``."""
     p = argparse.ArgumentParser(prog="python -m pass_core.bench", description=DESCRIPTION)
-    p.add_argument("--suite", default="quick", help="quick (16 prompts), full (70), a .jsonl file of "
+    p.add_argument("--suite", default="quick", type=file_name, help="quick (16 prompts), full (70), a .jsonl file of "
                    '{"category": ..., "prompt": ...} lines, or none (with --pass-cost) (default: quick)')
     p.add_argument("--methods", default="ar,pass", help=f"comma-separated, from {', '.join(METHODS)}, each with "
                    "optional variants +fused, +auto (cost-aware draft lengths), +tree4/8/16 or +tree (token trees) and a backend @fp32, @onednn or @bf16 "

@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=DEFAULT_MODEL, help="target model (name, hub id, folder or .gguf)")
     p.add_argument("--num-lookahead", type=int, default=3, help="L, look-ahead embeddings to train")
     p.add_argument("--out", required=True, type=file_name, help="output .safetensors file")
-    p.add_argument("--data", default="self", help="'self' (own generations), a .txt or a .jsonl file")
+    p.add_argument("--data", default="self", type=file_name, help="'self' (own generations), a .txt or a .jsonl file")
     p.add_argument("--steps", type=int, default=600, help="optimizer steps")
     p.add_argument("--lr", type=float, default=3e-3, help="learning rate of the look-ahead embeddings (Adam)")
     p.add_argument("--batch-positions", type=int, default=96, help="prefix positions per step")
@@ -52,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-sequences", type=int, default=40, help="held-out sequences for top-1 agreement (0 = skip)")
     p.add_argument("--baseline", action="store_true", help="also evaluate the fixed-token baseline for the report")
     p.add_argument("--stop-at", type=int, default=None, help="stop after this step (checkpoint kept for --resume)")
-    p.add_argument("--report", default=None, type=file_name, help="write a JSON report here (and its markdown beside it, .md)")
+    p.add_argument("--report", default=None, type=file_name,
+                   help="write a JSON report here (and its markdown beside it, .md)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (None: torch's choice)")
     p.add_argument("--adapter-rank", type=int, default=0,
                    help="> 0: also train look-ahead adapters of this rank (extension, method pass-lora): LoRA on every "

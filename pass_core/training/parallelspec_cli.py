@@ -46,8 +46,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--sampled-temperature", type=float, default=0.8, help="temperature of the extra generations")
     p.add_argument("--feature-layers", type=int, nargs="+", default=[-1],
                    help="target hidden states the drafter reads (-1 = last; several = EAGLE-3 extension)")
-    p.add_argument("--train-prompts", default=None, help="prompt file (default assets/prompts/train_prompts.jsonl)")
-    p.add_argument("--heldout-prompts", default=None, help="default assets/prompts/heldout_prompts.jsonl")
+    p.add_argument("--train-prompts", default=None, type=file_name,
+                   help="prompt file (default assets/prompts/train_prompts.jsonl)")
+    p.add_argument("--heldout-prompts", default=None, type=file_name,
+                   help="default assets/prompts/heldout_prompts.jsonl")
     p.add_argument("--cost-per-draft", type=float, default=0.1,
                    help="extra verification cost per draft, in AR steps (for the confidence gate)")
     p.add_argument("--drafter-cost", type=float, default=0.09, help="drafter pass cost, in AR steps")
