@@ -29,6 +29,10 @@ def test_tree_figure_and_node_inspector(new_page, race_page_url, tmp_path, width
 
     with in_process_page(new_page, race_page_url, width, step_delay_s=0.2) as page:
         page.locator("#input-temperature input").fill("1")  # sampled: the nodes' p are not all 0 or 1
+        # the page took it (its slider follows the box through gradio): once, on a fresh clone's run, the race ran
+        # greedy (the inspector's table then has no u column, and its rule line said "not used: greedy")
+        page.wait_for_function("() => document.querySelector('#input-temperature').parentElement.parentElement"
+                               ".querySelector('.range-aid input[type=range]')?.value === '1'", timeout=10_000)
         choose(page, "#input-tree_nodes", "8 nodes")
         race_on(page, max_new_tokens=24)
         page.locator("#pane-parallelspec-tree .token.highlighted").first.wait_for(timeout=60_000)
