@@ -11,7 +11,6 @@ import os
 import re
 import sys
 import time
-from pathlib import Path
 
 from pass_core.decoding.events import ended_at_once, output_text, output_token_ids
 from pass_core.decoding.metrics import summarize

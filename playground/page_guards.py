@@ -16,7 +16,7 @@ from playground.cost_charts import cost_view
 from playground.plot_boxes import shown_plot
 from playground.race_guards import finish
 from playground.race_text import compute_line
-from playground.race_slots import RACE_RUNNING, MeasurementRefused, RaceSlots
+from playground.race_slots import MeasurementRefused, RaceSlots
 from playground.scrolling import busy_js
 
 STOPPED_NOTE = "**Stopped.** The panes show what each method had produced when you pressed Stop."
@@ -115,7 +115,7 @@ def machine_curve(holder) -> dict | None:
 
 def remeasure_button():
     """The "Re-measure pass cost" button, placed where this is called; returns ``wire(holder, state, cost_plot,
-    cost_md, slots)``, to call once those exist. A press while a race runs is refused (``RACE_RUNNING``): a
+    cost_md, slots)``, to call once those exist. A press while a race runs is refused (``race_slots.RACE_RUNNING``): a
     warning says why and the cost view stays as it was (a ``gr.Error`` left gradio's "Error" badge on the cost
     panel through every later race)."""
     button = gr.Button("Re-measure pass cost", size="sm", elem_id="remeasure-button")
