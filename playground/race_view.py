@@ -116,7 +116,7 @@ class RaceView:
         metrics: ``METRIC_LABELS`` key -> display string naming each method.
         greedy_check: markdown, the output comparison (greedy) or why there is none (sampling).
         figures: latency, tokens vs compute time, acceptance histogram, acceptance by position;
-            None when the charts are not redrawn this time.
+            None when the charts are not redrawn this time; four Nones before the first step (nothing to draw).
         run_line: markdown, "Racing…" or "Finished." (then the finish view, ``race_text.finish_line``), the caller's
             note, a line per method that wrote nothing (``empty_output_notes``), one compute line per method and each
             method's first step (prefill) time.
@@ -125,7 +125,7 @@ class RaceView:
     panes: dict[str, list[tuple[str, str]]]
     metrics: dict[str, str]
     greedy_check: str
-    figures: tuple[go.Figure, go.Figure, go.Figure, go.Figure] | None
+    figures: tuple[go.Figure | None, go.Figure | None, go.Figure | None, go.Figure | None] | None
     run_line: str
 
 
@@ -167,7 +167,8 @@ def race_view(events: dict[str, list[StepEvent]], show_rejected: bool, greedy: b
         greedy: temperature 0 (the outputs must then be identical).
         fused: the fused step ran (legends mark the fusable methods).
         finished: the race is over.
-        with_figures: build the four figures (the browser's heaviest redraw) or leave them None.
+        with_figures: build the four figures (the browser's heaviest redraw) or leave them None; with no event
+            in ``events`` the figures are four Nones (nothing to draw: the page hides the plots).
         chat_template: the prompts were wrapped in the chat template (``empty_output_notes`` advice).
         note: markdown put in the run line under "Racing…" / "Finished." (e.g. a cap on max new tokens).
         dtype: the model's dtype, for the greedy check's near-tie judgement.
@@ -181,7 +182,9 @@ def race_view(events: dict[str, list[StepEvent]], show_rejected: bool, greedy: b
     summaries = {key: (s if s.steps else None) for key, s in summaries.items()}
     names = charts.legend_names(events, fused)
     figures = None
-    if with_figures:
+    if with_figures and not any(events.values()):  # no step yet (a race's first update): no chart to draw, and
+        figures = (None,) * 4  # four empty ones cost the browser as much as full ones: hidden until the first step
+    elif with_figures:
         figures = (charts.latency_figure(events, names, revision), charts.cumulative_figure(events, names, revision),
                    charts.acceptance_histogram_figure(summaries, names, revision),
                    charts.position_acceptance_figure(summaries, names, revision))
