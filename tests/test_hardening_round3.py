@@ -521,12 +521,22 @@ def test_a_damaged_drafter_checkpoint_is_named_before_the_data(tiny_folder, tmp_
         with pytest.raises(ValueError, match="without --resume") as err:
             parallelspec.main(["--model", str(tiny_folder), "--out", str(out), "--resume", "--threads", "1"])
         assert str(ckpt) in str(err.value)
-        # a checkpoint of another k: named with the k that continues it (a raw state_dict error, after the data)
-        torch.save({"drafter": {"masks": torch.zeros(4, 8)}, "optimizer": {}, "step": 3, "history": "[]",
-                    "generator": torch.Generator().get_state(), "train_s": 1.0}, ckpt)
-        with pytest.raises(ValueError, match="was written by a run with --num-draft 5, not 3 \\(give --num-draft 5 to "
-                                             "continue it\\), so --resume cannot continue from it"):
+        # a checkpoint of another k: named with the k that continues it (a raw state_dict error, after the data),
+        # from its shape when it keeps no options (written before they were kept)
+        saved = {"drafter": {"masks": torch.zeros(4, 8)}, "optimizer": {}, "step": 3, "history": "[]",
+                 "generator": torch.Generator().get_state(), "train_s": 1.0}
+        torch.save(saved, ckpt)
+        with pytest.raises(ValueError, match="was written by a run with --num-draft 5 \\(this run: 3\\): give the "
+                                             "same to continue it, so --resume cannot continue from it"):
             parallelspec.main(["--model", str(tiny_folder), "--out", str(out), "--resume", "--threads", "1"])
+        # another model of the same shapes, other feature layers or another draft vocabulary continued unsaid (or
+        # failed in load_state_dict after the data): each option is named
+        options = {"model": "other-model", "num_draft": 3, "feature_layers": [-1, 1], "draft_vocab": 100}
+        torch.save({**saved, "drafter": {"masks": torch.zeros(2, 8)}, "args": json.dumps(options)}, ckpt)
+        with pytest.raises(ValueError) as err:
+            parallelspec.main(["--model", str(tiny_folder), "--out", str(out), "--resume", "--threads", "1"])
+        assert (f"--model other-model (this run: {tiny_folder}), --feature-layers -1 1 (this run: -1), "
+                "--draft-vocab 100 (this run: 8192): give the same") in str(err.value), err.value
     finally:
         ckpt.unlink()
 

@@ -95,10 +95,7 @@ def load_checkpoint(path: Path, params: dict[str, torch.Tensor], opt: torch.opti
         tensors = load_file(str(path))
     except (SafetensorError, OSError, ValueError, RuntimeError, KeyError) as err:
         raise _afresh(path, f"is damaged ({type(err).__name__}: {err})") from err
-    differ = [f"--{key.replace('_', '-')} {saved[key]} (this run: {getattr(args, key)})" for key in RESUME_SAME
-              if args is not None and key in saved and saved[key] != getattr(args, key)]
-    if differ:
-        raise _afresh(path, f"was written by a run with {', '.join(differ)}: give the same to continue it")
+    _refuse_other_options(path, saved, args, RESUME_SAME)
     if args is not None and step >= args.steps:  # a report of --steps 1 over 2 steps of training
         raise _afresh(path, f"is at step {step} already, and --steps is {args.steps}: give more --steps to train on")
     if non_finite(tensors) is not None:
@@ -115,9 +112,30 @@ def load_checkpoint(path: Path, params: dict[str, torch.Tensor], opt: torch.opti
     return step, progress
 
 
+def _option(value) -> str:
+    """An option's value as typed: ``[-1, 5]`` as "-1 5"."""
+    return " ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+def _refuse_other_options(path: Path, saved: dict, args, keys: tuple[str, ...]) -> None:
+    """Raise ``_afresh`` naming each of ``keys`` whose value in ``saved`` (the options of the run that wrote the
+    checkpoint at ``path``) differs from ``args`` (this run's parsed arguments; None, or a key not saved: not
+    checked)."""
+    differ = [f"--{key.replace('_', '-')} {_option(saved[key])} (this run: {_option(getattr(args, key))})"
+              for key in keys if args is not None and key in saved and saved[key] != getattr(args, key)]
+    if differ:
+        raise _afresh(path, f"was written by a run with {', '.join(differ)}: give the same to continue it")
+
+
+#: The ParallelSpec training options a ``--resume`` must share with the run that wrote the checkpoint: the target
+#: model and the drafter's shapes (another model of the same width, or other feature layers, continued unsaid).
+DRAFTER_RESUME_SAME = ("model", "num_draft", "feature_layers", "draft_vocab")
+
+
 def save_drafter_checkpoint(path: Path, drafter: torch.nn.Module, opt: torch.optim.Optimizer,
-                            gen: torch.Generator, step: int, history: list, train_s: float) -> None:
-    """A ParallelSpec training checkpoint: the drafter's and the optimizer's state, the generator, the step.
+                            gen: torch.Generator, step: int, history: list, train_s: float, args=None) -> None:
+    """A ParallelSpec training checkpoint: the drafter's and the optimizer's state, the generator, the step, and
+    the run's ``DRAFTER_RESUME_SAME`` options (``args``, the parsed arguments; None: none kept).
 
     Raises:
         ValueError: a drafter tensor holds NaN or inf (training diverged): nothing is written.
@@ -125,7 +143,8 @@ def save_drafter_checkpoint(path: Path, drafter: torch.nn.Module, opt: torch.opt
     _refuse_non_finite(drafter.state_dict(), step)
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"drafter": drafter.state_dict(), "optimizer": opt.state_dict(), "generator": gen.get_state(),
-                "step": step, "history": json.dumps(history), "train_s": train_s}, path)
+                "step": step, "history": json.dumps(history), "train_s": train_s,
+                "args": json.dumps({key: getattr(args, key) for key in DRAFTER_RESUME_SAME} if args else {})}, path)
 
 
 def drafter_checkpoint_path(out: Path) -> Path:
@@ -137,16 +156,19 @@ def drafter_checkpoint_path(out: Path) -> Path:
     return cache_root() / "drafter-checkpoints" / f"{Path(out).stem}-{key}.ckpt.pt"
 
 
-def read_drafter_checkpoint(path: Path, num_draft: int | None = None) -> dict:
+def read_drafter_checkpoint(path: Path, args=None) -> dict:
     """A ``save_drafter_checkpoint`` file read and checked, without a drafter: a ParallelSpec run reads it before
     it makes its data (minutes to hours), then restores it with ``load_drafter_checkpoint``.
 
     Args:
-        num_draft: k of this run, checked against the checkpoint's k - 1 [MASK] vectors (None: not checked).
+        args: this run's parsed arguments: the checkpoint's ``DRAFTER_RESUME_SAME`` options must equal them (a
+            checkpoint written before it kept them: its k - 1 [MASK] vectors are checked against ``args.num_draft``);
+            None: not checked.
 
     Raises:
         ValueError: the file is damaged, misses a part or holds NaN or inf, naming the file and how to start afresh;
-            it was written for another k (``num_draft``), naming the k that continues it.
+            it was written by a run of other ``DRAFTER_RESUME_SAME`` options, naming each with the value that
+            continues it.
     """
     try:
         ckpt = torch.load(path, weights_only=True)
@@ -158,9 +180,13 @@ def read_drafter_checkpoint(path: Path, num_draft: int | None = None) -> dict:
         masks = ckpt["drafter"].get("masks")
     except Exception as err:  # torch.load of a damaged file raises many kinds (unpickling, zip, runtime errors)
         raise _afresh(path, f"cannot be used ({type(err).__name__}: {err})") from err
-    if num_draft is not None and masks is not None and masks.shape[0] != num_draft - 1:  # a state_dict error, late
-        raise _afresh(path, f"was written by a run with --num-draft {masks.shape[0] + 1}, not {num_draft} (give "
-                            f"--num-draft {masks.shape[0] + 1} to continue it)")
+    try:
+        saved = json.loads(ckpt.get("args", "{}"))
+    except (TypeError, ValueError) as err:
+        raise _afresh(path, f"cannot be used (its options: {type(err).__name__}: {err})") from err
+    if args is not None and masks is not None and "num_draft" not in saved:  # an older checkpoint: its shape says k
+        saved["num_draft"] = masks.shape[0] + 1
+    _refuse_other_options(path, saved, args, DRAFTER_RESUME_SAME)  # else a state_dict error, or none at all
     return ckpt
 
 

@@ -171,7 +171,7 @@ def main(argv=None) -> dict:
     if args.resume and not ckpt_path.is_file():  # said before the data (it started at 0 unsaid)
         print(f"note: --resume: no checkpoint {ckpt_path} yet, so training starts at step 0.", file=sys.stderr)
     elif args.resume:  # a damaged checkpoint is refused before the data, not after it
-        ckpt = read_drafter_checkpoint(ckpt_path, args.num_draft)
+        ckpt = read_drafter_checkpoint(ckpt_path, args)
     splits = [_split(loaded, args.train_prompts, args, "train")]
     splits += [_split(loaded, args.train_prompts, args, "train", args.sampled_temperature, seed)
                for seed in range(1, args.sampled_copies + 1)]
@@ -229,7 +229,7 @@ def main(argv=None) -> dict:
             tqdm.write(f"step {step}: held-out agreement {[round(a, 3) for a in ev['per_position_agreement']]}, "
                        f"accepted tokens/step {ev['accepted_tokens_per_step']:.2f}")
         if step % args.checkpoint_every == 0 or step == args.steps:
-            save_drafter_checkpoint(ckpt_path, drafter, opt, gen, step, history, train_s)
+            save_drafter_checkpoint(ckpt_path, drafter, opt, gen, step, history, train_s, args)
     bar.close()
     # the report measures the shipped (float16) file, reloaded
     drafter.info = {"kind": "trained", "steps": step, "lr": args.lr, "seed": args.seed, "batch_size": args.batch_size,
