@@ -405,3 +405,18 @@ def test_a_prompt_longer_than_the_context_is_left_out_with_a_note(tmp_path, tiny
     assert report["method_notes"]["prompt 2 (code)"].startswith("left out: The prompt is 6")
     err = capsys.readouterr().err
     assert "prompt 2 (code): left out:" in err and "; 1 prompt\n" in err  # it said "1 prompts"
+
+
+def test_fused_with_no_fusable_method_is_noted(tmp_path, capsys):
+    """``--fused`` applies to the fusable methods only: with none of them in ``--methods`` it changed nothing, unsaid;
+    now a note says so, before the model loads (here a missing folder, so nothing runs)."""
+    from pass_core.registry import METHODS
+
+    fusable = ", ".join(key for key, method in METHODS.items() if method.fusable)
+    for methods, noted in (("parallelspec,prompt-lookup", True), ("parallelspec,pass", False)):
+        rc = bench.main(["--suite", "quick", "--limit", "1", "--methods", methods, "--fused", "--model",
+                         str(tmp_path / "missing"), "--no-progress"])
+        err = capsys.readouterr().err
+        assert rc == 2 and "error:" in err, err
+        assert (f"note: --fused applies to {fusable} only, and --methods names none of them: it changes nothing."
+                in err) == noted, err

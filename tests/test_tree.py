@@ -574,7 +574,7 @@ def test_tree_shapes_records_each_drafters_step_cost(tiny):
 def test_tree_settings_and_shipped_shapes(tmp_path):
     """tree_nodes is checked at the boundary; shipped shapes load, name what is missing, and the size chosen per
     machine maximises expected tokens per unit of pass cost."""
-    from pass_core.bench.run import split_variant
+    from pass_core.bench.cli import split_variant
     from pass_core.drafters.trees import choose_tree_size, pass_cost_at, shipped_tree
 
     for bad in (dict(tree_nodes=65), dict(tree_nodes=-2), dict(tree_nodes=2.5), dict(tree_nodes=8, fused=True),

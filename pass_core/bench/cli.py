@@ -4,13 +4,64 @@ from __future__ import annotations
 
 import argparse
 
+from pass_core.bench.copies import split_backend
 from pass_core.bench.peers import PEERS
-from pass_core.registry import METHODS
+from pass_core.decoding.settings import TREE_AUTO, DecodeSettings
+from pass_core.registry import BASELINE, METHODS
 from pass_core.runtime.backends import AUTO, BACKEND_CHOICES, BACKENDS
 from pass_core.runtime.models import DEFAULT_MODEL
 from pass_core.runtime.outputs import file_name
 
+#: Suffixes of a method name in ``--methods`` that change its settings for that entry only.
+VARIANTS = {"fused": {"fused": True}, "auto": {"auto_drafts": True},
+            # token trees (extension): the shipped shape of N nodes, or the size chosen for this machine
+            **{f"tree{n}": {"tree_nodes": n} for n in (4, 8, 16)}, "tree": {"tree_nodes": TREE_AUTO}}
+
+
 DESCRIPTION = "Benchmark: ``python -m pass_core.bench`` runs the decoding methods over a prompt suite."
+
+
+def split_variant(name: str) -> tuple[str, dict]:
+    """A ``--methods`` entry -> (registered key, settings changes): "parallelspec+auto" ->
+    ("parallelspec", {"auto_drafts": True}); "pass+fused+auto" adds both (extensions, docs/algorithms.md
+    section 4); a backend suffix ("@fp32") is allowed and ignored here (``split_backend``).
+
+    Raises:
+        ValueError: an unknown method, suffix or backend, a suffix or tree size given twice, a misplaced +fused.
+    """
+    key, *suffixes = split_backend(name)[0].split("+")
+    if len(set(suffixes)) < len(suffixes) or sum(s.startswith("tree") for s in suffixes) > 1:  # "+tree4+tree16": 16
+        raise ValueError(f"{name!r} names a variant twice: give each of {', '.join('+' + v for v in VARIANTS)} once.")
+    if key not in METHODS:
+        raise ValueError(f"Unknown method {key!r}: choose from {', '.join(METHODS)}.")
+    changes = {}
+    for suffix in suffixes:
+        if suffix not in VARIANTS or key == BASELINE:
+            raise ValueError(f"Unknown variant {name!r}: a drafting method may take "
+                             f"{', '.join('+' + v for v in VARIANTS)}.")
+        if suffix == "fused" and not METHODS[key].fusable:
+            raise ValueError(f"{name!r}: the fused step applies to "
+                             f"{', '.join(k for k, m in METHODS.items() if m.fusable)} only.")
+        if suffix.startswith("tree") and not METHODS[key].tree:
+            raise ValueError(f"{name!r}: token trees apply to {', '.join(k for k, m in METHODS.items() if m.tree)} only.")
+        changes.update(VARIANTS[suffix])
+    DecodeSettings(**changes)  # a combination the settings refuse (+fused+tree8) fails here, before any run
+    return key, changes
+
+
+def check_methods(methods: list[str], fused: bool) -> str | None:
+    """Check every ``--methods`` entry (``split_variant``); returns a note when ``--fused`` (``fused``) applies to
+    none of them (it changed nothing, unsaid), else None.
+
+    Raises:
+        ValueError: an entry ``split_variant`` refuses.
+    """
+    keys = [split_variant(m)[0] for m in methods if m not in PEERS]
+    fusable = [key for key, method in METHODS.items() if method.fusable]
+    if fused and not set(keys) & set(fusable):
+        return (f"note: --fused applies to {', '.join(fusable)} only, and --methods names none of them: "
+                "it changes nothing.")
+    return None
 
 
 def csv_values(text: str, kind, name: str) -> list:

@@ -30,53 +30,19 @@ from pass_core.runtime.models import load_model, pick_device
 from pass_core.runtime.outputs import check_output_path, json_with, write_text_atomically
 from pass_core.runtime.pass_cost import cpu_busy, cpu_load, measure_pass_cost, pass_cost_markdown
 from pass_core.registry import BASELINE, METHODS
-from pass_core.decoding.settings import TREE_AUTO, DecodeSettings
+from pass_core.decoding.settings import DecodeSettings
 from pass_core.decoding.text import count
 from pass_core.bench.copies import load_backend_copies, method_backend, split_backend
 from pass_core.bench.suites import SUITES, BenchPrompt, fitting_prompts, load_suite  # noqa: F401 (the bench's API)
-from pass_core.bench.cli import build_parser, csv_values
+from pass_core.bench.cli import build_parser, check_methods, csv_values, split_variant
 from pass_core.bench.peers import PEERS, check_peers, generate_peer, wall_time_note
 
 WARMUP_TOKENS = 8
 
 
-#: Suffixes of a method name in ``--methods`` that change its settings for that entry only.
-VARIANTS = {"fused": {"fused": True}, "auto": {"auto_drafts": True},
-            # token trees (extension): the shipped shape of N nodes, or the size chosen for this machine
-            **{f"tree{n}": {"tree_nodes": n} for n in (4, 8, 16)}, "tree": {"tree_nodes": TREE_AUTO}}
-
-
 def is_ar_like(name: str) -> bool:
     """True for AR on any backend and for the peers: runs that do not depend on L."""
     return name in PEERS or split_backend(name)[0] == BASELINE
-
-
-def split_variant(name: str) -> tuple[str, dict]:
-    """A ``--methods`` entry -> (registered key, settings changes): "parallelspec+auto" ->
-    ("parallelspec", {"auto_drafts": True}); "pass+fused+auto" adds both (extensions, docs/algorithms.md
-    section 4); a backend suffix ("@fp32") is allowed and ignored here (``split_backend``).
-
-    Raises:
-        ValueError: an unknown method, suffix or backend, a suffix or tree size given twice, a misplaced +fused.
-    """
-    key, *suffixes = split_backend(name)[0].split("+")
-    if len(set(suffixes)) < len(suffixes) or sum(s.startswith("tree") for s in suffixes) > 1:  # "+tree4+tree16": 16
-        raise ValueError(f"{name!r} names a variant twice: give each of {', '.join('+' + v for v in VARIANTS)} once.")
-    if key not in METHODS:
-        raise ValueError(f"Unknown method {key!r}: choose from {', '.join(METHODS)}.")
-    changes = {}
-    for suffix in suffixes:
-        if suffix not in VARIANTS or key == BASELINE:
-            raise ValueError(f"Unknown variant {name!r}: a drafting method may take "
-                             f"{', '.join('+' + v for v in VARIANTS)}.")
-        if suffix == "fused" and not METHODS[key].fusable:
-            raise ValueError(f"{name!r}: the fused step applies to "
-                             f"{', '.join(k for k, m in METHODS.items() if m.fusable)} only.")
-        if suffix.startswith("tree") and not METHODS[key].tree:
-            raise ValueError(f"{name!r}: token trees apply to {', '.join(k for k, m in METHODS.items() if m.tree)} only.")
-        changes.update(VARIANTS[suffix])
-    DecodeSettings(**changes)  # a combination the settings refuse (+fused+tree8) fails here, before any run
-    return key, changes
 
 
 #: The ``method_notes`` key of a run stopped with Ctrl-C (``run_bench``): its report holds the rounds made.
@@ -174,8 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         if not named:  # --methods "" ran AR alone and said nothing
             raise ValueError(f"--methods {args.methods!r} names no method: give one or more of {', '.join(METHODS)}.")
         methods = list(dict.fromkeys([BASELINE] + named))
-        for m in methods:
-            split_variant(m)  # raises for an unknown method, variant or backend
+        fused_note = check_methods(methods, args.fused)  # raises for an unknown method, variant or backend
         methods += check_peers([b.strip() for b in args.baselines.split(",") if b.strip()])
         lookaheads = csv_values(args.num_lookahead, int, "--num-lookahead")
         temperatures = csv_values(args.temperature, float, "--temperature")
@@ -203,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         set_cpu_threads(args.threads)
     except ValueError as err:
         parser.error(str(err))
+    if fused_note:
+        print(fused_note, file=sys.stderr)
     start = time.perf_counter()
     log = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
     try:
