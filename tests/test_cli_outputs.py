@@ -176,12 +176,34 @@ def test_generate_refuses_a_trace_name_that_is_not_a_json_file(no_model, tmp_pat
                                                              r"must be a finite number, 0 or more"),
     (["--drafter-cost=-inf"], r"--drafter-cost -inf: each must be a finite number"),
     (["--sampled-temperature", "0"], r"--sampled-temperature must be above 0, got 0.0"),  # was transformers' own
+    # taken as given: 0 tokens per sequence or conversations per shard made empty data, after the model loaded
+    (["--corpus-tokens", "0", "--corpus-shard", "0"], r"--corpus-tokens must be at least 1, got 0; --corpus-shard "
+                                                      r"must be at least 1, got 0"),
 ])
 def test_drafter_trainer_refuses_bad_arguments_first(no_model, args, message):
     from pass_core.training.parallelspec import main
 
     with pytest.raises(ValueError, match=message):
         main(args)
+
+
+def test_adapter_options_without_adapters_are_noted(no_model, tmp_path, capsys):
+    """``--adapter-lr`` and ``--adapter-alpha`` apply to the adapters only: with ``--adapter-rank 0`` (the default)
+    they changed nothing, unsaid; now a note says so before the model loads (``no_model``: it stops there)."""
+    from pass_core.training import lookahead
+
+    out = ["--out", str(tmp_path / "la.safetensors")]
+    for args, note in ((["--adapter-lr", "0.01"], "note: --adapter-lr applies to the adapters only, and "
+                                                  "--adapter-rank is 0 (no adapters): it changes nothing."),
+                       (["--adapter-lr", "0.01", "--adapter-alpha", "4"], "note: --adapter-lr and --adapter-alpha "
+                                                                          "apply to the adapters only, and "
+                                                                          "--adapter-rank is 0 (no adapters): they "
+                                                                          "change nothing."),
+                       (["--adapter-rank", "2", "--adapter-lr", "0.01"], None), ([], None)):
+        with pytest.raises(AssertionError, match="a model was loaded"):  # the checks passed: the model would load
+            lookahead.main([*out, *args])
+        err = capsys.readouterr().err
+        assert (note in err) if note else "--adapter-rank is 0" not in err, (args, err)
 
 
 def test_trainers_refuse_an_out_they_cannot_write_first(no_model, a_file, tmp_path, capsys):

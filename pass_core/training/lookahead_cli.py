@@ -17,6 +17,7 @@ from pass_core.training.data import check_answers, read_prompts
 
 #: The most tokens per draft position (the "registers" extension), L x R look-ahead rows in all.
 MAX_TOKENS_PER_DRAFT = 8
+ADAPTER_LR = 1e-3  # --adapter-lr's default
 DESCRIPTION = "Train PaSS look-ahead embeddings on a frozen model (docs/algorithms.md section 3, training)."
 
 
@@ -59,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="> 0: also train look-ahead adapters of this rank (extension, method pass-lora): LoRA on every "
                         "linear layer, active at look-ahead positions only; the file then serves --method pass-lora")
     p.add_argument("--adapter-alpha", type=float, default=None, help="LoRA alpha (default 2 x rank)")
-    p.add_argument("--adapter-lr", type=float, default=1e-3, help="learning rate of the adapters")
+    p.add_argument("--adapter-lr", type=float, default=ADAPTER_LR, help="learning rate of the adapters")
     p.add_argument("--curve-every", type=int, default=0,
                    help="every N steps, measure held-out top-1 agreement (the agreement-vs-data curve; 0 = off)")
     p.add_argument("--curve-sequences", type=int, default=12, help="held-out sequences per curve point")
@@ -69,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def check_arguments(args) -> None:
     """Refuse, before the model loads and the data is made, arguments training cannot use; note a ``--resume``
-    that has no checkpoint yet (training then starts at step 0).
+    that has no checkpoint yet (training then starts at step 0), and ``--adapter-lr`` or ``--adapter-alpha`` given
+    without adapters (``--adapter-rank 0``).
 
     Raises:
         ValueError: L outside 1..8, a count such as --stop-at below 1, --eval-tokens outside 1..1024, one such as --eval-prompts
@@ -108,6 +110,12 @@ def check_arguments(args) -> None:
         raise ValueError(f"{', '.join(bad_rates)}: a learning rate must be a positive number.")
     if args.adapter_alpha is not None and not (math.isfinite(args.adapter_alpha) and args.adapter_alpha > 0):
         raise ValueError(f"--adapter-alpha must be a positive number, got {args.adapter_alpha}")  # NaN: "diverged"
+    given = [name for name, value, default in (("--adapter-lr", args.adapter_lr, ADAPTER_LR),
+                                               ("--adapter-alpha", args.adapter_alpha, None)) if value != default]
+    if given and not args.adapter_rank:  # ignored unsaid: only adapters use them
+        print(f"note: {' and '.join(given)} {'apply' if len(given) > 1 else 'applies'} to the adapters only, and "
+              f"--adapter-rank is 0 (no adapters): {'they change' if len(given) > 1 else 'it changes'} nothing.",
+              file=sys.stderr)
     if args.answers:  # CORPUS:COUNT and the corpus wheels, before any data
         check_answers(args.answers)
     check_output_path(args.out, "--out", "lookahead.safetensors", "look-ahead embeddings are safetensors",

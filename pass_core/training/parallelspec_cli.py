@@ -71,9 +71,9 @@ def check_arguments(args) -> None:
     """Refuse, before the model loads and the data is made (minutes to hours), arguments training cannot use.
 
     Raises:
-        ValueError: k outside the page's range of draft counts, a count below 1, --anchors above ``MAX_ANCHORS``,
-            a seed outside the page's range, a learning rate that is not positive, a real-valued option that is
-            negative or not finite, a sampling temperature of 0, an ``--answers`` or ``--corpus`` whose corpus is
+        ValueError: k outside the page's range of draft counts, a count (corpus sizes included) below 1, --anchors
+            above ``MAX_ANCHORS``, a seed outside the page's range, a learning rate that is not positive, a
+            real-valued option that is negative or not finite, a sampling temperature of 0, an ``--answers`` or ``--corpus`` whose corpus is
             unknown or not installed, or an ``--out`` that cannot be written (``outputs.check_output_path``).
     """
     low, high, _ = SETTING_RANGES["num_lookahead"]
@@ -82,7 +82,8 @@ def check_arguments(args) -> None:
     counts = {"--steps": args.steps, "--batch-size": args.batch_size, "--anchors": args.anchors,
               "--topk": args.topk, "--max-new-tokens": args.max_new_tokens, "--data-batch-size": args.data_batch_size,
               "--eval-every": args.eval_every, "--checkpoint-every": args.checkpoint_every,
-              "--threads": args.threads}
+              "--threads": args.threads, "--corpus-conversations": args.corpus_conversations,
+              "--corpus-tokens": args.corpus_tokens, "--corpus-shard": args.corpus_shard}
     low_ones = [f"{name} must be at least 1, got {value}" for name, value in counts.items() if value < 1]
     if low_ones:
         raise ValueError("; ".join(low_ones) + ".")
