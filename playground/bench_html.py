@@ -209,8 +209,10 @@ def main(argv: list[str] | None = None) -> int:
         if not any(summary.values()) and not report.get("pass_cost"):  # {"summary": {}}: a page of empty figures
             raise ValueError(f"a benchmark report with no measured method in its 'summary' and no pass-cost curve; "
                              f"{write_one}")
-    except json.JSONDecodeError as err:  # "Expecting value: line 1 column 6" alone said nothing of what to do
-        print(f"error: {argv[0]}: not JSON ({err}); {write_one}", file=sys.stderr)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:  # "Expecting value: line 1 column 6" (or a codec's
+        # "can't decode byte 0xf3") alone said nothing of what to do
+        what = f"not JSON ({err})" if isinstance(err, json.JSONDecodeError) else "not a UTF-8 text file, so not JSON"
+        print(f"error: {argv[0]}: {what}; {write_one}", file=sys.stderr)
         return 2
     except (OSError, ValueError) as err:
         reason = err.strerror if isinstance(err, OSError) and err.strerror else err  # not the path twice

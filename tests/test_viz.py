@@ -314,6 +314,10 @@ def test_bench_html_command_line_refuses_what_is_not_a_report(tmp_path, capsys, 
     assert capsys.readouterr().err == (f"error: {tmp_path / 'bad.json'}: not JSON (Expecting property name enclosed "
                                        "in double quotes: line 1 column 2 (char 1)); write one with python -m "
                                        "pass_core.bench --json\n")
+    (tmp_path / "binary.json").write_bytes(b"\x00\xf3\xff PNG")  # the codec's "can't decode byte 0xf3" alone
+    assert bench_html.main([str(tmp_path / "binary.json"), str(tmp_path / "x.html")]) == 2
+    assert capsys.readouterr().err == (f"error: {tmp_path / 'binary.json'}: not a UTF-8 text file, so not JSON; write "
+                                       "one with python -m pass_core.bench --json\n")
     (tmp_path / "other.json").write_text('{"a": 1}', encoding="utf-8")
     assert bench_html.main([str(tmp_path / "other.json"), str(tmp_path / "x.html")]) == 2
     (tmp_path / "gen.json").write_text('{"summary": {"method": "ar", "tokens": 3}}', encoding="utf-8")  # generate --json
