@@ -21,7 +21,7 @@ from pass_core.runtime.outputs import check_output_path, file_name, json_with, s
 from pass_core.registry import METHODS
 from pass_core.decoding.text import check_prompt, count
 from pass_core.teaching.trace import SCHEMA as TRACE_SCHEMA, make_trace, save_trace
-from pass_core.decoding.settings import SETTING_RANGES, DecodeSettings
+from pass_core.decoding.settings import SETTING_RANGES, DecodeSettings, command_line_message
 
 #: ANSI colours per label (Okabe-Ito-like on a terminal).
 ANSI = {
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                         sys.stdout.write(f"{colours[tok.label]}{text}{RESET if colours[tok.label] else ''}")
                 sys.stdout.flush()
     except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {command_line_message(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C: the steps made so far are still shown, traced and counted
         if not events:

@@ -374,3 +374,22 @@ def test_an_output_named_for_another_kind_of_file_is_refused_first(no_model, tmp
         code, _ = 2, print(err, file=__import__("sys").stderr)
     assert code == 2 and message in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--temperature", "-1"], "--temperature must be between 0 and 2, got -1.0 (use 0 for greedy decoding)"),
+    (["--num-lookahead", "9"], "--num-lookahead must be between 1 and 8, got 9"),
+    (["--top-p", "2"], "--top-p must be between 0.01 and 1, got 2.0 (1 disables it)"),
+    (["--max-new-tokens", "0"], "--max-new-tokens must be between 1 and 1,024, got 0"),
+])
+def test_generate_and_bench_name_the_option_of_a_bad_setting(no_model, args, message, capsys):
+    """A setting out of range is named by its option, as typed (it was the page's label: "number of look-ahead tokens
+    L must be between 1 and 8", "max new tokens must be ..."), before the model loads."""
+    from pass_core import generate
+    from pass_core.bench.run import main as bench
+
+    assert generate.main(["--prompt", "hi", *args]) == 2
+    assert capsys.readouterr().err == f"error: {message}\n"
+    with pytest.raises(SystemExit) as exit_:
+        bench(["--suite", "quick", *args])
+    assert exit_.value.code == 2 and capsys.readouterr().err.endswith(f"error: {message}\n")

@@ -140,7 +140,7 @@ def test_cli_bad_setting_exits_2(tiny_folder, capsys):
     from pass_core import generate
 
     assert generate.main(["--prompt", "hi", "--model", str(tiny_folder), "--num-lookahead", "0", *FP32]) == 2
-    assert "look-ahead" in capsys.readouterr().err
+    assert "error: --num-lookahead must be between 1 and 8, got 0" in capsys.readouterr().err
 
 
 def test_two_processes_needing_the_same_gguf_dequantise_it_once(tmp_path, monkeypatch):

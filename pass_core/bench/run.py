@@ -30,7 +30,7 @@ from pass_core.runtime.models import load_model, pick_device
 from pass_core.runtime.outputs import check_output_path, json_with, write_text_atomically
 from pass_core.runtime.pass_cost import cpu_busy, cpu_load, measure_pass_cost, pass_cost_markdown
 from pass_core.registry import BASELINE, METHODS
-from pass_core.decoding.settings import DecodeSettings
+from pass_core.decoding.settings import DecodeSettings, command_line_message
 from pass_core.decoding.text import count
 from pass_core.bench.copies import load_backend_copies, method_backend, split_backend
 from pass_core.bench.suites import SUITES, BenchPrompt, fitting_prompts, load_suite  # noqa: F401 (the bench's API)
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                               "playground.bench_html draws it)", json_with("summary", "machine"))
         set_cpu_threads(args.threads)
     except ValueError as err:
-        parser.error(str(err))
+        parser.error(command_line_message(err))
     if fused_note:
         print(fused_note, file=sys.stderr)
     start = time.perf_counter()

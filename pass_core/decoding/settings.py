@@ -46,6 +46,24 @@ def _given(value) -> str:
     return repr(value)
 
 
+class SettingError(ValueError):
+    """A ``DecodeSettings`` field the settings refuse, named as the page names it (``label``, e.g. "max new
+    tokens"); ``setting`` is the field (``max_new_tokens``)."""
+
+    def __init__(self, message: str, setting: str, label: str):
+        super().__init__(message)
+        self.setting, self.label = setting, label
+
+    def for_command_line(self) -> str:
+        """The message naming the command line's option (``--max-new-tokens``) where it names the page's label."""
+        return str(self).replace(self.label, "--" + self.setting.replace("_", "-"), 1)
+
+
+def command_line_message(err: Exception) -> str:
+    """``err``'s message for a command line: a ``SettingError`` names the option (``for_command_line``)."""
+    return err.for_command_line() if isinstance(err, SettingError) else str(err)
+
+
 def _default(name: str) -> float:
     return SETTING_RANGES[name][2]
 
@@ -108,7 +126,8 @@ class DecodeSettings:
         """Check every field against ``SETTING_RANGES``; return self.
 
         Raises:
-            ValueError: naming the setting, the bad value and the allowed range.
+            SettingError: naming the setting, the bad value and the allowed range (a ``ValueError``).
+            ValueError: a token tree with the fused step or cost-aware draft lengths.
         """
         checks = {
             "num_lookahead": ("number of look-ahead tokens L", int),
@@ -122,23 +141,25 @@ class DecodeSettings:
             value = getattr(self, name)
             lo, hi, _ = SETTING_RANGES[name]
             if value is None:  # an empty box (a browser empties a number box holding letters or 1e999)
-                raise ValueError(f"{label} is empty or not a number: type a number between {_fmt(lo)} and {_fmt(hi)}")
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"{label} must be a number, got {_given(value)}")
-            if isinstance(value, float) and not math.isfinite(value):  # NaN, inf (also from a trace's JSON "Infinity")
-                raise ValueError(f"{label} must be a finite number between {_fmt(lo)} and {_fmt(hi)}, got {_given(value)}")
-            if kind is int and int(value) != value:
-                raise ValueError(f"{label} must be a whole number, got {_given(value)}")
-            if not lo <= value <= hi:
-                raise ValueError(
-                    f"{label} must be between {_fmt(lo)} and {_fmt(hi)}, got {_given(value)}"
-                    + (" (use 0 for greedy decoding)" if name == "temperature" and value < 0 else "")
-                    + (" (1 disables it)" if name == "top_p" else "")
-                )
+                problem = f"is empty or not a number: type a number between {_fmt(lo)} and {_fmt(hi)}"
+            elif isinstance(value, bool) or not isinstance(value, (int, float)):
+                problem = f"must be a number, got {_given(value)}"
+            elif isinstance(value, float) and not math.isfinite(value):  # NaN, inf (also a trace's JSON "Infinity")
+                problem = f"must be a finite number between {_fmt(lo)} and {_fmt(hi)}, got {_given(value)}"
+            elif kind is int and int(value) != value:
+                problem = f"must be a whole number, got {_given(value)}"
+            elif not lo <= value <= hi:
+                problem = (f"must be between {_fmt(lo)} and {_fmt(hi)}, got {_given(value)}"
+                           + (" (use 0 for greedy decoding)" if name == "temperature" and value < 0 else "")
+                           + (" (1 disables it)" if name == "top_p" else ""))
+            else:
+                continue
+            raise SettingError(f"{label} {problem}", name, label)
         nodes = self.tree_nodes
         if isinstance(nodes, bool) or not isinstance(nodes, int) or not TREE_AUTO <= nodes <= MAX_TREE_NODES:
-            raise ValueError(f"tree nodes must be a whole number between {TREE_AUTO} and {MAX_TREE_NODES} "
-                             f"(0 = a chain, {TREE_AUTO} = the size chosen for this machine), got {nodes!r}")
+            raise SettingError(f"tree nodes must be a whole number between {TREE_AUTO} and {MAX_TREE_NODES} "
+                               f"(0 = a chain, {TREE_AUTO} = the size chosen for this machine), got {nodes!r}",
+                               "tree_nodes", "tree nodes")
         if nodes and (self.fused or self.auto_drafts):
             raise ValueError("token trees (tree nodes != 0) cannot be combined with the fused step or with "
                              "cost-aware draft lengths yet: switch those off or use a chain (tree nodes 0)")
