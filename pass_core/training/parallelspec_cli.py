@@ -12,7 +12,7 @@ from pass_core.runtime.models import DEFAULT_MODEL
 from pass_core.drafters.files import PARALLELSPEC_FORMAT
 from pass_core.runtime.outputs import check_output_path, file_name, safetensors_of
 from pass_core.training.corpora import corpus_path
-from pass_core.training.data import check_answers, check_generation_length
+from pass_core.training.data import check_answers, check_generation_length, read_prompts
 
 #: The most mask groups (anchors) per sequence and step: a training sequence is at most 320 tokens.
 MAX_ANCHORS = 320
@@ -73,8 +73,9 @@ def check_arguments(args) -> None:
     Raises:
         ValueError: k outside the page's range of draft counts, a count (corpus sizes included) below 1, --anchors
             above ``MAX_ANCHORS``, a seed outside the page's range, a learning rate that is not positive, a
-            real-valued option that is negative or not finite, a sampling temperature of 0, an ``--answers`` or ``--corpus`` whose corpus is
-            unknown or not installed, or an ``--out`` that cannot be written (``outputs.check_output_path``).
+            real-valued option that is negative or not finite, a sampling temperature of 0, an ``--answers`` or
+            ``--corpus`` whose corpus is unknown or not installed, a prompt file that is missing, not UTF-8 text or malformed
+            (``data.read_prompts``), or an ``--out`` that cannot be written (``outputs.check_output_path``).
     """
     low, high, _ = SETTING_RANGES["num_lookahead"]
     if not low <= args.num_draft <= high:
@@ -108,6 +109,8 @@ def check_arguments(args) -> None:
         check_answers(args.answers)
     if args.corpus != "none":
         corpus_path(args.corpus)
+    for prompts in filter(None, (args.train_prompts, args.heldout_prompts)):  # read once the model had loaded (the
+        read_prompts(prompts)  # held-out file after all the training data: minutes to hours, then the refusal)
     if args.out:
         check_output_path(args.out, "--out", "drafter.safetensors", "a drafter is saved as a safetensors file",
                           safetensors_of(PARALLELSPEC_FORMAT))  # not a model's weights
