@@ -329,7 +329,7 @@ def test_cost_view_after_a_race_and_auto_draft_lengths(tiny, fixed_pass_cost):
     for key in DRAFTING:
         assert f"{METHODS[key].short_name}: tokens per step" in " ".join(names), key
         assert f"**{METHODS[key].short_name}**:" in final["cost_text"], key
-    assert "a one-token pass takes" in final["cost_text"]
+    assert "a one-token pass after 200 tokens takes" in final["cost_text"]
     events = final["state"]["events"]
     for key in DRAFTING:
         assert all(e.draft_choice.startswith("auto: k = ") for e in events[key]), key
