@@ -59,14 +59,17 @@ STEP_ECHO_JS = ("const r = document.querySelector('#run-line'); const e = docume
 CANCEL_RACE_JS = "() => { document.getElementById('cancel-race')?.click(); }"
 #: Client-side, after Stop: the step-through's last answer under the buttons goes (it spoke of a live race).
 CLEAR_STEP_ECHO_JS = "() => { const e = document.getElementById('step-echo-text'); if (e) e.textContent = ''; }"
-#: The answer under the step buttons to Run pressed while this tab's race runs (gradio ignores that press).
+#: The answer under the step buttons to Run pressed while this tab's race runs (gradio ignores that press) ...
 RACE_RUNNING = "A race is running in this tab: press Stop first, or Run again once it has finished."
+#: ... or is paused (it said "running", which a paused race did not seem to be; the run line keeps the position).
+RACE_PAUSED = "This tab's race is paused: press Resume to finish it, or Stop to end it, then Run."
 #: Client-side, on Run: the step-through's last answer under the buttons goes (it spoke of the previous race); while
-#: this tab's race runs (its run line says "Racing…" or "Paused after step N of the M computed so far"), gradio
-#: ignores the press, and the line says so instead (the press did nothing that could be seen).
+#: this tab's race runs (its run line says "Racing…") or is paused ("Paused after step N of the M computed so far"),
+#: gradio ignores the press, and the line says so instead (the press did nothing that could be seen).
 RUN_ECHO_JS = ("() => { const e = document.getElementById('step-echo-text'); const r = document.querySelector("
-               "'#run-line'); if (!e) return; const live = r && /^(Racing…|Paused after step \\d+ of the \\d+ "
-               "computed so far)/.test(r.innerText.trim()); e.textContent = live ? " + repr(RACE_RUNNING) + " : ''; }")
+               "'#run-line'); if (!e) return; const line = r ? r.innerText.trim() : ''; e.textContent = "
+               "/^Paused after step \\d+ of the \\d+ computed so far/.test(line) ? " + repr(RACE_PAUSED)
+               + " : /^Racing…/.test(line) ? " + repr(RACE_RUNNING) + " : ''; }")
 
 
 def busy_js(elem_id: str, busy: bool, echo: bool = True) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 
 from pass_core.teaching.trace import load_trace
-from playground.scrolling import RACE_RUNNING
+from playground.scrolling import RACE_PAUSED, RACE_RUNNING
 from test_browser import ARTIFACTS, PAUSED_AT, in_process_page, paused_position, new_page, pane_chars, race_on, race_page_url  # noqa: F401
 
 #: Records every aria-busy value the Next button takes, from the page's own DOM (a MutationObserver).
@@ -53,6 +53,10 @@ def test_double_click_on_next_moves_one_step_and_the_button_shows_it_works(new_p
         page.wait_for_timeout(1500)  # a second step, had the double click made one, would be on the page by now
         assert position(page) == before + 1
         assert page.evaluate("window.busySeen")[:1] == ["true"]  # busy from the press, then idle again
+        page.get_by_role("button", name="Run").dispatch_event("click")  # paused, not "running" (a new user's puzzle)
+        page.wait_for_function("t => document.getElementById('step-echo-text').textContent === t", arg=RACE_PAUSED,
+                               timeout=10_000)
+        assert position(page) == before + 1  # the run line keeps the position
         slow_down(0.0)  # the double click is checked: the rest of the race at full speed
         page.locator("#resume-button").click()
         page.get_by_text("Finished.").first.wait_for(timeout=120_000)
