@@ -2,10 +2,9 @@
 to the handlers. Importing this module loads nothing and launches nothing (``app.py`` parses the command line and
 launches); ``ModelHolder`` loads the model in a background thread.
 
-The handlers it calls live in ``playground/race_handlers.py`` (the race takes a ``race_inputs.RaceRequest``): the
-methods on offer come from ``pass_core.registry.METHODS``, decoding, timing and metrics from ``pass_core`` (step
-events, ``summarize``), figures, token colours, display strings and the page's CSS from ``playground``
-(``race_view``, ``race_charts``).
+The handlers it calls live in ``playground/race_handlers.py`` (the race takes a ``race_inputs.RaceRequest``, checked
+by ``race_checks``): the methods come from ``pass_core.registry.METHODS``, decoding, timing and metrics from
+``pass_core``, figures, token colours, display strings and the page's CSS from ``playground`` (``race_view``).
 """
 
 from __future__ import annotations
@@ -43,8 +42,9 @@ from playground.teaching_panels import wire_panels
 from playground.tree_race import inspector_outputs, tree_choice, tree_count, tree_pane_values, wire_tree
 # the handlers, re-exported: tests and API users reach them as playground.page.<name>
 from playground.race_handlers import (CHART_EVERY, DEFAULT_RACE, drafters_for, gpu_duration, pane_visibility,  # noqa
-                                      preview_panes, race_handler, race_keys, race_problems, render, render_state,
-                                      replay_panes, rerender_panes, user_error, validate_inputs, with_panes_for)
+                                      preview_panes, race_handler, race_keys, render, render_state,
+                                      replay_panes, rerender_panes, user_error, with_panes_for)
+from playground.race_checks import race_problems, validate_inputs  # noqa: F401  (re-exported)
 from playground.replay import download_hint, replay_handler, replay_listener  # noqa: F401  (re-exported)
 
 QUEUE_MAX_SIZE = 16
@@ -251,7 +251,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         run_event = ui.run_btn.click(on_run, [*inputs, ui.tree_nodes], outputs, api_name="race",
                                      concurrency_limit=1, preprocess=False, show_progress="minimal",
                                      show_progress_on=ui.run_md,  # progress and a refusal: on the run line only
-                                     validator=functools.partial(validate_inputs, offer=offer))
+                                     validator=functools.partial(validate_inputs, offer=offer, holder=holder))
         # a refused file: one mark, on the run line, not one on every output
         replay_event = ui.replay_btn.click(replay_listener(holder, controls),
                                            [ui.trace_upload, ui.show_rejected], outputs, api_name="replay",

@@ -23,8 +23,8 @@ from playground.plot_boxes import shown_plot
 from playground.race_panes import highlighted_tokens
 from playground.race_guards import finish, guard_lines, new_guards, off_the_clock, prefill_warning
 from playground.trace_files import trace_path
-from playground.race_inputs import DEFAULT_RACE, MethodOffer, RaceRequest, checkbox_problem, chosen_methods, \
-    hide_paths, input_problems, methods_problem, prompt_problem, whole, zerogpu_duration
+from playground.race_inputs import DEFAULT_RACE, RaceRequest, chosen_methods, hide_paths, methods_problem, \
+    prompt_problem, whole, zerogpu_duration  # noqa: F401  (DEFAULT_RACE: playground.page re-exports it)
 from playground.race_text import baseline_label
 from playground.race_view import METRIC_LABELS, race_view
 from playground.stepping import StepControl, newest_css, paused_updates, step_line
@@ -226,26 +226,6 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
             control.shown()  # no step button waits for a race that has ended
     path = save_trace(make_trace(loaded, prompt, settings, events, show["guards"].get("machine_load")), trace_path())
     yield render(events, show_rejected, settings.greedy, settings.fused, True, note, trace_path=str(path), **show)
-
-
-def race_problems(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected=True,
-                  fused=False, methods=DEFAULT_RACE, chat_template=True, auto_drafts=False, tree_nodes=0, *,
-                  offer: MethodOffer | None = None) -> list[str | None]:
-    """What refuses a race, per input in ``validate_inputs``' order (None: fine; ``offer``: the methods offered)."""
-    *fields, methods_issue = input_problems(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
-                                            methods, offer)
-    rejected_issue, fused_issue, template_issue, auto_issue = (
-        checkbox_problem(label, value) for label, value in (("show rejected drafts", show_rejected),
-                                                            ("fused step", fused), ("chat template", chat_template),
-                                                            ("cost-aware draft lengths", auto_drafts)))
-    return [*fields, rejected_issue, fused_issue, methods_issue, template_issue, auto_issue,
-            tree_problem(tree_nodes, fused, auto_drafts)]
-
-
-def validate_inputs(*values, offer: MethodOffer | None = None, **named) -> list:
-    """One ``gr.validate`` per input (``race_problems``), run by gradio before the race: the page marks each faulty
-    input with its message, ``gradio_client`` raises ``ValidationError`` listing them, and nothing races."""
-    return [gr.validate(problem is None, problem or "") for problem in race_problems(*values, offer=offer, **named)]
 
 
 def gpu_duration(request: RaceRequest, run_note: str = "", control=None) -> int:

@@ -18,7 +18,7 @@ import gradio as gr
 from playground.lessons import (LESSON_HINT, LESSONS, find_lesson, lab_lesson_markdown, lesson_changes, lesson_markdown,
                                lesson_put_aside, lesson_values)
 from playground.plot_boxes import shown_plot
-from playground.race_handlers import race_problems
+from playground.race_checks import race_problems
 from playground.whatif import K_MAX, MACHINE, PRESETS, TYPED_EXAMPLE, whatif_view
 
 WHATIF_INTRO = ("Predicted tokens per step and speed-up over AR from three numbers: how often a draft is accepted "

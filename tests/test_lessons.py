@@ -15,7 +15,7 @@ from playground.race_inputs import NUMERIC_INPUTS
 from playground.tree_race import TREE_CHOICES
 from playground.lessons import AFTER_LAB_PENDING, AFTER_PENDING, LESSON_HINT, LESSONS, lab_lesson_markdown, \
     lesson_markdown, lesson_values
-from playground.race_handlers import validate_inputs
+from playground.race_checks import validate_inputs
 from playground.race_text import finish_line, metric_texts
 from playground.race_view import race_view
 
