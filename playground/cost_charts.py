@@ -85,8 +85,9 @@ def pass_cost_markdown(curve: dict, points: dict[str, tuple[float, float, float]
 #: The cost chart's text before a race, and for a replay (the curve belongs to the machine that raced).
 COST_WAITING = ("*The pass cost of this machine and each method's tokens and cost per step appear after a race; "
                 "Re-measure pass cost draws the curve alone before one.*")
-COST_NO_CURVE = ("*No pass-cost curve: a replayed trace does not carry the cost of the machine that ran it; run a "
-                 "race here, or press Re-measure pass cost, to see this machine's.*")
+COST_NO_CURVE = ("*No pass-cost curve: a replayed trace does not carry the cost of the machine that ran it, so its "
+                 "steps are not set against this machine's. A race here draws this machine's curve, and so does "
+                 "Re-measure pass cost.*")
 
 
 def refused_line(refused: tuple[dict, str], used: dict | None) -> str:

@@ -130,7 +130,7 @@ class DecodeSettings:
             ValueError: a token tree with the fused step or cost-aware draft lengths.
         """
         checks = {
-            "num_lookahead": ("number of look-ahead tokens L", int),
+            "num_lookahead": ("look-ahead tokens L", int),  # as the page's box is labelled
             "max_new_tokens": ("max new tokens", int),
             "top_k": ("top-k", int),
             "seed": ("seed", int),
