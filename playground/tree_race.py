@@ -168,7 +168,8 @@ def tree_panel() -> SimpleNamespace:
         # the figure and the sentences over it say what each mark is
         plot = gr.Plot(label="the step's token tree", elem_id="tree-plot", visible=False)  # until a tree step
         node = gr.Dropdown([], label="inspect a node of the step's tree (shown in the token inspector)",
-                           elem_id="tree-node", interactive=False)
+                           info="open the list and pick a node: depth, token and what verification did with it",
+                           elem_id="tree-node", interactive=False)  # empty until picked: the info says to pick
     return SimpleNamespace(panes=panes, plot=plot, node=node, panel=panel, outputs=[*panes, plot, node, panel])
 
 

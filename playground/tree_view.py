@@ -71,10 +71,11 @@ def struck(text: str) -> str:
     return "".join(ch if ch.isspace() else ch + "\u0336" for ch in text)
 
 
-def node_label(text: str) -> str:
-    """A node's figure label: ``label``, in quotes when the token is punctuation alone (a bare "," or "." at the
-    figure's label size read as a tick or a dot)."""
-    shown = label(text)
+def node_label(text: str, strike: bool = False) -> str:
+    """A node's figure label: ``label``, ``struck`` with ``strike`` (a rejected draft), in quotes when the token is
+    punctuation alone (a bare "," or "." at the figure's label size read as a tick or a dot; struck quotes read as
+    dashes: "-,-")."""
+    shown = struck(label(text)) if strike else label(text)
     return f"'{shown}'" if text.strip() and all(unicodedata.category(ch).startswith("P") for ch in text.strip()) \
         else shown
 
@@ -130,7 +131,7 @@ def _tree_traces(events: list[StepEvent], event: StepEvent, entry: str, first: b
               "not_verified": ([], UNTRIED_GREY, "circle-open")}
     for j, d in enumerate(drafts):
         groups.get(d.decision, groups["not_verified"])[0].append(j)
-    root = go.Scatter(x=[0], y=[xy[-1][1]], mode="markers+text", text=[label(root_text(events, event))],
+    root = go.Scatter(x=[0], y=[xy[-1][1]], mode="markers+text", text=[node_label(root_text(events, event))],
                       textposition="top center", cliponaxis=False,
                       marker=dict(color=ROOT_COLOUR, size=11, symbol="square"),
                       name="root (the pending token)", customdata=[-1], legendgroup="root", showlegend=first,
@@ -138,10 +139,9 @@ def _tree_traces(events: list[StepEvent], event: StepEvent, entry: str, first: b
                       hoverinfo="text")
     traces.append(root)
     for decision, (nodes, colour, symbol) in groups.items():
-        texts = [node_label(drafts[j].text) for j in nodes]
         traces.append(go.Scatter(
             x=[xy[j][0] for j in nodes], y=[xy[j][1] for j in nodes], mode="markers+text", customdata=nodes,
-            text=[struck(t) if decision == "rejected" else t for t in texts], textposition="top center",
+            text=[node_label(drafts[j].text, decision == "rejected") for j in nodes], textposition="top center",
             cliponaxis=False,  # the top row's labels were cut at the panel's edge
             textfont=dict(color={"accepted": "#111827", "not_verified": "#9ca3af"}.get(decision, colour)),
             marker=dict(color=colour, size=12, symbol=symbol, line=dict(color=colour, width=2)),

@@ -130,6 +130,8 @@ def test_tree_figure_follows_the_events_shown_and_escapes_labels():
     # alone is quoted (a bare "," read as a tick)
     assert struck(" of") == " o\u0336f\u0336" and [node_label(t) for t in (",", " .", " of", "…")] == [
         "','", "' .'", " of", "'…'"]
+    # a rejected one is struck inside its quotes (struck quotes read as dashes: "-,-")
+    assert node_label(",", strike=True) == "',\u0336'" and node_label(" of", strike=True) == " o\u0336f\u0336"
 
 
 def test_node_choices_and_the_node_inspector_show_the_nodes_numbers():
