@@ -63,11 +63,12 @@ def pass_cost_markdown(curve: dict, points: dict[str, tuple[float, float, float]
     widths = ", ".join(f"c({w}) = {c[w]:.2f}" for w in (2, 4, 8) if w in c)
     threads = count(curve["threads"], "thread")
     lines = [f"This machine ({curve['device']}, {curve['dtype']}, {threads}): a one-token pass after "
-             f"{curve.get('cache_len', 200)} tokens takes {curve['ms'][0]:.1f} ms; {widths}. A step wins over AR when it yields more tokens than it costs in AR "
-             "steps. " + ("These lines average every step after the first (prefill), gated and plain steps included; "
-                          "*Theory beside measurement* counts verification steps only, so its numbers differ."
-                          if any(key != "ar" for key in points or {}) else
-                          "A race puts each drafting method's tokens and cost per step beside the curve.")]
+             f"{curve.get('cache_len', 200)} tokens takes {curve['ms'][0]:.1f} ms; {widths}. A step wins over AR "
+             "when it yields more tokens than it costs in AR steps. "
+             + ("These lines average every step after the first (prefill), gated and plain steps included; "
+                "*Theory beside measurement* counts verification steps only, so its numbers differ."
+                if any(key != "ar" for key in points or {}) else
+                "A race puts each drafting method's tokens and cost per step beside the curve.")]
     if busy_warning(curve):
         lines.append(f"**{busy_warning(curve)}**")
     if curve.get("confirmed_dips"):  # pass_cost._measure: the same dip in two measurements

@@ -43,7 +43,8 @@ def split_variant(name: str) -> tuple[str, dict]:
             raise ValueError(f"{name!r}: the fused step applies to "
                              f"{', '.join(k for k, m in METHODS.items() if m.fusable)} only.")
         if suffix.startswith("tree") and not METHODS[key].tree:
-            raise ValueError(f"{name!r}: token trees apply to {', '.join(k for k, m in METHODS.items() if m.tree)} only.")
+            raise ValueError(f"{name!r}: token trees apply to "
+                             f"{', '.join(k for k, m in METHODS.items() if m.tree)} only.")
         changes.update(VARIANTS[suffix])
     DecodeSettings(**changes)  # a combination the settings refuse (+fused+tree8) fails here, before any run
     return key, changes

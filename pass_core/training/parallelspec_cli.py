@@ -74,8 +74,8 @@ def check_arguments(args) -> None:
         ValueError: k outside the page's range of draft counts, a count (corpus sizes included) below 1, --anchors
             above ``MAX_ANCHORS``, a seed outside the page's range, a learning rate that is not positive, a
             real-valued option that is negative or not finite, a sampling temperature of 0, an ``--answers`` or
-            ``--corpus`` whose corpus is unknown or not installed, a prompt file that is missing, not UTF-8 text or malformed
-            (``data.read_prompts``), or an ``--out`` that cannot be written (``outputs.check_output_path``).
+            ``--corpus`` whose corpus is unknown or not installed, a prompt file that is missing, not UTF-8 text or
+            malformed (``data.read_prompts``), or an ``--out`` that cannot be written (``outputs.check_output_path``).
     """
     low, high, _ = SETTING_RANGES["num_lookahead"]
     if not low <= args.num_draft <= high:
