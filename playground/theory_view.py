@@ -44,12 +44,12 @@ def theory_markdown(checks: dict[str, TheoryCheck], names: dict[str, str] | None
     lines = [check.sentence for check in checks.values()]
     by_position = [f"{names.get(key, key)} " + " / ".join(number(a, ".2f") for a in c.alpha_by_position)
                    + f" (predicts {c.predicted_tokens_by_position:.2f})" for key, c in checks.items()]
-    lines.append("alpha by draft position d_1..d_k, accepted / judged there: " + "  ·  ".join(by_position))
+    lines.append("α by draft position d_1..d_k, accepted / judged there: " + "  ·  ".join(by_position))
     naive = [f"{names.get(key, key)} {c.accepted} / {c.drafted} = {c.drafted_alpha:.2f} would predict "
              f"{c.drafted_predicted_tokens:.2f}" for key, c in checks.items() if c.drafted > c.judged]
     if naive:
         lines.append("Why not accepted / drafted? " + "; ".join(naive) + ": the drafts after a step's first rejection "
-                     "are never judged, and counting them as failures makes alpha too small.")
+                     "are never judged, and counting them as failures makes α too small.")
     return "  \n".join(lines)
 
 

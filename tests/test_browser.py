@@ -395,7 +395,7 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
         snapshot(page, f"browser-layout-{width}.png", full_page=True)
         # the trace of this race, replayed on the reloaded page
         original = {key: page.locator(f"#pane-{key} .textfield").inner_text() for key in ("ar", "pass")}
-        assert "PaSS: alpha = " in page.locator("#theory-sentences").inner_text()
+        assert "PaSS: α = " in page.locator("#theory-sentences").inner_text()
         # the buttons beside the 170-px upload box keep a button's height (they stood 170 px tall, as did Run lab)
         tall = {b: page.locator(b).bounding_box()["height"] for b in ("#trace-download", "#replay-button")}
         assert max(tall.values()) < 90, tall
@@ -412,7 +412,7 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
         page.wait_for_function(PANES_IN_VIEW, timeout=10_000)  # on a phone Replay left them 3,000 px above
         for key, text in original.items():
             assert page.locator(f"#pane-{key} .textfield").inner_text() == text, key
-        assert "PaSS: alpha = " in page.locator("#theory-sentences").inner_text()
+        assert "PaSS: α = " in page.locator("#theory-sentences").inner_text()
         page.locator(".js-plotly-plot").nth(4).wait_for(timeout=30_000)  # 4 race charts and the theory chart
         snapshot(page, f"browser-replay-{width}.png", full_page=True)
         page.get_by_role("tab", name="Losslessness lab").click()

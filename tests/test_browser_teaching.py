@@ -350,7 +350,7 @@ def test_theory_predicts_the_measured_mean_on_the_palindrome_example(new_page, s
         theory = shown(page, "#theory-sentences")
         measured = per_method(metric_box(page, "mean accepted tokens per verification step"))
         for name in ("PaSS", "ParallelSpec"):
-            found = re.search(rf"{name}: alpha = ([\d.]+) .*? predicts ([\d.]+) tokens per verification step", theory)
+            found = re.search(rf"{name}: α = ([\d.]+) .*? predicts ([\d.]+) tokens per verification step", theory)
             assert found, (name, theory)
             predicted = float(found.group(2))
             assert abs(predicted - measured[name]) <= 0.05, (name, f"alpha {found.group(1)}", predicted,

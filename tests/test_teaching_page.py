@@ -32,7 +32,7 @@ from test_app import API_OUTPUT_NAMES, DRAFTING, OUTPUT_NAMES, pane_text, run  #
 def test_theory_sentence_for_each_drafting_method(tiny):
     final = run(tiny, temperature=1.0, max_new_tokens=16, update_interval_s=0.0)[-1]
     for key in DRAFTING:  # check_theory's sentence, with this run's numbers, one per drafting method
-        assert f"{METHODS[key].short_name}: alpha = " in final["theory_text"], key
+        assert f"{METHODS[key].short_name}: α = " in final["theory_text"], key
     assert "predicted speed-up" in final["theory_text"]
     names = {trace.name for trace in final["theory"]["value"].data}
     assert {n.split(":")[0] for n in names} == {METHODS[key].short_name for key in DRAFTING}

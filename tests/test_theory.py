@@ -57,7 +57,7 @@ def test_theory_check_on_real_events(tiny):
         assert sum(check.predicted_histogram) == pytest.approx(1.0)
         assert check.predicted_tokens == pytest.approx(exact + expected_tokens(check.alpha, 3))
         assert check.cost > 0 and check.predicted_speedup == pytest.approx(check.predicted_tokens / check.cost)
-        assert check.sentence.startswith(f"{name}: alpha = ") and "AR steps here" in check.sentence
+        assert check.sentence.startswith(f"{name}: α = ") and "AR steps here" in check.sentence
     assert check_theory([], ar) is None and check_theory(events, ar[:1]) is None
 
 
@@ -104,7 +104,7 @@ def test_alpha_on_judged_drafts_predicts_the_measured_mean_of_a_real_trace():
         assert abs(check.predicted_tokens - check.measured_tokens) < 0.05
         # the other estimator, shown beside it on the page, misses by far more
         assert abs(check.drafted_predicted_tokens - check.measured_tokens) > 0.15
-        assert f"alpha = {alpha:.2f} ({counts[0]} accepted of {counts[1]} judged drafts)" in check.sentence
+        assert f"α = {alpha:.2f} ({counts[0]} accepted of {counts[1]} judged drafts)" in check.sentence
 
 
 def test_predicted_mean_equals_the_measured_mean_of_a_geometric_simulation():
@@ -136,8 +136,8 @@ def test_theory_view_shows_both_estimators_and_why():
     checks = {"pass": check_theory(_run([21, 9, 0, 0], True), AR, "PaSS"),
               "parallelspec": check_theory(_run([11, 15, 3, 3], False, True), AR, "ParallelSpec")}
     text = theory_markdown(checks, {"pass": "PaSS", "parallelspec": "ParallelSpec"})
-    assert "PaSS: alpha = 0.23 (9 accepted of 39 judged drafts) at k = 3 predicts 2.30" in text
-    assert "ParallelSpec: alpha = 0.51 (30 accepted of 59 judged drafts) at k = 3 predicts 1.90" in text
+    assert "PaSS: α = 0.23 (9 accepted of 39 judged drafts) at k = 3 predicts 2.30" in text
+    assert "ParallelSpec: α = 0.51 (30 accepted of 59 judged drafts) at k = 3 predicts 1.90" in text
     assert "PaSS 9 / 90 = 0.10 would predict 2.11; ParallelSpec 30 / 96 = 0.31 would predict 1.44" in text
     assert "never judged" in text
     # by position: d_1 judged in all 30 steps, 9 accepted; d_2 judged in those 9, none accepted; d_3 never judged

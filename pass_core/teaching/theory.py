@@ -145,9 +145,9 @@ def check_theory(events, ar_events, name: str = "the method") -> TheoryCheck | N
     speedup = decode_speedup(events, ar_events)  # the prefill step left out, as in the cost
     even = break_even_alpha(k, cost, extra)
     verdict = ("and speculation can win here" if even is not None and alpha >= even else
-               f"and it wins only if alpha rises above {even:.2f}" if even is not None else
+               f"and it wins only if α rises above {even:.2f}" if even is not None else
                f"and it cannot win here at k = {k}, even if every draft were accepted")
-    sentence = (f"{name}: alpha = {alpha:.2f} ({summary.accepted_drafts} accepted of {summary.judged_drafts} judged "
+    sentence = (f"{name}: α = {alpha:.2f} ({summary.accepted_drafts} accepted of {summary.judged_drafts} judged "
                 f"drafts) at k = {k} predicts {predicted:.2f} tokens per verification step "
                 f"(measured {summary.mean_accepted_tokens:.2f}); a verification step costs {cost:.2f} AR steps "
                 f"here, so the predicted speed-up is {predicted / cost:.2f}x (measured "
