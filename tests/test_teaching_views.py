@@ -101,7 +101,8 @@ def test_a_replayed_prompt_is_shown_as_typed_and_cut_short():
     assert r"\*\*bold\*\* \[link\]\(javascript:alert\(1\)\) \`code\` next" in note  # no markup, one line
     long = replay_note(Trace("m", [0.0], "a" * 100_000, DecodeSettings(), {}))
     assert "a" * REPLAY_PROMPT_CHARS + "…" in long and "a" * (REPLAY_PROMPT_CHARS + 1) not in long
-    assert "”, look-ahead tokens L = 3, temperature 0" in long  # the setting's name on the page ("k = 3" was not)
+    # the settings' names on the page ("k = 3" was not), max new tokens too (a new-user helper missed it)
+    assert "”, look-ahead tokens L = 3, max new tokens 96, temperature 0" in long
 
 
 def test_the_inspector_says_why_a_draft_was_rejected_and_draws_its_own_p_and_q():
