@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -118,6 +119,11 @@ def test_a_mismatched_checkpoint_is_refused_before_the_data_is_made(tiny_folder,
         run_train(other, tmp_path, "--steps", "4", "--resume")
     with pytest.raises(ValueError, match=r"is at step 2 already, and --steps is 2: give more --steps to train on"):
         run_train(tiny_folder, tmp_path, "--steps", "2", "--resume")
+    # the same folder spelled otherwise is the same model (it was refused as another one): the run goes on to
+    # make its data (which this test's stand-in refuses)
+    spelled = os.path.join(tiny_folder, "..", tiny_folder.name)
+    with pytest.raises(pytest.fail.Exception, match="the data was made first"):
+        run_train(spelled, tmp_path, "--steps", "4", "--resume")
 
 
 def test_resume_without_a_checkpoint_says_that_it_starts_at_step_0(tiny_folder, tmp_path, capsys):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import torch
@@ -117,12 +118,23 @@ def _option(value) -> str:
     return " ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
 
 
+def _same(before, now) -> bool:
+    """Two values of an option are the same: equal, or two spellings of one existing file or folder ("./m" and
+    "m", a relative and an absolute path: a model or data file named otherwise was refused)."""
+    if before == now:
+        return True
+    try:
+        return isinstance(before, str) and isinstance(now, str) and os.path.samefile(before, now)
+    except OSError:  # either does not exist (a hub id, a model name)
+        return False
+
+
 def _refuse_other_options(path: Path, saved: dict, args, keys: tuple[str, ...]) -> None:
     """Raise ``_afresh`` naming each of ``keys`` whose value in ``saved`` (the options of the run that wrote the
     checkpoint at ``path``) differs from ``args`` (this run's parsed arguments; None, or a key not saved: not
-    checked)."""
+    checked; ``_same``)."""
     differ = [f"--{key.replace('_', '-')} {_option(saved[key])} (this run: {_option(getattr(args, key))})"
-              for key in keys if args is not None and key in saved and saved[key] != getattr(args, key)]
+              for key in keys if args is not None and key in saved and not _same(saved[key], getattr(args, key))]
     if differ:
         raise _afresh(path, f"was written by a run with {', '.join(differ)}: give the same to continue it")
 
