@@ -169,6 +169,11 @@ def test_bad_traces_are_refused_by_name(tiny, tmp_path):
                                   ("dtype", "bfloat16", r"'model\.backend' is 'float32', which runs in float32, but "
                                                         r"'model\.dtype' is 'bfloat16'")):
         cases[f"model-{field}-{value}"] = (json.dumps({**good, "model": {**good["model"], field: value}}), message)
+    for backend in ("", "float32"):  # "chosen by measurement" of no backend (it was replayed as such)
+        chosen = {**good["model"], "backend": backend, "backend_chosen_by_measurement": True}
+        cases[f"model-auto-{backend}"] = (json.dumps({**good, "model": chosen}), r"'model\.backend_chosen_by_"
+                                          rf"measurement' is true, but 'model\.backend' is string \"{backend}\": a "
+                                          r"measured choice is one of fp32, bf16, onednn")
     mismatch = {**good["model"], "backend": "bf16"}  # bf16 runs in bfloat16: a trace saying float32 contradicts it
     cases["model-bf16-float32"] = (json.dumps({**good, "model": mismatch}), r"'bf16', which runs in bfloat16, but "
                                                                               r"'model\.dtype' is 'float32'")

@@ -201,6 +201,9 @@ def _backend(model: dict, where: str) -> tuple[str, bool, str]:
     if not isinstance(auto, bool):
         raise ValueError(f"{where}: the field 'model.backend_chosen_by_measurement' must be true or false (JSON), got "
                          f"{_as_json(auto)}.")
+    if auto and backend not in BACKENDS:  # accepted: the page then said "chosen by measurement" of no backend
+        raise ValueError(f"{where}: the field 'model.backend_chosen_by_measurement' is true, but 'model.backend' is "
+                         f"{_as_json(backend)}: a measured choice is one of {', '.join(BACKENDS)}.")
     if dtype not in ("", *dtypes):
         raise ValueError(f"{where}: the field 'model.dtype' must be one of {', '.join(dtypes)}, got {_as_json(dtype)}.")
     ran_in = BACKENDS[backend].dtype if backend in BACKENDS else backend
