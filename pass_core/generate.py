@@ -18,7 +18,7 @@ from pass_core.runtime.backends import AUTO, BACKEND_CHOICES, BACKENDS, prepare_
 from pass_core.runtime.backend_choice import choice_line
 from pass_core.runtime.models import DEFAULT_MODEL, load_model, pick_device
 from pass_core.runtime.outputs import check_output_path, file_name, json_with, stdout_failed
-from pass_core.registry import METHODS
+from pass_core.registry import METHODS, fusable_keys
 from pass_core.decoding.text import check_prompt, count
 from pass_core.teaching.trace import SCHEMA as TRACE_SCHEMA, make_trace, save_trace
 from pass_core.decoding.settings import SETTING_RANGES, DecodeSettings, command_line_message
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.fused and not method.fusable:
         print(f"note: --fused is not used by --method {args.method} (fused step: "
-              f"{', '.join(k for k, m in METHODS.items() if m.fusable)})", file=sys.stderr)
+              f"{', '.join(fusable_keys())})", file=sys.stderr)
     colours = ANSI if sys.stdout.isatty() else dict.fromkeys(ANSI, "")  # no escape codes in files and pipes
     events, interrupted = [], False
     try:

@@ -157,6 +157,11 @@ def get_method(key: str) -> Method:
         raise ValueError(f"Unknown method {key!r}: choose one of {', '.join(METHODS)}.") from None
 
 
+def fusable_keys() -> list[str]:
+    """The registered methods the fused step applies to (``Method.fusable``), in registry order."""
+    return [key for key, method in METHODS.items() if method.fusable]
+
+
 def offered_methods(model_name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(the methods worth racing on ``model_name``, the ones left out), each in registry order: a method that
     needs a trained file (``Method.trained_for``) is left out unless one ships for this model, since its untrained

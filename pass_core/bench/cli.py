@@ -7,7 +7,7 @@ import argparse
 from pass_core.bench.copies import split_backend
 from pass_core.bench.peers import PEERS
 from pass_core.decoding.settings import TREE_AUTO, DecodeSettings
-from pass_core.registry import BASELINE, METHODS
+from pass_core.registry import BASELINE, METHODS, fusable_keys
 from pass_core.runtime.backends import AUTO, BACKEND_CHOICES, BACKENDS
 from pass_core.runtime.models import DEFAULT_MODEL
 from pass_core.runtime.outputs import file_name
@@ -40,8 +40,7 @@ def split_variant(name: str) -> tuple[str, dict]:
             raise ValueError(f"Unknown variant {name!r}: a drafting method may take "
                              f"{', '.join('+' + v for v in VARIANTS)}.")
         if suffix == "fused" and not METHODS[key].fusable:
-            raise ValueError(f"{name!r}: the fused step applies to "
-                             f"{', '.join(k for k, m in METHODS.items() if m.fusable)} only.")
+            raise ValueError(f"{name!r}: the fused step applies to {', '.join(fusable_keys())} only.")
         if suffix.startswith("tree") and not METHODS[key].tree:
             raise ValueError(f"{name!r}: token trees apply to "
                              f"{', '.join(k for k, m in METHODS.items() if m.tree)} only.")
@@ -58,7 +57,7 @@ def check_methods(methods: list[str], fused: bool) -> str | None:
         ValueError: an entry ``split_variant`` refuses.
     """
     keys = [split_variant(m)[0] for m in methods if m not in PEERS]
-    fusable = [key for key, method in METHODS.items() if method.fusable]
+    fusable = fusable_keys()
     if fused and not set(keys) & set(fusable):
         return (f"note: --fused applies to {', '.join(fusable)} only, and --methods names none of them: "
                 "it changes nothing.")
