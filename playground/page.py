@@ -29,7 +29,8 @@ from pass_core.teaching.race import events_upto
 from pass_core.teaching.trace import MAX_TRACE_BYTES
 from playground.lab_handlers import lab_handler, lab_stopper, validate_lab, with_lab_note
 from playground.layout import lay_out
-from playground.page_guards import STEP_WAIT_S, STOPPED_NOTE, stop_handler, stopped_frame, wire_step_button  # noqa
+from playground.page_guards import STEP_WAIT_S, STOPPED_NOTE, slow_motion_handler, stop_handler, stopped_frame, \
+    wire_step_button  # noqa: F401  (STOPPED_NOTE re-exported)
 from playground.race_slots import MEASURING_NOTE, RaceSlots
 from playground.scrolling import CANCEL_RACE_JS, CLEAR_STEP_ECHO_JS, RUN_ECHO_JS, RUN_SCROLL_JS, \
     SCROLL_TO_INSPECTOR_JS, SCROLL_TO_LAB_JS, SCROLL_TO_PANES_JS
@@ -129,16 +130,6 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
             return render_state(state, show_rejected, position)
         return handler
 
-    def on_slow_motion(delay_s, request: gr.Request = None):
-        session = getattr(request, "session_hash", None)
-        try:
-            StepControl().set_delay(delay_s)
-        except ValueError as err:
-            raise user_error(str(err)) from err
-        delays[session] = float(delay_s)
-        if session in controls:
-            controls[session].set_delay(delay_s)
-
     def on_press(request: gr.Request = None, *values) -> tuple:  # the request first: gradio puts it at its place
         """Run's first, unqueued answer (run line, inspector): a note when another visitor's race runs
         (``slots.on_run``) and the inspector's hint (it kept a token of the race before, two races later); a Run
@@ -175,14 +166,15 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
 
     def on_run(prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused, methods,
                chat_template=True, auto_drafts=False, tree_nodes=0, request: gr.Request = None):
-        if slots.withdrawn(request, (prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed,
-                                     show_rejected, fused, methods, chat_template, auto_drafts, tree_nodes)):
+        values = (prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show_rejected, fused,
+                  methods, chat_template, auto_drafts, tree_nodes)
+        if slots.withdrawn(request, values):
             return  # Stop said this waiting race will not start (the page's cancel of it may not have landed)
         tree_nodes, session = tree_choice(tree_nodes), getattr(request, "session_hash", None)  # "8": an API client
         problem = methods_problem(methods, offer)
         if problem and problem != methods_problem(methods):  # a method this page leaves out, asked for by the API
             raise user_error(problem)
-        if not holder.ready:  # Stop meanwhile: this race will not start (Stop said "Nothing to stop")
+        if not holder.ready:  # Stop meanwhile withdraws this race (``slots.withdraw``): it will not start
             slots.waits(session)
             yield (gr.skip(),) * (len(outputs) - 3) + ("Waiting for the model to load…", gr.skip(), gr.skip())
         try:
@@ -190,6 +182,8 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         except ModelNotReady as err:
             slots.leave(session)
             raise user_error(str(err)) from err
+        if slots.withdrawn(request, values):  # Stop while the model loaded (the page's cancel may not have landed)
+            return
         # ZeroGPU refuses a call that asks for more than the visitor's quota: cap the race to fit (and say so)
         max_new_tokens, note = (cap_for_zerogpu(max_new_tokens, methods, tree_count(methods, tree_nodes))
                                 if spaces is not None else (max_new_tokens, ""))
@@ -266,7 +260,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         # had written nothing); a race shows the ticked methods' again (its first frame)
         replay_event.success(replay_panes, ui.state, ui.panes, **private)
         # preprocess=False: set_delay names a bad value (the slider's own check logged a traceback)
-        ui.slow_motion.change(on_slow_motion, ui.slow_motion, None, preprocess=False, **private)
+        ui.slow_motion.change(slow_motion_handler(delays, controls), ui.slow_motion, None, preprocess=False, **private)
         for key, pane in zip(METHODS, ui.panes):
             pane.select(on_select(key), [ui.state, ui.show_rejected], [ui.inspector_md, ui.inspector_plot], **private)
             pane.select(None, None, None, js=SCROLL_TO_INSPECTOR_JS, **private)  # the answer in view

@@ -1,6 +1,6 @@
 """The page's guards around a race, wired by ``page.build_demo``: Stop that leaves a trace of what was produced (a
 live race answers it in its own stream of frames, ``stopped_frame``; a waiting race is withdrawn: ``race_slots``),
-step buttons that show they work and take one press at a time, and the re-measure button of the pass-cost curve
+step buttons that show they work and take one press at a time, slow motion's delay, and the re-measure button of the pass-cost curve
 (with a progress indicator). Plain functions (tests call them without a browser); no tensors: traces from
 ``pass_core.teaching.trace``, curves from ``pass_core.runtime.pass_cost``."""
 
@@ -17,7 +17,9 @@ from playground.plot_boxes import shown_plot
 from playground.race_guards import finish
 from playground.race_text import compute_line
 from playground.race_slots import MeasurementRefused, RaceSlots
+from playground.race_handlers import user_error
 from playground.scrolling import busy_js
+from playground.stepping import StepControl
 
 STOPPED_NOTE = "**Stopped.** The panes show what each method had produced when you pressed Stop."
 STOPPED_TRACE = " *Download trace* gives exactly those steps."
@@ -63,6 +65,22 @@ def stopped_frame(loaded, control, width: int) -> tuple:
     line, path, state = (stop_outputs(loaded, control.last_state) if control.last_state is not None
                          else (STOPPED_BEFORE_START, gr.skip(), gr.skip()))
     return (gr.skip(),) * (width - 4) + (path, line, gr.skip(), state)
+
+
+def slow_motion_handler(delays: dict, controls: dict):
+    """Slow motion's handler: the delay (seconds after each step, ``StepControl.set_delay``) of the visitor's
+    races, kept in ``delays`` (session -> seconds) and given to the live race in ``controls`` (session ->
+    ``StepControl``) at once. Raises gr.Error naming a bad value (the slider's value reaches it unprocessed)."""
+    def on_slow_motion(delay_s, request: gr.Request = None):
+        session = getattr(request, "session_hash", None)
+        try:
+            StepControl().set_delay(delay_s)
+        except ValueError as err:
+            raise user_error(str(err)) from err
+        delays[session] = float(delay_s)
+        if session in controls:
+            controls[session].set_delay(delay_s)
+    return on_slow_motion
 
 
 def stop_handler(holder, controls: dict, slots=None):

@@ -511,6 +511,37 @@ def test_a_waiting_race_that_stop_withdrew_never_starts(tiny):
     assert list(race.fn(*good, request=visitor("w"))) == []
 
 
+def test_stop_while_the_model_loads_withdraws_that_race(tiny):
+    """Run while the model loads: the race waits ("Waiting for the model to load…") and Stop says it will not start.
+    Where the page's cancel misses it in gradio's queue, the race, once the model has loaded, now ends without
+    starting (it raced: only a race leaving the queue looked at Stop's withdrawal); a Run of the same values after
+    it races."""
+    from playground.page_guards import STOPPED_WAITING
+    from pass_core.runtime.holder import ModelHolder
+
+    holder = ModelHolder(tiny.name, methods=("ar",))  # not started: loading until the test says it has loaded
+    demo = page.build_demo(holder)
+    fns = {fn.name: fn for fn in demo.fns.values()}
+    race = next(fn for fn in demo.fns.values() if fn.api_name == "race")
+    visitor = type("Request", (), {"session_hash": "w", "username": None})()
+    good = ["Hi", 2, 0.0, 0, 1.0, 8, 0, True, False, ["ar", "prompt-lookup"], True, False, 0]
+    fns["on_press"].fn(visitor, *good)
+    waiting = race.fn(*good, request=visitor)
+    assert next(waiting)[-3] == "Waiting for the model to load…"
+    assert fns["on_stop"].fn(None, request=visitor)[0] == STOPPED_WAITING
+    holder.loaded = tiny
+    holder._done.set()  # the load ends
+    assert next(waiting, None) is None  # the withdrawn race ends: no frame, no race
+    fns["on_press"].fn(visitor, *good)  # the same race asked for again: it races
+    again = race.fn(*good, request=visitor)
+    assert next(again)[-3] != "Waiting for the model to load…"  # its first frame: the panes of its methods
+    cells = dict(zip(fns["on_press"].fn.__code__.co_freevars,
+                     (cell.cell_contents for cell in fns["on_press"].fn.__closure__)))
+    assert cells["slots"].racing(visitor)
+    again.close()
+    assert not cells["slots"].racing(visitor)
+
+
 def listeners_before(demo, main, elem_id: str) -> list:
     """The listeners of ``main``'s trigger that write the element ``elem_id``, each checked to be added before
     ``main``: the browser runs a click's listeners in the order they were added, each to its end, so one added after
