@@ -211,7 +211,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                 frame = out if show == bool(show_rejected) else with_panes_for(out, show)
                 if control is not None and not control.yielding(frame[-1]):  # Stop: the panes keep the last frame
                     if control.stop_frame_due:  # Stop's line and the trace of that frame, in this stream
-                        yield noted(stopped_frame(holder.loaded, control, len(outputs)))
+                        yield noted(stopped_frame(holder.loaded, control, len(outputs), show))
                     return
                 yield noted(frame)
         finally:

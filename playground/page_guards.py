@@ -17,7 +17,7 @@ from playground.plot_boxes import shown_plot
 from playground.race_guards import finish
 from playground.race_text import compute_line
 from playground.race_slots import MeasurementRefused, RaceSlots
-from playground.race_handlers import user_error
+from playground.race_handlers import render_state, user_error
 from playground.scrolling import busy_js
 from playground.stepping import StepControl
 
@@ -57,14 +57,20 @@ def stop_outputs(loaded, state) -> tuple:
     return "  \n".join(filter(None, (STOPPED_NOTE + STOPPED_TRACE, done, guards.get("load")))), str(path), stopped
 
 
-def stopped_frame(loaded, control, width: int) -> tuple:
+def stopped_frame(loaded, control, width: int, show_rejected: bool = True) -> tuple:
     """The last frame of a live race that met Stop (``StepControl.stop_frame_due``), one value per output of the
     race (``width`` of them, ending with the trace download, run line, drafter line and state): Stop's line, the
-    trace of the steps of the race's last frame and its state marked stopped (``stop_outputs``), ``gr.skip()``
+    trace of the steps of the race's last frame and its state marked stopped (``stop_outputs``), with every pane,
+    metric, chart, the theory and the cost view drawn anew from those steps (``race_handlers.render_state``; the
+    charts redraw on every ``CHART_EVERY``-th update only, and stood behind the panes and metrics after Stop).
+    ``show_rejected``: the toggle now. Before the race's first frame: ``STOPPED_BEFORE_START``, ``gr.skip()``
     everywhere else."""
-    line, path, state = (stop_outputs(loaded, control.last_state) if control.last_state is not None
-                         else (STOPPED_BEFORE_START, gr.skip(), gr.skip()))
-    return (gr.skip(),) * (width - 4) + (path, line, gr.skip(), state)
+    if control.last_state is None:
+        return (gr.skip(),) * (width - 3) + (STOPPED_BEFORE_START, gr.skip(), gr.skip())
+    line, path, state = stop_outputs(loaded, control.last_state)
+    drawn = (render_state(state, show_rejected, state.get("position"))[:width - 4] if isinstance(state, dict)
+             else (gr.skip(),) * (width - 4))
+    return (*drawn, path, line, gr.skip(), state)
 
 
 def slow_motion_handler(delays: dict, controls: dict):

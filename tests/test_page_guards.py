@@ -22,7 +22,7 @@ from pass_core.teaching.trace import load_trace
 from playground import page, page_guards, race_guards, race_slots
 from playground.stepping import NEXT, StepControl
 from playground.whatif import MACHINE, NO_MACHINE_CURVE, whatif_view
-from test_app import OUTPUT_NAMES, opening, run
+from test_app import OUTPUT_NAMES, PANES, opening, run
 from playground.race_inputs import RaceRequest
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
@@ -329,9 +329,15 @@ def test_a_live_race_answers_stop_in_its_own_stream_with_the_trace_of_its_last_f
     assert len(frames) == 5
     last = dict(zip(OUTPUT_NAMES, frames[-1], strict=True))
     assert last["run_info"].startswith(page.STOPPED_NOTE) and "Download trace" in last["run_info"]
-    assert [name for name, value in last.items() if not is_skip(value)] == ["trace", "run_info", "state"]
     assert last["state"]["stopped"] and last["state"]["events"] == frames[3][-1]["events"]
     shown = frames[3][-1]["events"]
+    # every pane, metric and chart drawn anew from those steps (the charts redraw on every 4th update only: after
+    # Stop they stood some steps behind the panes and the metric boxes)
+    assert [name for name, value in last.items() if is_skip(value)] == ["lookahead"]
+    assert {name: last[name] for name in PANES} == {name: frames[3][OUTPUT_NAMES.index(name)] for name in PANES}
+    drawn = {trace["name"]: trace["y"][-1] for trace in last["cumulative"]["value"]["data"] if len(trace["y"])}
+    assert drawn == {registry.METHODS[key].short_name: sum(t.committed for e in evs for t in e.tokens)
+                     for key, evs in shown.items()}, drawn
     assert {k: [e.new_token_ids for e in v] for k, v in load_trace(last["trace"]).events.items()} == \
         {k: [e.new_token_ids for e in v] for k, v in shown.items()}
     control = StepControl()
