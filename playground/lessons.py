@@ -224,6 +224,17 @@ def lesson_put_aside(title: str, changed: list[str], slow_motion_s: float = 0.0)
             f"put aside. Pick the lesson again to set its race up.{slow}*")
 
 
+def lesson_put_aside_by_replay(title: str | None) -> str | None:
+    """The strip's text once a trace is replayed while the race lesson titled ``title`` is chosen: the race on
+    show is the trace's, not the lesson's (the strip kept the lesson's last race's numbers beside the replay's).
+    None for no lesson, or the lab's lesson (answered by the lab, whatever is on show)."""
+    lesson = find_lesson(title)
+    if lesson is None or lesson.lab:
+        return None
+    return (f"*A replayed trace is on show, not the race of lesson “{title}”, so the lesson is put aside. Pick the "
+            "lesson again to set its race up.*")
+
+
 def lab_lesson_markdown(title: str | None, table: str) -> str | None:
     """A lab lesson's question and what to look at, with the verdicts of the lab's table (``lab_view.lab_markdown``:
     one row "| name | TV | bound | ✓ pass |" or "... | ✗ fail |" per method and the broken rule); None when

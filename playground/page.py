@@ -271,7 +271,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         lab_event = ui.lab_btn.click(on_lab, [ui.lab_prompt, ui.lab_runs], [ui.lab_plot, ui.lab_md], api_name="lab",
                                      concurrency_limit=1, preprocess=False, validator=validate_lab,
                                      show_progress_on=ui.lab_md)  # the plot is hidden before the first lab
-        after_race(run_event, lab_event, ui.lab_md)  # the lesson strip answers after a race, or a lab
+        after_race(run_event, lab_event, ui.lab_md, replay_event)  # the lesson strip answers after a race, or a lab
         ui.lab_stop_btn.click(lab_stopper(slots), None, None, **private)  # unqueued: while the lab runs
         # Stop: a live race answers in its own stream (``stopped_frame``); after Stop's reply, the hidden cancel
         # button takes a race still waiting in the queue out of it (on ZeroGPU, Stop cancels the race at once)

@@ -1,8 +1,8 @@
 """The page's guards around a race, wired by ``page.build_demo``: Stop that leaves a trace of what was produced (a
 live race answers it in its own stream of frames, ``stopped_frame``; a waiting race is withdrawn: ``race_slots``),
-step buttons that show they work and take one press at a time, slow motion's delay, and the re-measure button of the pass-cost curve
-(with a progress indicator). Plain functions (tests call them without a browser); no tensors: traces from
-``pass_core.teaching.trace``, curves from ``pass_core.runtime.pass_cost``."""
+step buttons that show they work and take one press at a time, slow motion's delay, and the re-measure button of
+the pass-cost curve (with a progress indicator). Plain functions (tests call them without a browser); no tensors:
+traces from ``pass_core.teaching.trace``, curves from ``pass_core.runtime.pass_cost``."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ import functools
 import gradio as gr
 
 from playground.lessons import (LESSON_HINT, LESSONS, find_lesson, lab_lesson_markdown, lesson_changes, lesson_markdown,
-                               lesson_put_aside, lesson_values)
+                               lesson_put_aside, lesson_put_aside_by_replay, lesson_values)
 from playground.plot_boxes import shown_plot
 from playground.race_checks import race_problems
 from playground.whatif import K_MAX, MACHINE, PRESETS, TYPED_EXAMPLE, whatif_view
@@ -63,6 +63,10 @@ def lesson_strip(offered=None, slow_motion: gr.Slider | None = None):
         answer = lab_lesson_markdown(title, table)
         return gr.skip() if answer is None else answer
 
+    def aside_by_replay(title):
+        aside = lesson_put_aside_by_replay(title)
+        return (gr.skip(), gr.skip()) if aside is None else (None, aside)
+
     def question(title, *values):
         values, delay = (values[:-1], values[-1]) if slow_motion is not None else (values, 0.0)
         if any(race_problems(*values)):  # a refused Run races nothing: the strip stays (it put the lesson aside)
@@ -80,12 +84,15 @@ def lesson_strip(offered=None, slow_motion: gr.Slider | None = None):
         run.click(question, [choice, *inputs, *([slow_motion] if slow_motion is not None else [])], [choice, text],
                   queue=False, api_visibility="private", show_progress="hidden")
 
-        def on_race(race, lab=None, lab_table=None) -> None:  # what to look at, with the numbers of ...
+        def on_race(race, lab=None, lab_table=None, replay=None) -> None:  # what to look at, with the numbers of ...
             race.success(after_race, [choice, state], text, queue=False, api_visibility="private",
                          show_progress="hidden")  # ... the race that has finished
             if lab is not None:  # ... or of the lab, for the lab's lesson
                 lab.success(after_lab, [choice, lab_table], text, queue=False, api_visibility="private",
                             show_progress="hidden")
+            if replay is not None:  # a replay on show is not the lesson's race: the lesson is put aside
+                replay.success(aside_by_replay, choice, [choice, text], queue=False, api_visibility="private",
+                               show_progress="hidden")
         return on_race
 
     return wire
@@ -144,8 +151,9 @@ def whatif_accordion(machine_curve=None):
                typed.blur],  # blur: typed text then Tab or a click elsewhere kept the old curve's numbers
               plot_shown(with_machine), controls, [plot, text], **options)
 
-        def then(race, lab=None, lab_table=None) -> None:
-            race.success(plot_shown(if_open), [*controls, opened], [plot, text], **options)
+        def then(race, lab=None, lab_table=None, replay=None) -> None:  # the race on show: raced, or replayed
+            for shown in filter(None, (race, replay)):
+                shown.success(plot_shown(if_open), [*controls, opened], [plot, text], **options)
         return then
 
     return wire
@@ -169,11 +177,12 @@ def wire_panels(state: gr.State, inputs: list, *wires, run: gr.Button):
     a click's listeners one after another in the order they were added, each to its end (a streamed race included),
     so a listener added after the race's answers only once the race has finished. (The lesson strip's question,
     added after, came back over the race's numbers.) Returns ``on_race(race, lab, lab_table)``, to call with the
-    race's event (and the lab's, with its table): it wires what follows a finished race or lab."""
+    race's event (and the lab's, with its table, and the replay's): it wires what follows a finished race, lab or
+    replay."""
     follow = [wire(state, inputs, run) for wire in wires]
 
-    def on_race(race, lab=None, lab_table=None) -> None:
+    def on_race(race, lab=None, lab_table=None, replay=None) -> None:
         for then in follow:
             if then is not None:
-                then(race, lab, lab_table)
+                then(race, lab, lab_table, replay)
     return on_race

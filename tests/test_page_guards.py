@@ -624,6 +624,25 @@ def test_a_race_with_other_settings_puts_the_lesson_aside(demo):
     assert lesson_changes(lab.title, other) == [] and lesson_changes("no such lesson", other) == []
 
 
+def test_a_replay_puts_a_race_lesson_aside_and_redraws_an_open_what_if_panel(demo):
+    """A trace replayed while a race lesson was chosen left the strip quoting that lesson's last race ("This run:
+    ... Highest tokens/s: AR") beside the replay's own run line (a new-user helper). Once a replay has succeeded,
+    a race lesson is now unselected and the strip says why; the lab's lesson (answered by the lab) and no lesson
+    change nothing. The what-if panel, if open, redraws with the replay's numbers as it does after a race."""
+    from playground.lessons import LESSONS
+
+    replay = next(i for i, fn in demo.fns.items() if fn.api_name == "replay")
+    after = {fn.name: fn for fn in demo.fns.values() if fn.trigger_after == replay and fn.trigger_only_on_success}
+    assert [getattr(o, "elem_id", None) for o in after["aside_by_replay"].outputs] == ["lesson-choice", "lesson-text"]
+    assert [getattr(o, "elem_id", None) for o in after["whatif_view"].outputs] == ["whatif-plot", "whatif-text"]
+    race_lesson, lab_lesson = LESSONS[1], next(one for one in LESSONS if one.lab)
+    assert after["aside_by_replay"].fn(race_lesson.title) == (
+        None, f"*A replayed trace is on show, not the race of lesson “{race_lesson.title}”, so the lesson is put "
+              "aside. Pick the lesson again to set its race up.*")
+    for title in (lab_lesson.title, None):
+        assert all(map(is_skip, after["aside_by_replay"].fn(title))), title
+
+
 def test_a_lesson_that_asks_for_slow_motion_sets_it(demo):
     """Lesson 2 asked the class to set slow motion to 0.5 s and left the slider at 0: choosing it now sets the
     slider (whose change listener sets the visitor's delay); every other lesson sets it back to 0 (a delay left on
