@@ -28,8 +28,8 @@ def lab_handler(loaded: LoadedModel, prompt, runs, progress=None, decode=str, st
     """The losslessness lab (``pass_core.lab.run_lab``): ``runs`` seeded continuations with every method and the
     broken rule. ``progress``: a ``gr.Progress`` (or None), fed (runs done, runs in all); ``decode``: token id ->
     text for the chart; ``stop``: a ``threading.Event`` set by *Stop lab* or when the lab's tab closes: the lab ends
-    at its next run, the chart unchanged and the table ``LAB_STOPPED`` (a closed tab's lab held the page's one lab
-    slot for minutes). Returns (``lab_figure``, ``lab_markdown``). Raises gr.Error for a bad prompt or N."""
+    at its next run, with no chart (None: the previous lab's verdicts stood over "no verdict") and the table
+    ``LAB_STOPPED`` (a closed tab's lab held the page's one lab slot for minutes). Returns (``lab_figure``, ``lab_markdown``). Raises gr.Error for a bad prompt or N."""
     problem = prompt_problem(prompt) or lab_runs_problem(runs)
     if problem:
         raise user_error(problem)
@@ -44,7 +44,7 @@ def lab_handler(loaded: LoadedModel, prompt, runs, progress=None, decode=str, st
     try:
         result = run_lab(loaded, prompt, runs, progress=feed)
     except LabStopped:
-        return gr.skip(), LAB_STOPPED
+        return None, LAB_STOPPED
     except (TypeError, ValueError) as err:
         raise user_error(str(err)) from err
     names = {key: m.label for key, m in METHODS.items()}
