@@ -149,7 +149,11 @@ def inspector_figure(event: StepEvent, token_index: int, decode=str, mark: str =
         position = 1 + sum(t.label in ("accepted", "rejected") for t in event.tokens[:token_index])
         entry = by_position.get(position)
         p_name = f"p at depth {position} (the parent's)" if event.tree_parents else f"p_{position}"  # a tree node
-        series = [(p_name, entry.p, _P), (f"q_{position} (the draft's law)", entry.q, _Q)] if entry else []
+        # a tree node's q is its own, one-hot at its token (the depth's recorded q is the accepted path's node: a
+        # rejected sibling drew both at 1.0 as one "law")
+        q_name, q_top = (("q (one-hot at this node)", TopN((), ())) if event.tree_parents else
+                         (f"q_{position} (the draft's law)", entry.q if entry else None))
+        series = [(p_name, entry.p, _P), (q_name, q_top, _Q)] if entry else []
         tag = f"d_{position}"
     elif label == "resampled":
         entry = next((pi for pi in event.inspection if pi.residual is not None), None) or by_position.get(

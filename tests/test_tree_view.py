@@ -159,6 +159,14 @@ def test_node_choices_and_the_node_inspector_show_the_nodes_numbers():
     assert fig is not None and [b.name for b in fig.data][0] == "p at depth 2 (the parent's)"
     # the node marked by its name (the chain's "d_2" named a draft a tree has several of), the one series in a legend
     assert [a.text for a in fig.layout.annotations] == ["node 3"] and fig.layout.showlegend
+    # a rejected node beside the accepted path: its q alone, one bar at its token (the depth's recorded q is the
+    # path node's, D's; both stood at 1.0 as one "q_2 (the draft's law)", a new-user helper found)
+    with_q = replace(tree_event(), inspection=tuple(PositionInspection(i, TopN((65 + i, 90), (0.6, 0.1)),
+                                                                       TopN((t,), (1.0,)))
+                                                    for i, t in ((1, 65), (2, 68), (3, 70))))
+    _, fig = inspect_node({"parallelspec+tree8": [with_q]}, "parallelspec+tree8|2")
+    q_bars = {x: y for bars in fig.data if bars.name.startswith("q") for x, y in zip(bars.x, bars.y) if y}
+    assert [b.name for b in fig.data][1] == "q (one-hot at this node)" and q_bars == {"67": 1.0}, q_bars  # C: id 67
     text, fig = inspect_node(events, "parallelspec+tree8|4")
     assert "**not verified**" in text and "(never tried: its parent, node 1, was not accepted)" in text and fig is None
     assert [untried_reason(tree_event(), j) for j in (1, 4)] == ["an earlier sibling, node 0, was accepted",
