@@ -194,6 +194,8 @@ def tree_figure(events: dict[str, list[StepEvent]], revision: str = "race") -> g
             fig.add_trace(trace, row=row, col=1)
         deepest = max(x for t in traces for x in t.x if x is not None)  # half a label's room at both ends: the
         fig.update_xaxes(range=[-0.45, deepest + 0.45], row=row, col=1)  # deepest "<|im_end|>" was cut on a phone
+        ys = [y for t in traces for y in t.y if y is not None]  # room above the top node for its label (it ran into
+        fig.update_yaxes(range=[min(ys) - 0.4, max(ys) + 0.6], row=row, col=1)  # the panel's title on a phone)
     seen: set[str] = set()
     for trace in fig.data:  # one legend entry per kind (two panels may both end in a resampled token)
         if trace.showlegend is not False:

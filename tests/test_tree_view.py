@@ -62,6 +62,9 @@ def test_tree_figure_draws_every_node_the_accepted_path_and_the_last_token():
     # half a label's room beyond the root and the deepest node (the resampled token at depth 3): a label centred on
     # the plot's edge was cut there on a phone
     assert list(fig.layout.xaxis.range) == [-0.45, 3.45]
+    # and room above the top node for its label, drawn over the marker (it ran into the panel's title on a phone)
+    ys = [y for t in nodes for y in t.y]
+    assert fig.layout.yaxis.range[1] - max(ys) >= 0.5 and min(ys) - fig.layout.yaxis.range[0] > 0
     # a tree cut below the size chosen (the drafter's depth, the tokens left) says so: "4 nodes" of a 16-node
     # setting read as a fault
     assert "step 2<br>6 nodes of 8, 2 accepted" in fig.layout.annotations[0].text
