@@ -94,6 +94,48 @@ def test_an_output_option_replaces_only_a_file_of_its_own_kind(no_model, tmp_pat
                              replaceable=json_with(schema="pass-playground-trace/1"))
 
 
+def test_the_trainers_files_beside_out_are_checked_before_any_work(tmp_path, capsys):
+    """The trainers write more than ``--out``: the look-ahead trainer its checkpoint OUT.ckpt.safetensors beside it,
+    the drafter trainer its report OUT.report.json and .md beside it and its checkpoint in the cache. A file of the
+    user's there was replaced unsaid (exit 0), and a folder there ended in a traceback after the first checkpoint's
+    steps (found by a bad-input helper). Each is now refused before the model loads, the file kept; the trainer's
+    own checkpoint, damaged or not, is still replaced by a run without --resume."""
+    from safetensors.torch import save_file
+
+    from pass_core.training import lookahead, parallelspec
+    from pass_core.training.checkpoint import drafter_checkpoint_path, is_lookahead_checkpoint
+
+    ckpt = tmp_path / "v.ckpt.safetensors"
+    ckpt.write_text("precious ckpt", encoding="utf-8")
+    assert lookahead.main(["--out", str(tmp_path / "v.safetensors")]) == 2
+    assert (f"{ckpt}, where its training checkpoint goes, exists and is not a training checkpoint: it would be "
+            "replaced") in capsys.readouterr().err and ckpt.read_text(encoding="utf-8") == "precious ckpt"
+    ckpt.unlink()
+    ckpt.mkdir()
+    assert lookahead.main(["--out", str(tmp_path / "v.safetensors")]) == 2
+    assert f"its training checkpoint {ckpt} is a folder" in capsys.readouterr().err
+    save_file({"param": torch.zeros(2)}, str(tmp_path / "ok.ckpt.safetensors"), metadata={"step": "3", "args": "{}"})
+    whole = (tmp_path / "ok.ckpt.safetensors").read_bytes()
+    (tmp_path / "cut.ckpt.safetensors").write_bytes(whole[:20])  # damaged mid-write: still the trainer's
+    save_file({"w": torch.zeros(2)}, str(tmp_path / "w.safetensors"))  # safetensors, but no step: not a checkpoint
+    assert [is_lookahead_checkpoint(tmp_path / name) for name in ("ok.ckpt.safetensors", "cut.ckpt.safetensors",
+                                                                   "w.safetensors")] == [True, True, False]
+    out = tmp_path / "e.safetensors"
+    for name, text in (("e.report.md", "my notes"), ("e.report.json", '{"mine": 1}')):
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        with pytest.raises(ValueError, match="would be replaced"):
+            parallelspec.main(["--out", str(out)])
+        assert (tmp_path / name).read_text(encoding="utf-8") == text
+        (tmp_path / name).unlink()
+    folder = drafter_checkpoint_path(out)
+    folder.mkdir(parents=True)
+    try:
+        with pytest.raises(ValueError, match=f"its training checkpoint {folder} is a folder"):
+            parallelspec.main(["--out", str(out)])
+    finally:
+        folder.rmdir()
+
+
 def test_a_full_standard_output_loses_no_report_and_ends_in_one_line(tiny_folder, tmp_path, monkeypatch, capsys):
     """``bench --json FILE > /dev/full`` ended in a traceback after the whole run, and the JSON report was lost (the
     table was printed before the file was written); ``train`` and ``train_drafter`` ended in tracebacks too. The

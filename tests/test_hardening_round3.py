@@ -521,6 +521,10 @@ def test_a_damaged_drafter_checkpoint_is_named_before_the_data(tiny_folder, tmp_
         with pytest.raises(ValueError, match="without --resume") as err:
             parallelspec.main(["--model", str(tiny_folder), "--out", str(out), "--resume", "--threads", "1"])
         assert str(ckpt) in str(err.value)
+        ckpt.write_bytes(b"garbage")  # torch's message goes on to advise weights_only=False: only its first line
+        with pytest.raises(ValueError, match="without --resume") as err:
+            parallelspec.main(["--model", str(tiny_folder), "--out", str(out), "--resume", "--threads", "1"])
+        assert "UnpicklingError" in str(err.value) and "weights_only" not in str(err.value), err.value
         # a checkpoint of another k: named with the k that continues it (a raw state_dict error, after the data),
         # from its shape when it keeps no options (written before they were kept)
         saved = {"drafter": {"masks": torch.zeros(4, 8)}, "optimizer": {}, "step": 3, "history": "[]",

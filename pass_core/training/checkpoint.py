@@ -32,6 +32,38 @@ def checkpoint_path(out: Path) -> Path:
     return out.with_name(out.stem + ".ckpt.safetensors")
 
 
+def check_checkpoint_slot(path: Path, option: str, ours=None) -> None:
+    """Refuse, before any training, a checkpoint path that training could not write (a folder: a traceback after the
+    first ``--checkpoint-every`` steps) or where it would replace a file it did not write (``ours(path)`` false: a
+    file of the user's was overwritten unsaid; None: any file there is the trainer's, e.g. in its cache). A damaged checkpoint of an earlier run counts as the trainer's: a
+    run without ``--resume`` replaces it.
+
+    Raises:
+        ValueError: naming ``option`` (e.g. "--out lookahead.safetensors"), the path and what to do.
+    """
+    if path.is_dir():
+        raise ValueError(f"{option}: its training checkpoint {path} is a folder, so no checkpoint could be written. "
+                         "Move that folder, or give --out another name.")
+    if path.is_file() and ours is not None and not ours(path):
+        raise ValueError(f"{option}: {path}, where its training checkpoint goes, exists and is not a training "
+                         "checkpoint: it would be replaced. Give --out another name, or move that file.")
+
+
+def is_lookahead_checkpoint(path: Path) -> bool:
+    """A look-ahead ``save_checkpoint`` file, or a damaged one: a safetensors header (8 bytes of length, then
+    "{") whose metadata, if it can be read at all, holds the step and arguments."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(9)
+        if len(head) < 9 or head[8:9] != b"{":
+            return False
+        with safe_open(str(path), framework="pt") as handle:
+            meta = handle.metadata() or {}
+    except (SafetensorError, OSError, ValueError, RuntimeError):
+        return True  # a safetensors header cut short: a checkpoint damaged mid-write
+    return "step" in meta and "args" in meta
+
+
 def _afresh(path: Path, problem: str) -> ValueError:
     return ValueError(f"The training checkpoint {str(path)!r} {problem}, so --resume cannot continue from it. Start "
                       "afresh: run the same command without --resume (the checkpoint is then overwritten), or "
@@ -191,7 +223,9 @@ def read_drafter_checkpoint(path: Path, args=None) -> dict:
             raise ValueError(f"NaN or inf in {non_finite(ckpt['drafter'])!r}")
         masks = ckpt["drafter"].get("masks")
     except Exception as err:  # torch.load of a damaged file raises many kinds (unpickling, zip, runtime errors)
-        raise _afresh(path, f"cannot be used ({type(err).__name__}: {err})") from err
+        # the first sentence: torch's advice after it (load with weights_only=False) runs a damaged file's code
+        first = (str(err).strip().splitlines() or [""])[0].split(". ")[0].rstrip(".")
+        raise _afresh(path, f"cannot be used ({type(err).__name__}: {first})") from err
     try:
         saved = json.loads(ckpt.get("args", "{}"))
     except (TypeError, ValueError) as err:

@@ -12,7 +12,7 @@ from pass_core.decoding.settings import SETTING_RANGES
 from pass_core.runtime.models import DEFAULT_MODEL
 from pass_core.drafters.files import ADAPTER_FORMAT, LOOKAHEAD_FORMAT
 from pass_core.runtime.outputs import check_output_path, file_name, json_with, safetensors_of
-from pass_core.training.checkpoint import checkpoint_path
+from pass_core.training.checkpoint import check_checkpoint_slot, checkpoint_path, is_lookahead_checkpoint
 from pass_core.training.data import check_answers, read_prompts
 
 #: The most tokens per draft position (the "registers" extension), L x R look-ahead rows in all.
@@ -120,6 +120,8 @@ def check_arguments(args) -> None:
         check_answers(args.answers)
     check_output_path(args.out, "--out", "lookahead.safetensors", "look-ahead embeddings are safetensors",
                       safetensors_of(LOOKAHEAD_FORMAT, ADAPTER_FORMAT))  # not a model's weights
+    check_checkpoint_slot(checkpoint_path(Path(args.out)), f"--out {args.out}",  # --resume: a damaged one is
+                          None if args.resume else is_lookahead_checkpoint)  # named as such when it is read
     if args.report:  # the report was written last, so a bad path lost it after the whole run
         check_output_path(args.report, "--report", "report.json", "the report is JSON (a .md beside it)",
                           json_with("num_lookahead", "train_time_s"))

@@ -6,11 +6,13 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from pathlib import Path
 
 from pass_core.decoding.settings import SETTING_RANGES
 from pass_core.runtime.models import DEFAULT_MODEL
 from pass_core.drafters.files import PARALLELSPEC_FORMAT
-from pass_core.runtime.outputs import check_output_path, file_name, safetensors_of
+from pass_core.runtime.outputs import check_output_path, file_name, json_with, safetensors_of
+from pass_core.training.checkpoint import check_checkpoint_slot, drafter_checkpoint_path
 from pass_core.training.corpora import corpus_path
 from pass_core.training.data import check_answers, check_generation_length, read_prompts
 
@@ -114,6 +116,14 @@ def check_arguments(args) -> None:
     if args.out:
         check_output_path(args.out, "--out", "drafter.safetensors", "a drafter is saved as a safetensors file",
                           safetensors_of(PARALLELSPEC_FORMAT))  # not a model's weights
+        report = Path(args.out).with_suffix(".report.json")  # written beside it (``write_report``): a file of the
+        check_output_path(report, f"--out {args.out}: its report", "drafter.report.json",  # user's was replaced
+                          replaceable=json_with("num_draft", "heldout"))
+        notes = report.with_suffix(".md")
+        if notes.is_file() and not notes.read_text(encoding="utf-8", errors="replace").startswith("# ParallelSpec "):
+            raise ValueError(f"--out {args.out}: {notes}, where its report's markdown goes, exists and is not a "
+                             "training report: it would be replaced. Give the drafter a new name, or move that file.")
+        check_checkpoint_slot(drafter_checkpoint_path(Path(args.out)), f"--out {args.out}")
 
 
 def check_against_model(args, loaded) -> None:
