@@ -16,6 +16,17 @@ from pass_core.runtime.backends import AUTO, BACKEND_CHOICES, BACKENDS, check_ba
 from pass_core.runtime.holder import ModelHolder
 from pass_core.runtime.models import DEFAULT_MODEL, pick_device
 
+def port_number(text: str) -> int:
+    """``--port``'s value: a whole number from 1 to 65535 (-1 or 70000 aborted the process in the socket's bind)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port: give one from 1 to 65535")
+    return port
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line of ``python app.py`` (docs/guide.md, "Starting the app", lists every option)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -33,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "untrained drafters (expect almost no accepted drafts; train files: docs/training.md)")
     parser.add_argument("--replay-only", action="store_true",
                         help="load no model: serve the page to replay traces (Run and the lab need a model)")
-    parser.add_argument("--port", type=int, default=os.environ.get("GRADIO_SERVER_PORT", "7860"),
+    parser.add_argument("--port", type=port_number, default=os.environ.get("GRADIO_SERVER_PORT", "7860"),
                         help="port to serve on (default: GRADIO_SERVER_PORT, else 7860)")
     parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                         help="address to serve on (default: GRADIO_SERVER_NAME, else 127.0.0.1; 0.0.0.0: every "
@@ -56,7 +67,11 @@ def main(argv: list[str] | None = None) -> None:
               else ModelHolder(args.model, args.device, dtype=dtype, backend=backend, threads=args.threads,
                                methods=offered).start())
     demo = build_demo(holder, untrained_drafters=args.untrained_drafters)
-    demo.launch(server_name=args.host, server_port=args.port, **launch_options())
+    try:
+        demo.launch(server_name=args.host, server_port=args.port, **launch_options())
+    except OSError:  # gradio's traceback said "Cannot find empty port", also for a host that is not this machine's
+        parser.exit(1, f"error: --host {args.host} --port {args.port}: cannot serve there (the port is in use, or the "
+                       "host is not an address of this machine): give another --port or --host.\n")
 
 
 if __name__ == "__main__":

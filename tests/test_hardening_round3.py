@@ -288,6 +288,30 @@ def test_app_launches_with_an_upload_limit(monkeypatch):
     assert seen["server_port"] == 7123
 
 
+def test_a_port_out_of_range_or_in_use_is_named_without_a_traceback(monkeypatch, capsys):
+    """``--port -1`` or ``70000`` aborted the process (an OverflowError in the bind, then "terminate called"); a port
+    in use, or a ``--host`` that is not this machine's, ended in gradio's traceback "Cannot find empty port" (found
+    by a bad-input helper). Each is now one error line naming the options."""
+    import socket
+
+    import app
+
+    for bad in ("-1", "70000", "http"):
+        with pytest.raises(SystemExit) as exit_:
+            app.main(["--replay-only", "--port", bad])
+        assert exit_.value.code == 2 and "argument --port" in capsys.readouterr().err, bad
+    monkeypatch.setattr(gr.Blocks, "block_thread", lambda self: None)  # a launch that worked returns at once
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(SystemExit) as exit_:
+            app.main(["--replay-only", "--host", "127.0.0.1", "--port", str(port)])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 1 and f"error: --host 127.0.0.1 --port {port}: cannot serve there" in err, err
+    assert "Traceback" not in err
+
+
 def test_the_server_keeps_the_races_of_at_most_state_sessions_visitors(trace_dict, tmp_path, monkeypatch):
     """Each visitor's session holds its race's events; gradio kept 10,000 sessions (a closed tab's for an hour), so
     the server grew by 9 MB per visitor replaying a 3.3 MB trace, without end. ``launch_options`` caps them at
