@@ -14,6 +14,7 @@ import importlib.metadata
 import re
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -71,11 +72,14 @@ def space_requirements(text: str, gradio_version: str, installed=None) -> str:
 
 
 def build_space(out: Path = DEFAULT_OUT, repo: Path = REPO) -> Path:
-    """Write the Space folder to ``out`` (replacing an earlier build there); return ``out``.
+    """Write the Space folder to ``out`` (replacing an earlier build there); return ``out``. The build is written
+    into a new folder beside ``out`` and takes its place only once whole: an interrupted build (Ctrl-C during the
+    slow ``import gradio``) had deleted the earlier build and left one without its README.md and requirements.txt.
 
     Raises:
         ValueError: ``out`` is a file, or a non-empty folder holding anything a build does not write (a git
             clone's .git, say: it refuses to delete it), or a source file is missing.
+        OSError: the folder cannot be written (the system's reason).
     """
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -86,22 +90,34 @@ def build_space(out: Path = DEFAULT_OUT, repo: Path = REPO) -> Path:
             raise ValueError(f"{out} is not empty and is not an earlier Space build (it holds "
                              f"{', '.join(foreign[:5]) or 'no app.py'}); not replacing it. Build into a new or empty "
                              "folder, then copy the build into your clone.")
-        shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
-    for name in SOURCES:
-        src = repo / name
-        if src.is_dir():
-            shutil.copytree(src, out / name, ignore=_IGNORE)
-        elif src.is_file():
-            shutil.copy2(src, out / name)
+    gradio_version = _installed_gradio()  # the slow import, before anything is written
+    out.absolute().parent.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.absolute().parent))
+    try:
+        for name in SOURCES:
+            src = repo / name
+            if src.is_dir():
+                shutil.copytree(src, building / name, ignore=_IGNORE)
+            elif src.is_file():
+                shutil.copy2(src, building / name)
+            else:
+                raise ValueError(f"{src} is missing: the Space needs it.")
+        python_version = f"{sys.version_info.major}.{sys.version_info.minor}"
+        readme = space_readme((HERE / "README.md").read_text(encoding="utf-8"), gradio_version, python_version)
+        (building / "README.md").write_text(readme, encoding="utf-8")
+        requirements = space_requirements((HERE / "requirements.txt").read_text(encoding="utf-8"), gradio_version)
+        (building / "requirements.txt").write_text(requirements, encoding="utf-8")
+        building.chmod(0o755)  # mkdtemp's folder is the owner's alone
+        if out.exists():  # the earlier build (checked above) steps aside, then the new one takes its name
+            earlier = Path(tempfile.mkdtemp(prefix=f".{out.name}.earlier-", dir=out.absolute().parent))
+            out.replace(earlier / out.name)
+            building.replace(out)
+            shutil.rmtree(earlier)
         else:
-            raise ValueError(f"{src} is missing: the Space needs it.")
-    gradio_version = _installed_gradio()
-    python_version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    readme = space_readme((HERE / "README.md").read_text(encoding="utf-8"), gradio_version, python_version)
-    (out / "README.md").write_text(readme, encoding="utf-8")
-    requirements = space_requirements((HERE / "requirements.txt").read_text(encoding="utf-8"), gradio_version)
-    (out / "requirements.txt").write_text(requirements, encoding="utf-8")
+            building.replace(out)
+    finally:
+        if building.exists():
+            shutil.rmtree(building)
     return out
 
 
@@ -111,8 +127,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     try:
         out = build_space(args.out)
-    except (ValueError, OSError) as err:
+    except ValueError as err:
         raise SystemExit(f"error: {err}") from None
+    except OSError as err:  # "[Errno 1] Operation not permitted: '/sys/sp'" named no option
+        raise SystemExit(f"error: --out {args.out}: cannot write the Space there ({err.strerror or err}); choose "
+                         "another folder.") from None
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     print(f"Space folder ready: {out} ({size / 1e6:.1f} MB). Push it with: "
           f"hf upload YOUR_NAME/pass-playground {out} . --repo-type space")

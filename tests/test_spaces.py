@@ -100,6 +100,26 @@ def test_build_refuses_to_replace_an_unrelated_folder_or_a_clone_of_the_space(tm
     assert build.build_space(clone) == clone and (clone / "pass_core").is_dir()  # its own app.py and README.md
 
 
+def test_an_interrupted_build_leaves_the_earlier_build_whole(tmp_path, monkeypatch):
+    """Ctrl-C during a build (its slow ``import gradio``) left a Space without README.md and requirements.txt, the
+    earlier build already deleted, and a folder with app.py that a later build or a push took for a build (found by
+    a bad-input helper). The build is now written beside it and takes its place only once whole."""
+    build = load_build_module()
+    folder = build.build_space(tmp_path / "build")
+    before = {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build, "space_requirements", interrupted)  # Ctrl-C while the build is being written
+    with pytest.raises(KeyboardInterrupt):
+        build.build_space(folder)
+    assert {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["build"]  # no half build left beside it
+    with pytest.raises(SystemExit, match=r"^error: --out /proc/space: cannot write the Space there"):
+        build.main(["--out", "/proc/space"])
+
+
 #: Run in a fresh interpreter in the Space folder: its own app and pass_core, not the repository's.
 SPACE_APP_CHECK = """
 import app, pass_core, pass_core.drafters.shipped as shipped
