@@ -219,6 +219,24 @@ def test_a_model_folder_without_its_weights_is_refused(tiny_folder, tmp_path, ca
     assert load_model(str(tiny_folder)).name  # the intact folder loads
 
 
+def test_a_gguf_of_the_same_name_and_size_but_other_bytes_has_its_own_cache(tmp_path, monkeypatch):
+    """The dequantised copy was keyed by the GGUF's name and size: a damaged file (zeros) or another model of the
+    same name and size loaded the cached weights of the first one, unsaid (found by a bad-input helper). Its first
+    and last bytes are in the key now; the same file in another folder still shares the copy."""
+    from pass_core.runtime import sources
+
+    monkeypatch.setenv("PASS_PLAYGROUND_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(sources, "GGUF_KEY_BYTES", 4)
+    files = {}
+    for name, data in (("first", b"GGUF" + b"a" * 20), ("zeros", bytes(24)), ("tail", b"GGUF" + b"a" * 19 + b"b"),
+                       ("same", b"GGUF" + b"a" * 20)):
+        (tmp_path / name).mkdir()
+        files[name] = tmp_path / name / "model.gguf"
+        files[name].write_bytes(data)
+    folders = {name: sources._gguf_cache_folder(path) for name, path in files.items()}
+    assert len({folders[name] for name in ("first", "zeros", "tail")}) == 3 and folders["same"] == folders["first"]
+
+
 def test_a_damaged_dequantised_copy_is_named_not_the_gguf(tmp_path, monkeypatch, tiny_folder):
     """A damaged cached copy (a disk error, a killed copy) was reported as the embedded GGUF failing: the message
     now names the cache folder to delete; an intact copy loads."""

@@ -44,12 +44,23 @@ def cache_root() -> Path:
     return Path(root)
 
 
+#: Bytes read from each end of a GGUF for its cache key: its header (metadata, tensor table) and last tensor.
+GGUF_KEY_BYTES = 4 << 20
+
+
 def _gguf_cache_folder(gguf: Path) -> Path:
+    """The cache folder of ``gguf``'s dequantised copy, keyed by its name, size, first and last ``GGUF_KEY_BYTES``
+    and the transformers version (keyed by name and size alone, a damaged or other file of the same name and size
+    loaded the cached weights of the first one; a whole-file hash would read gigabytes of a large model)."""
     import transformers
 
-    stat = gguf.stat()
-    key = hashlib.sha256(f"{gguf.name}|{stat.st_size}|{transformers.__version__}".encode()).hexdigest()[:16]
-    return cache_root() / "models" / f"{gguf.stem}-{key}"
+    size = gguf.stat().st_size
+    digest = hashlib.sha256(f"{gguf.name}|{size}|{transformers.__version__}|".encode())
+    with open(gguf, "rb") as handle:
+        digest.update(handle.read(GGUF_KEY_BYTES))
+        handle.seek(max(0, size - GGUF_KEY_BYTES))
+        digest.update(handle.read(GGUF_KEY_BYTES))
+    return cache_root() / "models" / f"{gguf.stem}-{digest.hexdigest()[:16]}"
 
 
 def load_gguf(gguf: Path, dtype: torch.dtype, progress) -> tuple[object, object, str]:
