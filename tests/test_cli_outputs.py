@@ -212,7 +212,8 @@ def test_generate_refuses_a_trace_name_that_is_not_a_json_file(no_model, tmp_pat
     (["--num-draft", "9"], r"between 1 and 8, got 9"),
     (["--steps", "0", "--anchors", "0"], r"--steps must be at least 1, got 0; --anchors must be at least 1, got 0"),
     (["--lr", "0"], r"--lr must be a positive learning rate"),
-    (["--draft-vocab", "-1"], r"--draft-vocab, --sampled-copies and --warmup must be 0 or more"),
+    (["--draft-vocab", "-1"], r"^--draft-vocab -1: must be 0 or more"),
+    (["--warmup", "-2", "--sampled-copies", "-1"], r"^--sampled-copies -1, --warmup -2: must be 0 or more"),
     # NaN trained on to "diverged: lower the learning rate", or calibrated the confidence gate to 0 and exited 0
     (["--feature-weight", "nan", "--cost-per-draft", "nan"], r"--feature-weight nan, --cost-per-draft nan: each "
                                                              r"must be a finite number, 0 or more"),
@@ -294,7 +295,7 @@ def test_an_output_folder_that_cannot_be_made_is_refused_even_for_root(no_model,
     (["--eval-tokens", "0"], r"--eval-tokens must be between 1 and 1024 \(the decoder's max new tokens\), got 0"),
     (["--adapter-rank", "2", "--adapter-alpha", "nan"], r"--adapter-alpha must be a positive number, got nan"),
     (["--seed", "-1"], r"--seed must be between 0 and 2,147,483,647, got -1"),
-    (["--eval-prompts", "-1"], r"--eval-prompts and --eval-sequences must be 0 or more"),
+    (["--eval-prompts", "-1"], r"--eval-prompts -1: must be 0 or more"),
     (["--gen-tokens", "0"], r"--gen-tokens 0: must be at least 1"),
     (["--tokens-per-draft", "100"], r"--tokens-per-draft must be at most 8, got 100"),  # killed for memory
 ])

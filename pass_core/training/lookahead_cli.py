@@ -93,8 +93,11 @@ def check_arguments(args) -> None:
     if not low <= args.num_lookahead <= high:  # a file of L = 100 was written, then refused by every decoder
         raise ValueError(f"--num-lookahead must be between {low} and {high} (the L that decoding takes), "
                          f"got {args.num_lookahead}")
-    if min(args.adapter_rank, args.curve_every, args.eval_prompts, args.eval_sequences) < 0:
-        raise ValueError("--adapter-rank, --curve-every, --eval-prompts and --eval-sequences must be 0 or more")
+    negative = [f"{name} {value}" for name, value in (("--adapter-rank", args.adapter_rank), ("--curve-every",
+                args.curve_every), ("--eval-prompts", args.eval_prompts), ("--eval-sequences", args.eval_sequences))
+                if value < 0]
+    if negative:  # the value given named, not the four options that take 0
+        raise ValueError(f"{', '.join(negative)}: must be 0 or more.")
     if args.curve_sequences < 1:  # --eval-prompts -1 evaluated nothing, unsaid
         raise ValueError(f"--curve-sequences must be at least 1, got {args.curve_sequences}")
     low, high, _ = SETTING_RANGES["max_new_tokens"]

@@ -90,8 +90,10 @@ def check_arguments(args) -> None:
     low_ones = [f"{name} must be at least 1, got {value}" for name, value in counts.items() if value < 1]
     if low_ones:
         raise ValueError("; ".join(low_ones) + ".")
-    if min(args.draft_vocab, args.sampled_copies, args.warmup) < 0:
-        raise ValueError("--draft-vocab, --sampled-copies and --warmup must be 0 or more.")
+    negative = [f"{name} {value}" for name, value in (("--draft-vocab", args.draft_vocab),
+                ("--sampled-copies", args.sampled_copies), ("--warmup", args.warmup)) if value < 0]
+    if negative:  # the value given named, not the three options that take 0
+        raise ValueError(f"{', '.join(negative)}: must be 0 or more.")
     if args.anchors > MAX_ANCHORS:  # 100,000 ran out of memory in a traceback
         raise ValueError(f"--anchors must be at most {MAX_ANCHORS} (mask groups per sequence), got {args.anchors}.")
     low, high, _ = SETTING_RANGES["seed"]
