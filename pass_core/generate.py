@@ -106,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     if given and given != "fixed-token" and not os.path.exists(given):  # before the model loads (seconds)
         print(f"error: --{method.file_option} {given!r} does not exist.", file=sys.stderr)
         return 2
+    if args.auto_drafts and method.drafter is None:  # taken unsaid (--fused gets a note)
+        print(f"note: --auto-drafts is not used by --method {args.method}: it drafts nothing", file=sys.stderr)
     if args.fused and not method.fusable:
         print(f"note: --fused is not used by --method {args.method} (fused step: "
               f"{', '.join(fusable_keys())})", file=sys.stderr)

@@ -255,17 +255,19 @@ def test_shipped_files_carry_a_checksum():
 
 
 def test_counts_and_the_cli_notes_and_legend(tiny_folder, capsys):
-    """Lines say "1 forward pass" and "2 threads"; the CLI notes a --fused that the method does not use and lists
-    only the labels that occurred, saying that colours show on a terminal only (its output here is captured)."""
+    """Lines say "1 forward pass" and "2 threads"; the CLI notes a --fused or --auto-drafts that the method does not
+    use and lists only the labels that occurred, saying that colours show on a terminal only (its output here is
+    captured)."""
     from pass_core import generate
     from pass_core.decoding.text import count
 
     assert [count(1, "forward pass"), count(2, "forward pass"), count(1, "thread"), count(0, "step")] == [
         "1 forward pass", "2 forward passes", "1 thread", "0 steps"]
-    assert generate.main(["--model", str(tiny_folder), "--method", "ar", "--fused", "--prompt", "Hi",
+    assert generate.main(["--model", str(tiny_folder), "--method", "ar", "--fused", "--auto-drafts", "--prompt", "Hi",
                           "--max-new-tokens", "3"]) == 0
     out, err = capsys.readouterr()
     assert "note: --fused is not used by --method ar (fused step: pass" in err
+    assert "note: --auto-drafts is not used by --method ar: it drafts nothing" in err  # it was taken unsaid
     assert "\n[target] (colours on a terminal only)\n" in out
     assert generate.main(["--model", str(tiny_folder), "--method", "pass", "--prompt", "Hi", "--max-new-tokens", "6",
                           "--show-rejected"]) == 0
