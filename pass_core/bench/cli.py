@@ -45,7 +45,10 @@ def split_variant(name: str) -> tuple[str, dict]:
             raise ValueError(f"{name!r}: token trees apply to "
                              f"{', '.join(k for k, m in METHODS.items() if m.tree)} only.")
         changes.update(VARIANTS[suffix])
-    DecodeSettings(**changes)  # a combination the settings refuse (+fused+tree8) fails here, before any run
+    try:  # a combination the settings refuse (+fused+tree8) fails here, before any run, naming the entry
+        DecodeSettings(**changes)
+    except ValueError as err:
+        raise ValueError(f"--methods entry {name!r}: {err}") from None
     return key, changes
 
 
