@@ -29,7 +29,8 @@ def lab_handler(loaded: LoadedModel, prompt, runs, progress=None, decode=str, st
     broken rule. ``progress``: a ``gr.Progress`` (or None), fed (runs done, runs in all); ``decode``: token id ->
     text for the chart; ``stop``: a ``threading.Event`` set by *Stop lab* or when the lab's tab closes: the lab ends
     at its next run, with no chart (None: the previous lab's verdicts stood over "no verdict") and the table
-    ``LAB_STOPPED`` (a closed tab's lab held the page's one lab slot for minutes). Returns (``lab_figure``, ``lab_markdown``). Raises gr.Error for a bad prompt or N."""
+    ``LAB_STOPPED`` (a closed tab's lab held the page's one lab slot for minutes). Returns (``lab_figure``,
+    ``lab_markdown``). Raises gr.Error for a bad prompt or N."""
     problem = prompt_problem(prompt) or lab_runs_problem(runs)
     if problem:
         raise user_error(problem)

@@ -223,8 +223,8 @@ def test_generate_refuses_a_trace_name_that_is_not_a_json_file(no_model, tmp_pat
     (["--corpus-tokens", "0", "--corpus-shard", "0"], r"--corpus-tokens must be at least 1, got 0; --corpus-shard "
                                                       r"must be at least 1, got 0"),
     # read once the model had loaded; the held-out file after all the training data (minutes to hours)
-    (["--heldout-prompts", "missing.jsonl"], r"Prompt file 'missing.jsonl' does not exist"),
-    (["--train-prompts", "missing.jsonl"], r"Prompt file 'missing.jsonl' does not exist"),
+    (["--heldout-prompts", "missing.jsonl"], r"^--heldout-prompts: Prompt file 'missing.jsonl' does not exist"),
+    (["--train-prompts", "missing.jsonl"], r"^--train-prompts: Prompt file 'missing.jsonl' does not exist"),
 ])
 def test_drafter_trainer_refuses_bad_arguments_first(no_model, args, message):
     from pass_core.training.parallelspec import main

@@ -176,14 +176,14 @@ def test_eval_sequences_generates_only_the_sequences_asked_for(tiny_folder, tmp_
 
 def test_data_that_is_not_utf8_is_refused_with_its_name(tiny_folder, tmp_path, monkeypatch, capsys):
     """A --data file in Latin-1 ended in "'utf-8' codec can't decode byte 0xe9 in position 3", naming no file, after
-    the model had loaded."""
+    the model had loaded; the option is named too."""
     data = tmp_path / "latin1.txt"
     data.write_bytes("café au lait\n".encode("latin-1"))
     monkeypatch.setattr(train_mod, "load_model", lambda *a, **k: pytest.fail("the model loaded before the check"))
     assert train_mod.main(["--model", str(tiny_folder), "--out", str(tmp_path / "la.safetensors"),
                            "--data", str(data)]) == 2
-    assert capsys.readouterr().err == (f"error: Prompt file {str(data)!r} is not UTF-8 text (byte 0xe9 at offset 3): "
-                                       "save it as UTF-8 text.\n")
+    assert capsys.readouterr().err == (f"error: --data: Prompt file {str(data)!r} is not UTF-8 text (byte 0xe9 at "
+                                       "offset 3): save it as UTF-8 text.\n")
 
 
 def test_init_from_seeds_the_first_rows(tiny_folder, tmp_path):

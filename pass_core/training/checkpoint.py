@@ -35,8 +35,8 @@ def checkpoint_path(out: Path) -> Path:
 def check_checkpoint_slot(path: Path, option: str, ours=None) -> None:
     """Refuse, before any training, a checkpoint path that training could not write (a folder: a traceback after the
     first ``--checkpoint-every`` steps) or where it would replace a file it did not write (``ours(path)`` false: a
-    file of the user's was overwritten unsaid; None: any file there is the trainer's, e.g. in its cache). A damaged checkpoint of an earlier run counts as the trainer's: a
-    run without ``--resume`` replaces it.
+    file of the user's was overwritten unsaid; None: any file there is the trainer's, e.g. in its cache). A
+    damaged checkpoint of an earlier run counts as the trainer's: a run without ``--resume`` replaces it.
 
     Raises:
         ValueError: naming ``option`` (e.g. "--out lookahead.safetensors"), the path and what to do.

@@ -133,7 +133,10 @@ def check_arguments(args) -> None:
             raise ValueError(f"--report {args.report}: {notes}, where the report's markdown goes, exists and is not "
                              "a training report: it would be replaced. Give the report a new name, or move that file.")
     if args.data != "self":  # a missing file, one not UTF-8 or without a row: said before the model loads
-        read_prompts(args.data)
+        try:
+            read_prompts(args.data)
+        except ValueError as err:  # the option named too: "Prompt file ... does not exist" named none
+            raise ValueError(f"--data: {err}") from None
     if args.resume and not checkpoint_path(Path(args.out)).is_file():  # said at once: a mistyped --out shows
         print(f"note: --resume: no checkpoint {checkpoint_path(Path(args.out))} yet, so training starts at step 0.",
               file=sys.stderr)

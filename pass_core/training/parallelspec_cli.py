@@ -113,8 +113,12 @@ def check_arguments(args) -> None:
         check_answers(args.answers)
     if args.corpus != "none":
         corpus_path(args.corpus)
-    for prompts in filter(None, (args.train_prompts, args.heldout_prompts)):  # read once the model had loaded (the
-        read_prompts(prompts)  # held-out file after all the training data: minutes to hours, then the refusal)
+    for option, prompts in (("--train-prompts", args.train_prompts), ("--heldout-prompts", args.heldout_prompts)):
+        try:  # read once the model had loaded (the held-out file after all the training data: hours, then this)
+            if prompts:
+                read_prompts(prompts)
+        except ValueError as err:  # the option named too: "Prompt file ... does not exist" named none
+            raise ValueError(f"{option}: {err}") from None
     if args.out:
         check_output_path(args.out, "--out", "drafter.safetensors", "a drafter is saved as a safetensors file",
                           safetensors_of(PARALLELSPEC_FORMAT))  # not a model's weights
