@@ -98,6 +98,9 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
                                              min_width=90)
                     next_btn = gr.Button("Next step ▶", size="sm", elem_id="next-button", min_width=90)
                     resume_btn = gr.Button("Resume ▶▶", size="sm", elem_id="resume-button", min_width=90)
+                    # Stop here too: Run scrolls the panes into view, and on a desktop Run and Stop then stand above it
+                    steps_stop_btn = gr.Button("■ Stop", size="sm", variant="stop", elem_id="steps-stop-button",
+                                               min_width=90)
                 # the step buttons' answer under them (the run line, further down, says it in full): page_guards
                 gr.HTML('<div id="step-echo-text" aria-live="polite"></div>', elem_id="step-echo", padding=False)
             with gr.Column(scale=2):
@@ -177,6 +180,7 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
         prompt=prompt,
         run_btn=run_btn,
         stop_btn=stop_btn,
+        steps_stop_btn=steps_stop_btn,
         cancel_btn=cancel_btn,
         pause_btn=pause_btn,
         previous_btn=previous_btn,

@@ -277,10 +277,11 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         # button takes a race still waiting in the queue out of it (on ZeroGPU, Stop cancels the race at once)
         ui.cancel_btn.click(None, None, None, cancels=[run_event], **private)
         ui.trace_download.click(download_hint, ui.trace_download, None, api_visibility="private")  # queued: a toast
-        ui.stop_btn.click(stop_handler(holder, controls, slots), ui.state, [ui.run_md, ui.trace_download, ui.state],
-                          cancels=[run_event] if spaces is not None else None, **private).then(
-            None, None, None, js=CANCEL_RACE_JS, **private)
-        ui.stop_btn.click(None, None, None, js=CLEAR_STEP_ECHO_JS, **private)  # no "Paused after ..." left under it
+        for stop in (ui.stop_btn, ui.steps_stop_btn):  # beside Run, and beside the step buttons over the panes
+            stop.click(stop_handler(holder, controls, slots), ui.state, [ui.run_md, ui.trace_download, ui.state],
+                       cancels=[run_event] if spaces is not None else None, **private).then(
+                None, None, None, js=CANCEL_RACE_JS, **private)
+            stop.click(None, None, None, js=CLEAR_STEP_ECHO_JS, **private)  # no "Paused after ..." left under it
         ui.show_rejected.change(on_toggle, [ui.state, ui.show_rejected], [*ui.panes, *ui.tree.panes],
                                 js=HIDE_REJECTED_JS, **private)
         ui.num_lookahead.change(lookahead_line, [ui.num_lookahead, ui.methods], ui.lookahead_md,

@@ -63,10 +63,16 @@ def test_double_click_on_next_moves_one_step_and_the_button_shows_it_works(new_p
 
 
 def test_stop_offers_the_trace_of_what_the_panes_show(new_page, race_page_url, tmp_path):  # noqa: F811
+    """The Stop beside the step buttons, in view once Run has scrolled the panes into view (the one beside Run is
+    then above the window at 1400 x 900, a new-user helper found), stops the race; the trace holds what the panes
+    show."""
     with in_process_page(new_page, race_page_url, 1400, step_delay_s=0.05) as page:
         race_on(page, max_new_tokens=200)
         page.locator("#pane-ar .token.highlighted").nth(3).wait_for(timeout=30_000)
-        page.get_by_role("button", name="Stop").dispatch_event("click")  # a redrawing page: "stable" may never come
+        stop = page.locator("#steps-stop-button")
+        box = stop.bounding_box()  # in the window (Run scrolled it there)
+        assert stop.is_visible() and 0 <= box["y"] and box["y"] + box["height"] <= 900, box
+        stop.dispatch_event("click")  # a redrawing page: "stable" may never come
         try:
             page.locator("#run-line").get_by_text("Download trace gives exactly those steps").first.wait_for(
                 timeout=60_000)
@@ -106,7 +112,7 @@ def test_a_second_tab_is_told_that_another_race_runs_and_can_stop_its_waiting_ra
         # so the race stays queued and runs later; a Run pressed before the cancel ends is lost
         with second.expect_response(lambda response: "/cancel" in response.url, timeout=30_000) as cancel, \
                 second.expect_response(lambda response: "/reset" in response.url, timeout=30_000):
-            second.get_by_role("button", name="Stop").click()
+            second.get_by_role("button", name="Stop", exact=True).click()
             second.locator("#run-line").get_by_text("will not start").first.wait_for(timeout=30_000)
         assert cancel.value.ok, f"the page's cancel of the waiting race failed: {cancel.value.status}"
         second.wait_for_function("() => !/queue|processing/.test(document.getElementById('run-line').innerText)",
@@ -114,7 +120,7 @@ def test_a_second_tab_is_told_that_another_race_runs_and_can_stop_its_waiting_ra
         second.wait_for_timeout(300)
         race_on(second, max_new_tokens=6)
         second.get_by_text(waiting).first.wait_for(timeout=30_000)
-        first.get_by_role("button", name="Stop").click()
+        first.get_by_role("button", name="Stop", exact=True).click()
         second.get_by_text("Finished.").first.wait_for(timeout=60_000)  # then the second race runs
         second.wait_for_timeout(2000)
         lines = second.evaluate("window.runLines")
