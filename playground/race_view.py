@@ -85,8 +85,9 @@ body.hide-rejected {charts.rejected_css_selector().removesuffix(" .text")} {{dis
 @media (max-width: 640px) {{
   #page-title h1 {{font-size: 1.4em; margin: 0}}
   /* labels that wrap to two lines, in the flow: they covered the what-if chart's title, the upload's icon and the
-     inspector chart's "drawn" mark */
-  :is(#whatif-plot, #trace-upload, #inspector-plot) label[data-testid="block-label"].float {{
+     inspector chart's "drawn" mark, and the charts' toolbars lay over the long ones */
+  :is(#whatif-plot, #trace-upload, #inspector-plot, #latency-plot, #cumulative-plot, #histogram-plot, #positions-plot,
+      #theory-plot, #cost-plot, #tree-plot, #lab-plot) label[data-testid="block-label"].float {{
     position: static !important; margin-bottom: 4px}}
   #settings-checks .form > .block {{min-width: 140px !important}}
   #step-through > button {{flex: 1 1 40% !important; white-space: nowrap}}

@@ -383,6 +383,8 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
         for plot in RACE_PLOT_IDS:  # no y-axis title runs under its plot's label (the pass cost's did on a phone)
             badge = page.locator(f"#{plot} [data-testid='block-label']").bounding_box()
             assert not overlaps(badge, page.locator(f"#{plot} .g-ytitle").bounding_box()), (plot, width)
+            # nor under its toolbar (a phone showed the toolbar over "accepted drafts per verification step")
+            assert not overlaps(badge, page.locator(f"#{plot} .modebar").first.bounding_box()), (plot, width)
             # nor past its box (the pass cost's x-axis title was cut at both ends on a phone)
             box, title = page.locator(f"#{plot}").bounding_box(), page.locator(f"#{plot} .g-xtitle").bounding_box()
             assert box["x"] <= title["x"] and title["x"] + title["width"] <= box["x"] + box["width"], (plot, width)
