@@ -277,8 +277,9 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         # button takes a race still waiting in the queue out of it (on ZeroGPU, Stop cancels the race at once)
         ui.cancel_btn.click(None, None, None, cancels=[run_event], **private)
         ui.trace_download.click(download_hint, ui.trace_download, None, api_visibility="private")  # queued: a toast
+        on_stop = stop_handler(holder, controls, slots)
         for stop in (ui.stop_btn, ui.steps_stop_btn):  # beside Run, and beside the step buttons over the panes
-            stop.click(stop_handler(holder, controls, slots), ui.state, [ui.run_md, ui.trace_download, ui.state],
+            stop.click(on_stop, ui.state, [ui.run_md, ui.trace_download, ui.state],
                        cancels=[run_event] if spaces is not None else None, **private).then(
                 None, None, None, js=CANCEL_RACE_JS, **private)
             stop.click(None, None, None, js=CLEAR_STEP_ECHO_JS, **private)  # no "Paused after ..." left under it

@@ -68,8 +68,8 @@ def stopped_frame(loaded, control, width: int, show_rejected: bool = True) -> tu
     if control.last_state is None:
         return (gr.skip(),) * (width - 3) + (STOPPED_BEFORE_START, gr.skip(), gr.skip())
     line, path, state = stop_outputs(loaded, control.last_state)
-    drawn = (render_state(state, show_rejected, state.get("position"))[:width - 4] if isinstance(state, dict)
-             else (gr.skip(),) * (width - 4))
+    drawn = (render_state(state, show_rejected, state.get("position"))[:width - 4] if "events" in state
+             else (gr.skip(),) * (width - 4))  # a race already finished or stopped: ``stop_outputs`` changed nothing
     return (*drawn, path, line, gr.skip(), state)
 
 

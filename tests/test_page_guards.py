@@ -393,6 +393,9 @@ def test_stop_on_a_race_paused_for_a_while_offers_the_trace_of_its_paused_frame(
         {k: [e.new_token_ids for e in v] for k, v in states[-1]["events"].items()}
     early = page_guards.stopped_frame(tiny, StepControl(), len(OUTPUT_NAMES))
     assert early[-3] == page_guards.STOPPED_BEFORE_START and is_skip(early[-4])
+    ended = StepControl()  # a last frame of a race already finished: Stop's frame changes nothing (gr.skip() is a
+    ended.last_state = dict(states[-1], finished=True)  # dict too: it was drawn as a race state, a KeyError)
+    assert all(map(is_skip, page_guards.stopped_frame(tiny, ended, len(OUTPUT_NAMES))))
 
 
 def test_stop_ends_a_paused_or_slow_race_at_once(tiny, monkeypatch):
