@@ -86,6 +86,8 @@ def test_bad_traces_are_refused_by_name(tiny, tmp_path):
              "missing": (json.dumps({k: v for k, v in good.items() if k != "settings"}), "misses the field 'settings'"),
              "malformed": (json.dumps({**good, "methods": {"ar": {"events": [{"step": 1}]}}}), "malformed"),
              "bad-setting": (json.dumps({**good, "settings": {**good["settings"], "top_p": 7}}), "malformed"),
+             "switch": (json.dumps({**good, "settings": {**good["settings"], "fused": 1}}),  # was taken as true
+                        r"'settings' is malformed \(fused must be true or false, got 1\)"),
              "not-a-trace": (json.dumps({"method": "ar", "text": "hi"}), "is not a PaSS Playground trace .* --trace"),
              "settings-kind": (json.dumps({**good, "settings": "oops"}), "'settings' must be an object of decode"),
              "no-methods": (json.dumps({**good, "methods": []}), "'methods' must be an object"),

@@ -126,7 +126,8 @@ class DecodeSettings:
         """Check every field against ``SETTING_RANGES``; return self.
 
         Raises:
-            SettingError: naming the setting, the bad value and the allowed range (a ``ValueError``).
+            SettingError: naming the setting, the bad value and the allowed range (a ``ValueError``); a switch
+                (``chat_template``, ``fused``, ``inspect``, ``auto_drafts``) that is not True or False.
             ValueError: a token tree with the fused step or cost-aware draft lengths.
         """
         checks = {
@@ -155,6 +156,9 @@ class DecodeSettings:
             else:
                 continue
             raise SettingError(f"{label} {problem}", name, label)
+        for name in ("chat_template", "fused", "inspect", "auto_drafts"):  # a trace's JSON 1 or "no" is not a switch
+            if not isinstance(getattr(self, name), bool):
+                raise SettingError(f"{name} must be true or false, got {_given(getattr(self, name))}", name, name)
         nodes = self.tree_nodes
         if isinstance(nodes, bool) or not isinstance(nodes, int) or not TREE_AUTO <= nodes <= MAX_TREE_NODES:
             raise SettingError(f"tree nodes must be a whole number between {TREE_AUTO} and {MAX_TREE_NODES} "
