@@ -210,6 +210,19 @@ def test_drafts_after_eos_are_not_counted_as_accepted(tiny):
     assert [d.decision for d in drafts] == ["accepted", "accepted", "not_verified"]
     uncut = draft_records(Detok(), [6, 0, 7], [0.5] * 3, result, records + [(7, "accepted", "c")])
     assert [d.decision for d in uncut] == ["accepted"] * 3
+    # EOS (0) the last accepted draft, the draft after it rejected: compared past the output's end, not judged
+    # (it counted as rejected, so that alpha depended on what the rule said after the output had ended)
+    result = VerificationResult(2, 9, False, (0.1,) * 3, (1.0, 1.0, 0.0), (0.5,) * 3, (0.5,) * 3)
+    ended = draft_records(Detok(), [6, 0, 7], [0.5] * 3, result, records)
+    assert [d.decision for d in ended] == ["accepted", "accepted", "not_verified"]
+    assert ended[2].u is None
+    going_on = draft_records(Detok(), [6, 8, 7], [0.5] * 3, result, records[:2] + [(8, "accepted", "d"),
+                                                                                   (9, "resampled", "e")])
+    assert [d.decision for d in going_on] == ["accepted", "accepted", "rejected"]
+    # PaSS's exact token was EOS: no draft is part of the output
+    result = VerificationResult(0, 9, False, (0.1,) * 3, (0.0,) * 3, (0.5,) * 3, (0.5,) * 3)
+    assert [d.decision for d in draft_records(Detok(), [6, 8, 7], [0.5] * 3, result, [(0, "exact", "")])] == [
+        "not_verified"] * 3
 
 
 def test_decoding_and_training_leave_the_global_rng_alone(tiny, tmp_path, monkeypatch):

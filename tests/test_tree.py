@@ -370,6 +370,30 @@ def test_a_tree_pane_shows_every_rejected_node_it_tried(tiny, key):
     assert shown(resampled, [(11, "accepted", "n1")]) == [("n0", "rejected"), ("n1", "accepted")]
 
 
+def test_children_tried_after_an_eos_node_are_not_judged():
+    """EOS the last node of the accepted path: its children, tried against the target past the output's end, count
+    as not verified, rejected ones too (they counted as judged, so alpha depended on what the rule said there);
+    a sibling rejected before the path went on was judged inside the output and stays rejected."""
+    from pass_core.decoding.tree_verification import TreeVerification, tree_draft_records
+
+    class Detok:
+        def token_text(self, tid):
+            return f"n{tid - 10}"
+
+    nv, tried = "not_verified", (0, 1, 5)  # n0 rejected, n1 accepted, then n1's child n5 rejected
+    decisions = ("rejected", "accepted", nv, nv, nv, "rejected", nv)
+    result = TreeVerification(path=(1,), next_token=50, next_is_bonus=False, decisions=decisions,
+                              uniforms=tuple(0.5 if j in tried else None for j in range(7)),
+                              accept_probs=tuple(0.4 if j in tried else None for j in range(7)), p_draft=(0.4,) * 7,
+                              p_res=tuple(0.4 if j in tried else None for j in range(7)), q_draft=(1.0,) * 7)
+    ids = list(range(10, 17))
+    ended = tree_draft_records(Detok(), SHAPE, ids, result, [(11, "accepted", "n1")])  # n1 was EOS
+    assert [d.decision for d in ended] == ["rejected", "accepted", nv, nv, nv, nv, nv]
+    assert ended[5].u is None and ended[0].u == 0.5
+    going_on = tree_draft_records(Detok(), SHAPE, ids, result, [(11, "accepted", "n1"), (50, "resampled", "y")])
+    assert [d.decision for d in going_on] == list(decisions)
+
+
 @pytest.mark.parametrize("key", TREE_CASES)
 def test_tree_eos_on_a_path(tiny, key, monkeypatch):
     """EOS = the token at output index e: every run ends exactly there like AR; EOS arrives as an accepted node

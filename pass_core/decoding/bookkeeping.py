@@ -128,6 +128,12 @@ def token_records(records: list[tuple[int, str, str]], rejected: int | None, det
     return tuple(tokens)
 
 
+def output_ended(records: list[tuple[int, str, str]]) -> bool:
+    """True when a step's committed (id, label, text) records stop before its resampled or bonus token: EOS was
+    the exact token or an accepted draft (a draft budget always leaves room for the step's last token)."""
+    return not records or records[-1][1] not in ("resampled", "bonus")
+
+
 def draft_records(detok: Detokenizer, drafts: list[int], q_draft: list[float], result: VerificationResult | None,
                   records: list[tuple[int, str, str]]) -> tuple[DraftRecord, ...]:
     """One ``DraftRecord`` per draft of a step.
@@ -137,14 +143,15 @@ def draft_records(detok: Detokenizer, drafts: list[int], q_draft: list[float], r
         q_draft: q_i(d_i) for each of them.
         result: the verification of the first k drafts (k = len(result.p_draft)), or None when
             none was verified.
-        records: the step's committed (id, label, text); accepted drafts past the end of the
-            output (after EOS) count as not verified, so acceptance statistics only count drafts
-            that are part of the output.
+        records: the step's committed (id, label, text). When EOS among the exact token and the
+            accepted drafts ended the output (``output_ended``), the drafts after the last committed
+            one count as not verified, the rejected one too: acceptance statistics only count drafts
+            judged inside the output (algorithms.md section 6).
     """
     num_verified = len(result.p_draft) if result else 0
     num_accepted = result.num_accepted if result else 0
     committed = sum(label == "accepted" for _, label, _ in records)
-    if committed < num_accepted:
+    if result is not None and output_ended(records):
         num_verified = num_accepted = committed
     out = []
     for i, tid in enumerate(drafts):

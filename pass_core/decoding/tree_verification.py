@@ -24,6 +24,7 @@ from pass_core.decoding.sampling import sample
 from pass_core.decoding.target import TargetOutput
 from pass_core.decoding.text import Detokenizer
 from pass_core.decoding.tree import TreeSpec
+from pass_core.decoding.bookkeeping import output_ended
 
 
 @dataclass(frozen=True)
@@ -148,16 +149,18 @@ def tree_draft_records(detok: Detokenizer, tree: TreeSpec, draft_ids: list[int],
                        records: list[tuple[int, str, str]]) -> tuple[DraftRecord, ...]:
     """One ``DraftRecord`` per node, in node order, ``position`` = the node's depth.
 
-    When EOS / ``max_new_tokens`` cut the accepted path, every node deeper than the last committed draft
-    counts as not verified, as in ``bookkeeping.draft_records``: acceptance statistics count only drafts
-    that are part of the output.
+    When EOS / ``max_new_tokens`` ended the output before the step's resampled or bonus token
+    (``bookkeeping.output_ended``), every node deeper than the last committed draft counts as not verified
+    (its rejected children too), as in ``bookkeeping.draft_records``: acceptance statistics count only
+    drafts judged inside the output.
     """
     committed = sum(label == "accepted" for _, label, _ in records)
+    ended = output_ended(records)
     depths = tree.depths
     out = []
     for j, tid in enumerate(draft_ids):
         decision = result.decisions[j]
-        if committed < result.num_accepted and depths[j] > committed:  # tried after the output ended
+        if ended and depths[j] > committed:  # tried after the output ended
             decision = "not_verified"
         examined = decision != "not_verified"
         out.append(DraftRecord(position=depths[j], token_id=int(tid), text=detok.token_text(tid),
