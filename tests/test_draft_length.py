@@ -102,6 +102,26 @@ def test_auto_greedy_equals_ar_while_k_varies(tiny, key, fused, flat_curve):
     assert len(ks) >= 2, f"the chosen k never varied: {ks}"
 
 
+def test_auto_chooses_no_more_drafts_than_the_drafter_has(tiny, flat_curve):
+    """A ParallelSpec drafter trained for k = 2 under L = 4 (the page falls back to the shipped k = 3 drafter for
+    L = 4..8): the policy chooses k <= 2, the drafts a step can run; it chose k = 4, quoting a cost c(5) no step
+    paid, with the rates of positions 3 and 4 never observed (left at their prior). Look-ahead embeddings of a
+    file's own L (2 here, under L = 4) likewise."""
+    from pass_core.decoding.speculative import generate_speculative
+    from pass_core.drafters.lookahead.drafter import LookaheadDrafter
+    from pass_core.drafters.lookahead.embeddings import LookaheadEmbeddings
+    from pass_core.drafters.parallelspec.drafter import ParallelSpecDrafter
+    from pass_core.drafters.parallelspec.model import ParallelDrafter
+
+    settings = DecodeSettings(max_new_tokens=16, num_lookahead=4, auto_drafts=True)
+    curve = {"c": FLAT, "ms": [40.0 * c for c in FLAT]}
+    for key, drafter in (("parallelspec", ParallelSpecDrafter(ParallelDrafter.initialise(tiny, 2))),
+                         ("pass", LookaheadDrafter(LookaheadEmbeddings.initialise(tiny, 2, "random")))):
+        events = list(generate_speculative(tiny, "hello", settings, drafter, method=key, pass_cost=curve))
+        ks = [chosen_k(e) for e in events]
+        assert max(ks) == 2 and max(e.num_verified_drafts for e in events) == 2, (key, ks)
+
+
 @pytest.mark.parametrize("key, fused", [c for c in CASES if c[0] in ("pass", "parallelspec")],
                          ids=[i for c, i in zip(CASES, CASE_IDS) if c[0] in ("pass", "parallelspec")])
 @pytest.mark.sampling

@@ -276,8 +276,9 @@ def test_lookahead_drafts_equal_a_plain_drafting_pass(tiny, key, fused):
     """Each step's q equals (allclose) the q of a plain drafting pass over the committed tokens
     + [LA_1..LA_L], computed here from scratch. For the fused step that is block m's q after m
     accepted drafts (m forced to 0..k by a rule that accepts a chosen number of drafts). The paper's step
-    appends only the look-ahead rows of the drafts it can verify (min(L, max_drafts): at a run's end, or a
-    cost-aware k): its j drafts' q equal the whole block's first j (causal attention), and none for 0."""
+    appends only the look-ahead rows of the drafts it can verify (min(L, max_drafts): at a run's end, after its
+    exact token, or a cost-aware k): its j drafts' q equal the whole block's first j (causal attention), and
+    none for 0."""
     settings = settings_for(fused, temperature=1.0, max_new_tokens=30)
     drafter = make_drafter(tiny, key, settings)
     la = drafter.lookahead.for_model(tiny)  # (L, D)
@@ -312,6 +313,9 @@ def test_lookahead_drafts_equal_a_plain_drafting_pass(tiny, key, fused):
     ms = [e.num_accepted for e in events if e.verified_drafts]
     assert checked >= 5 and len(set(ms)) >= 3, f"checked {checked} steps, accepted counts {sorted(set(ms))}"
     assert fused or cut, "no step drafted fewer than L: the narrower pass was not exercised"
+    if not fused:  # each row appended is verified: the exact token's position is left out of the budget (at the run's
+        # end the pass appended one look-ahead row more than its step could verify)
+        assert [len(p.drafts) for _, p in proposals] == [e.num_verified_drafts for e in events]
 
 
 def test_every_registered_method_is_a_case():

@@ -110,6 +110,17 @@ class Drafter:
         """Begin a run (fresh caches). Called once before the first ``propose``."""
         self.run = run
 
+    def makes_exact_token(self) -> bool:
+        """True when every proposal carries an exact token (PaSS's drafting pass, section 3): it takes one of
+        the run's remaining positions before the drafts, so the loop offers one draft fewer."""
+        return False
+
+    def most_drafts(self) -> int:
+        """The most drafts one step can propose (after ``start``): ``settings.num_lookahead``, unless the
+        drafter has fewer (a ParallelSpec drafter trained for k = 3) or more (look-ahead embeddings of a
+        file's own L). Cost-aware draft lengths choose k up to this."""
+        return self.run.settings.num_lookahead
+
     def propose(self, uncached: list[int], committed: list[int], max_drafts: int) -> Proposal:
         """Draft for the next step.
 

@@ -79,11 +79,11 @@ def verification_pass(run: TargetRun, real: list[int], k: int, extension: Extens
     return TargetOutput(out.logits[: k + 1], out.hidden_states), out.logits[k + 1:]
 
 
-def cost_aware_lengths(curve: dict, settings: DecodeSettings, drafter: Drafter) -> CostAwareDraftLength:
+def cost_aware_lengths(curve: dict, drafter: Drafter) -> CostAwareDraftLength:
     """The run's ``CostAwareDraftLength``: this machine's pass-cost curve ``curve`` (the dict of
     ``runtime.pass_cost.measure_pass_cost``: "c" relative costs, "ms" times in milliseconds) and the
-    drafter's ``step_cost``, up to ``settings.num_lookahead`` drafts."""
-    return CostAwareDraftLength(curve["c"], settings.num_lookahead, one_pass_s=curve["ms"][0] / 1000,
+    drafter's ``step_cost``, up to the drafter's ``most_drafts`` (call after ``drafter.start``)."""
+    return CostAwareDraftLength(curve["c"], drafter.most_drafts(), one_pass_s=curve["ms"][0] / 1000,
                                 **drafter.step_cost())
 
 
@@ -127,12 +127,13 @@ def generate_speculative(loaded, prompt: str, settings: DecodeSettings, drafter:
     clock, cache = StepClock(loaded.device), new_cache(loaded.model)
     run = TargetRun(loaded, cache, settings, gen, plain_head(loaded.model))
     drafter.start(run)
-    lengths = cost_aware_lengths(pass_cost, settings, drafter) if settings.auto_drafts else None
+    lengths = cost_aware_lengths(pass_cost, drafter) if settings.auto_drafts else None
     uncached = list(state.prompt_ids)
     for step in count(1):
         # 0. cost-aware draft length (extension): from the events already emitted only
         choice = lengths.choose() if lengths is not None else None
-        budget = max(state.remaining - 1, 0) if choice is None else min(max(state.remaining - 1, 0), choice.k)
+        room = max(state.remaining - 1 - drafter.makes_exact_token(), 0)  # drafts that fit before the budget
+        budget = room if choice is None else min(room, choice.k)
         t0 = clock.now()
         # 1. draft
         proposal = drafter.propose(uncached, state.committed, budget)

@@ -88,6 +88,12 @@ class LookaheadDrafter(Drafter):
         self.adapters = self.lookahead.adapters  # look-ahead adapters (pass-lora, extension) or None
         self.tree = self.shape.within(len(self.draft_rows)) if self.shape is not None else None
 
+    def makes_exact_token(self) -> bool:
+        return not self.fused  # the paper's drafting pass samples the next token at x_n
+
+    def most_drafts(self) -> int:
+        return len(self.draft_rows)  # L of the embeddings in use (a file's own L)
+
     def _gate(self, rows: torch.Tensor):
         """Context for a pass whose look-ahead tokens sit at query ``rows`` (G,): the look-ahead adapters
         act there (``pass-lora``); a no-op without adapters (the paper's PaSS)."""

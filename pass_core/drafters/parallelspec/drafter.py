@@ -95,6 +95,9 @@ class ParallelSpecDrafter(Drafter):
         self.cache = self.pass_drafter.new_cache()
         self.pending_hidden: torch.Tensor | None = None  # (1, P, F*D): h_t of positions not yet read
 
+    def most_drafts(self) -> int:
+        return self.k_max  # min(L, the drafter's k)
+
     @property
     def caches(self) -> dict:
         return {"drafter_cache": self.cache}
