@@ -111,7 +111,7 @@ LESSONS = (
            "output?**",
            "Yes, in law: a draft is kept with probability min(1, p/q), else a token is drawn from the residual, so "
            "every token follows the model's own distribution; the texts differ because the random draws do (the "
-           "line above the metric boxes says so). The speed-up compares different lengths of work here: compare "
+           "line above the metric boxes says so). The speed-up compares rates on different texts here: compare "
            "**tokens/s**. The **Losslessness lab** tab tests the law itself (lesson 4).", {"temperature": 0.8, "top_k": 10}, ("tokens_per_s",)),
     Lesson("4 · Which rule breaks the law?", "Once upon a time", ("ar", "pass"),
            "Open the **Losslessness lab** tab and press Run lab. **Which of the methods, if any, lands outside "

@@ -48,8 +48,8 @@ NOT_YET = "not yet"
 #: no rate after the prefill exists ("not yet" stood there after the race had ended).
 ONLY_PREFILL = "– (ended at its prefill)"
 #: The speed-up's second line in a sampled race.
-SAMPLED_NOTE = ("sampled: the methods wrote different texts, so the ratio compares different lengths of work; "
-                "tokens/s is each method's own rate")
+SAMPLED_NOTE = ("sampled: each method drew its own text, so the ratio compares rates on different texts (even of "
+                "equal length); tokens/s is each method's own rate")
 
 
 def metric_texts(summaries: dict[str, RunSummary | None], events: dict[str, list[StepEvent]] | None = None,

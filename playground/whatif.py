@@ -65,10 +65,11 @@ def run_points(events: dict | None, fused: bool = False) -> dict[str, tuple[int,
     return points
 
 
-def whatif_figure(rows: list[WhatIfRow], k: int, points: dict | None = None) -> go.Figure:
+def whatif_figure(rows: list[WhatIfRow], k: int, points: dict | None = None, measured_here: bool = True) -> go.Figure:
     """Two panels over k = 1..: predicted tokens per step (top) and speed-up over AR (bottom) for the chain and
     PaSS's two-pass loop; the chosen k as a dotted line, AR's 1.0x as a grey line, and this run's measured points
-    (filled, in the method's colour) over the curve of their loop."""
+    (filled, in the method's colour) over the curve of their loop. ``measured_here`` False (the curve is not this
+    machine's): no measured speed-up is drawn (it was measured here; tokens per step hold on any machine)."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
                         subplot_titles=("tokens per step", "speed-up over AR"))
     ks = [r.k for r in rows]
@@ -86,7 +87,7 @@ def whatif_figure(rows: list[WhatIfRow], k: int, points: dict | None = None) -> 
         fig.add_trace(go.Scatter(x=[mk], y=[tokens], mode="markers", name=label, legendgroup=key,
                                  marker=dict(color=method.colour, size=13, symbol="diamond",
                                              line=dict(color="black", width=1))), row=1, col=1)
-        if speed is not None:
+        if speed is not None and measured_here:
             fig.add_trace(go.Scatter(x=[mk], y=[speed], mode="markers", name=label, legendgroup=key, showlegend=False,
                                      marker=dict(color=method.colour, size=13, symbol="diamond",
                                                  line=dict(color="black", width=1))), row=2, col=1)
@@ -102,8 +103,9 @@ def whatif_figure(rows: list[WhatIfRow], k: int, points: dict | None = None) -> 
 
 
 def whatif_markdown(rows: list[WhatIfRow], alpha: float, k: int, curve_name: str, drafter_cost: float,
-                    points: dict | None = None) -> str:
-    """The numbers at the chosen k with the formulas they come from, and a line per measured point."""
+                    points: dict | None = None, measured_here: bool = True) -> str:
+    """The numbers at the chosen k with the formulas they come from, and a line per measured point (its speed-up
+    said to be this machine's, not the curve's, when ``measured_here`` is False)."""
     row = next((r for r in rows if r.k == k), None)
     if row is None:
         return f"⚠ The {curve_name} curve gives c(w) up to w = {rows[-1].k + 1 if rows else 1}: choose k ≤ " \
@@ -115,9 +117,10 @@ def whatif_markdown(rows: list[WhatIfRow], alpha: float, k: int, curve_name: str
              f"{row.pass_cost:.2f} AR steps: **{row.pass_speedup:.2f}x**."]
     for key, (mk, tokens, speed, a, loop) in (points or {}).items():
         measured = "–" if speed is None else f"{speed:.2f}x"
+        where = ("(the diamond; set α and k to match it to compare with its curve)" if measured_here else
+                 f"on this machine, not with the {curve_name} curve: its diamond marks the tokens per step only")
         lines.append(f"This run, {METHODS[key].short_name}: α = {a:.2f} at k = {mk}, {tokens:.2f} tokens per "
-                     f"verification step, measured {measured} (the diamond; set α and k to match it to compare "
-                     f"with its curve).")
+                     f"verification step, measured {measured} {where}.")
     return "  \n".join(lines)
 
 
@@ -181,7 +184,7 @@ def whatif_view(alpha, k, preset: str, typed: str, drafter_cost, state: dict | N
     except (TypeError, ValueError) as err:
         return None, f"⚠ {err}"
     points = run_points((state or {}).get("events"), bool((state or {}).get("fused")))
-    text = whatif_markdown(rows, alpha, k, name, drafter_cost, points)
+    text = whatif_markdown(rows, alpha, k, name, drafter_cost, points, preset == MACHINE)
     overhead = overhead_line((state or {}).get("events"), machine, next((r for r in rows if r.k == k), None)) \
         if preset == MACHINE and points else ""
-    return whatif_figure(rows, k, points), "  \n".join(filter(None, (text, overhead)))
+    return whatif_figure(rows, k, points, preset == MACHINE), "  \n".join(filter(None, (text, overhead)))

@@ -78,7 +78,7 @@ def test_a_sampled_race_says_its_texts_differ():
     events = {"ar": _run("ar", 1.0, 0.1, 3, 1), "pass": _run("pass", 1.0, 0.2, 3, 2)}
     summaries = {key: summarize(evs, key) for key, evs in events.items()}
     sampled = race_text.metric_texts(summaries, events, "vs AR on fp32", greedy=False)["speedup"]
-    assert race_text.SAMPLED_NOTE in sampled and "different lengths of work" in sampled
+    assert race_text.SAMPLED_NOTE in sampled and "rates on different texts" in sampled
     assert race_text.SAMPLED_NOTE not in race_text.metric_texts(summaries, events, "vs AR on fp32")["speedup"]
 
 

@@ -127,9 +127,18 @@ def test_this_runs_points_are_marked_on_their_loop():
     assert points["pass"][0] == 3 and points["pass"][3] == pytest.approx(2 / 6) and points["pass"][4] == "pass"
     assert points["parallelspec"][:2] == (2, 2.5) and points["parallelspec"][4] == "chain"
     assert whatif.run_points(events, fused=True)["pass"][4] == "chain"  # the fused step: one pass per step
-    fig, text = whatif.whatif_view(0.5, 3, whatif.FLAT, "", 0.0, {"events": events, "fused": False})
+    machine = {"c": [1.0, 1.2, 1.4, 1.6, 1.8, 2.0], "ms": [50.0, 60, 70, 80, 90, 100], "device": "cpu",
+               "dtype": "float32"}
+    state = {"events": events, "fused": False, "show": {"curve": machine}}
+    fig, text = whatif.whatif_view(0.5, 3, whatif.MACHINE, "", 0.0, state)
     diamonds = [t for t in fig.data if t.marker.symbol == "diamond"]
-    assert len(diamonds) == 4 and "This run, PaSS: α = 0.33 at k = 3" in text
+    assert len(diamonds) == 4 and "This run, PaSS: α = 0.33 at k = 3" in text  # tokens per step and speed-up
+    assert "(the diamond; set α and k to match it" in text
+    # on another machine's curve the speed-up measured here is not drawn (it read as "PaSS falls short on an H200")
+    other, text = whatif.whatif_view(0.5, 3, whatif.FLAT, "", 0.0, state)
+    diamonds = [t for t in other.data if t.marker.symbol == "diamond"]
+    assert len(diamonds) == 2 and {t.yaxis for t in diamonds} == {"y"}, [t.yaxis for t in diamonds]
+    assert "on this machine, not with the flat c(w) = 1 curve: its diamond marks the tokens per step only" in text
     assert whatif.run_points({"pass": events["pass"]}) == {}  # no AR: no unit of cost
     # the chain's curve in no method's colour, the two-pass loop's in PaSS's (they were PaSS's green and AR's blue)
     curves = {t.name: t.line.color for t in fig.data if t.mode == "lines+markers"}
