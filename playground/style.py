@@ -21,5 +21,12 @@ def and_join(names: list[str] | tuple[str, ...], none: str = "") -> str:
 
 
 def number(value: float | None, spec: str = ".3f") -> str:
-    """``value`` formatted with ``spec`` ("–" for a number that is missing, e.g. a draft never verified)."""
-    return "–" if value is None else format(value, spec)
+    """``value`` formatted with ``spec`` ("–" for a number that is missing, e.g. a draft never verified); a value
+    that is not 0 but rounds to 0 under a fixed-point ``spec`` gets 3 significant digits (a rejected draft's p =
+    0.000185 stood as 0.000 in the inspector's table, under a sentence giving 0.000185)."""
+    if value is None:
+        return "–"
+    text = format(value, spec)
+    if spec.endswith("f") and value != 0 and float(text) == 0:
+        return format(value, ".3g")
+    return text

@@ -34,6 +34,20 @@ def test_inspector_hides_u_in_greedy_steps():
     assert "u |" not in inspector_markdown(_step(margin=None), "PaSS", lookahead=True, greedy=True)
 
 
+def test_inspector_table_gives_a_tiny_p_as_its_sentence_does():
+    """p = 0.000185 against q = 0.567: the table said p(d) 0.000 and min(1, p/q) 0.000 under the sentence's 0.000185;
+    a p of exactly 0 stays 0.000."""
+    rare = StepEvent("pass", 2, (TokenRecord(1, "a", "exact"), TokenRecord(9, "z", "rejected"),
+                                 TokenRecord(3, "c", "resampled")),
+                     drafts=(DraftRecord(1, 9, "z", 0.567, 0.000185, 0.9, "rejected"),
+                             DraftRecord(2, 8, "y", 0.5, 0.0, 0.2, "rejected")), num_verified_drafts=2)
+    text = inspector_markdown(rare, "PaSS", lookahead=True, greedy=False)
+    assert "p = 0.000185 against the drafter's q = 0.567" in text
+    assert "u = 0.900 ≥ min(1, p/q) = 0.000326: the target" in text  # it said "= 0.000" there too
+    assert "| `'z'` | 0.567 | 0.000185 | 0.000326 | 0.900 | rejected |" in text, text
+    assert "| `'y'` | 0.500 | 0.000 | 0.000 | 0.200 | rejected |" in text, text
+
+
 def test_inspector_axis_fits_the_tallest_bar():
     small = inspector_figure(_step(None, probs=(0.12, 0.01)), 2)
     assert small.layout.yaxis.range == pytest.approx((0, 0.15))  # 1.25 x 0.12: room for the mark, no slivers
