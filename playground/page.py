@@ -33,7 +33,7 @@ from playground.page_guards import STEP_WAIT_S, STOPPED_NOTE, slow_motion_handle
     wire_step_button  # noqa: F401  (STOPPED_NOTE re-exported)
 from playground.race_slots import MEASURING_NOTE, RaceSlots
 from playground.scrolling import CANCEL_RACE_JS, CLEAR_STEP_ECHO_JS, RUN_ECHO_JS, RUN_SCROLL_JS, \
-    SCROLL_TO_INSPECTOR_JS, SCROLL_TO_LAB_JS, SCROLL_TO_PANES_JS
+    SCROLL_TO_INSPECTOR_JS, SCROLL_TO_LAB_JS, SCROLL_TO_PANES_JS, STOP_ECHO_JS
 from playground.plot_boxes import shown_plot
 from playground.race_inputs import RaceRequest, cap_for_zerogpu, hide_paths, method_offer, methods_problem, whole
 from playground.race_view import HIDE_REJECTED_JS, METRIC_LABELS, PAGE_CSS  # noqa: F401  (re-exported)
@@ -282,7 +282,9 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
             stop.click(on_stop, ui.state, [ui.run_md, ui.trace_download, ui.state],
                        cancels=[run_event] if spaces is not None else None, **private).then(
                 None, None, None, js=CANCEL_RACE_JS, **private)
-            stop.click(None, None, None, js=CLEAR_STEP_ECHO_JS, **private)  # no "Paused after ..." left under it
+            stop.click(None, None, None, js=CLEAR_STEP_ECHO_JS, **private).then(None, None, None, js=STOP_ECHO_JS,
+                                                                               **private)  # Stop's answer there
+        ui.stop_btn.click(None, None, None, js=SCROLL_TO_PANES_JS, **private)  # and the panes in view, as Run does
         ui.show_rejected.change(on_toggle, [ui.state, ui.show_rejected], [*ui.panes, *ui.tree.panes],
                                 js=HIDE_REJECTED_JS, **private)
         ui.num_lookahead.change(lookahead_line, [ui.num_lookahead, ui.methods], ui.lookahead_md,

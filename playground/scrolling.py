@@ -57,6 +57,13 @@ STEP_ECHO_JS = ("const r = document.querySelector('#run-line'); const e = docume
 #: Client-side, after Stop's reply: press the hidden "cancel race" button, whose listener cancels the page's race
 #: event (gradio's ``cancels``): a race still waiting in the queue leaves it; a race that answered Stop has ended.
 CANCEL_RACE_JS = "() => { document.getElementById('cancel-race')?.click(); }"
+#: Client-side, after Stop's reply: the run line's first sentence once it is Stop's ("Stopped.", "Nothing to stop: no
+#: race is running.") under the step buttons, looked for every 0.2 s for 15 s (a live race writes it at its next
+#: update, up to 2.5 s later): on a phone Stop beside Run answered 4,600 px below it, in the run line alone.
+STOP_ECHO_JS = ("() => { const start = Date.now(); const watch = setInterval(() => { const r = document.querySelector("
+                "'#run-line'); const e = document.getElementById('step-echo-text'); const m = r && /^((?:Stopped|"
+                "Nothing to stop)[\\s\\S]*?\\.)(?:\\s|$)/.exec(r.innerText.trim()); if (m && e) { e.textContent = m[1]; "
+                "clearInterval(watch); } else if (Date.now() - start > 15000) clearInterval(watch); }, 200); }")
 #: Client-side, after Stop: the step-through's last answer under the buttons goes (it spoke of a live race).
 CLEAR_STEP_ECHO_JS = "() => { const e = document.getElementById('step-echo-text'); if (e) e.textContent = ''; }"
 #: The answer under the step buttons to Run pressed while this tab's race runs (gradio ignores that press) ...

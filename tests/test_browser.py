@@ -308,6 +308,9 @@ BAR_TEXTS = """() => [...document.querySelectorAll('.js-plotly-plot text.bartext
 #: The first visible race pane starts in the upper 60 % of the window (``scrolling.SCROLL_TO_PANES_JS``).
 PANES_IN_VIEW = ("() => { const p = [...document.querySelectorAll('.token-pane')].find(e => e.offsetParent !== null);"
                  " const top = p.getBoundingClientRect().top; return top >= 0 && top <= 0.6 * window.innerHeight; }")
+#: The step buttons' echo says the text given and is on the screen (``scrolling.STOP_ECHO_JS``).
+ECHO_IN_VIEW = ("text => { const e = document.getElementById('step-echo-text'); const r = e.getBoundingClientRect(); "
+                "return e.textContent === text && r.top >= 0 && r.bottom <= window.innerHeight; }")
 #: A refusal's message under its input is on the screen (``scrolling.RUN_SCROLL_JS``).
 MESSAGE_IN_VIEW = ("() => [...document.querySelectorAll('div.validation-error')].some(e => { const r = "
                    "e.getBoundingClientRect(); return e.offsetParent !== null && r.top >= 0 && r.bottom <= "
@@ -352,7 +355,11 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
         slider = page.locator("#slow-motion").bounding_box()
         assert 0 <= pane["y"] - (slider["y"] + slider["height"]) < 60, (slider, pane)  # nothing in between
         assert 0 <= pane["y"] - (steps["y"] + steps["height"]) < 250, (steps, pane)
-        if width < 600:  # a refused Run shows its message (it scrolled to the panes, 1,300 px below it, on a phone)
+        if width < 600:  # Stop beside Run answers in view, under the step buttons (on a phone only the run line
+            # said so, 4,600 px below it)
+            page.get_by_role("button", name="Stop", exact=True).click()
+            page.wait_for_function(ECHO_IN_VIEW, arg="Nothing to stop: no race is running.", timeout=10_000)
+            # a refused Run shows its message (it scrolled to the panes, 1,300 px below it, on a phone)
             page.locator("#input-prompt textarea").fill("")
             page.get_by_role("button", name="Run").click()
             page.wait_for_function(MESSAGE_IN_VIEW, timeout=10_000)

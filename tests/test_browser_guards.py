@@ -81,6 +81,9 @@ def test_stop_offers_the_trace_of_what_the_panes_show(new_page, race_page_url, t
             page.screenshot(path=str(ARTIFACTS / "browser-stop-timeout.png"), full_page=True)
             raise AssertionError("Stop's line never came; the run line says "
                                  f"{page.locator('#run-line').inner_text()!r}") from err
+        # Stop's answer under the step buttons too (``scrolling.STOP_ECHO_JS``)
+        page.wait_for_function("() => document.getElementById('step-echo-text').textContent === 'Stopped.'",
+                               timeout=10_000)
         page.wait_for_timeout(3000)  # no update after Stop: the panes stay as they are
         shown = pane_chars(page, "ar")
         with page.expect_download() as download:
