@@ -125,8 +125,9 @@ LESSONS = (
            "such passes per step. Then open **What if…** and switch the cost curve to the H200: the same α wins "
            "on a GPU, where a wide pass costs about as much as a narrow one.", {},
            ("mean_accepted_tokens", "tokens_per_forward_pass", "tokens_per_s", "speedup")),
-    Lesson("6 · Copy task: which drafter copies?", "Repeat this sentence exactly: The quick brown fox jumps over "
-           "the lazy dog near the quiet river bank.", ("ar", "pass", "parallelspec", "prompt-lookup"),
+    Lesson("6 · Copy task: which drafter copies?", "Repeat this sentence exactly: Maria packed three red apples, a "
+           "blue notebook, and her grandmother's old silver watch before she left for the station at seven.",
+           ("ar", "pass", "parallelspec", "prompt-lookup"),
            "The answer is in the prompt. **Which drafter will have its drafts accepted most often?**",
            "Compare the **draft acceptance rate** (α on the judged drafts) and **tokens per forward pass**: prompt "
            "lookup proposes the continuation of the text it has already seen, so on a copy task its drafts are "

@@ -25,7 +25,10 @@ EXAMPLES = [
     "Explain in simple words how a rainbow forms.",
     "List five tips for learning a new language.",
     "Explique en quelques phrases pourquoi le ciel est bleu.",
-    "Repeat this sentence exactly: The quick brown fox jumps over the lazy dog near the quiet river bank.",
+    # a sentence SmolLM2 repeats exactly (27 tokens); it shortened "The quick brown fox ... near the quiet river bank."
+    # to the proverb, 11 tokens, leaving lesson 6 a handful of judged drafts
+    "Repeat this sentence exactly: Maria packed three red apples, a blue notebook, and her grandmother's old silver "
+    "watch before she left for the station at seven.",
     "Summarize this paragraph: The town library now lends tools such as drills, ladders and sewing machines, as well "
     "as board games and telescopes. The program began after a survey showed that many people owned tools they used "
     "only once a year. In its first year the library lent out over four thousand items.",
