@@ -103,7 +103,10 @@ LESSONS = (
            "(rejected) token. Why did verification refuse it?**",
            "Click the struck-through token: the **token inspector** says why: u ≥ min(1, p/q), the target gave it "
            "less probability than the drafter did. Then click the yellow token after it: it was drawn from the "
-           "residual norm(max(0, p − q)) (the green bars).", {"temperature": 1.0, "top_k": 20, "max_new_tokens": 48},
+           "residual norm(max(0, p − q)) (the green bars).",
+           # seed 5: PaSS's first rejected draft is the word "The" (seeds 0-4 and 6-11 give a space, a newline or a
+           # quote mark, a few pixels wide to click; embedded model, L = 3)
+           {"temperature": 1.0, "top_k": 20, "max_new_tokens": 48, "seed": 5},
            ("acceptance_rate",),
            slow_motion_s=0.5, ask="Try it, then answer"),
     Lesson("3 · Sampled vs greedy", "Explain in simple words how a rainbow forms.", ("ar", "pass", "parallelspec"),
