@@ -48,8 +48,8 @@ def lab_handler(loaded: LoadedModel, prompt, runs, progress=None, decode=str, st
         return None, LAB_STOPPED
     except (TypeError, ValueError) as err:
         raise user_error(str(err)) from err
-    names = {key: m.label for key, m in METHODS.items()}
-    return lab_figure(result, names, decode), lab_markdown(result, names)
+    legend = {key: m.short_name for key, m in METHODS.items()}  # a phone cut "... sampling): TV 0.18" off
+    return lab_figure(result, legend, decode), lab_markdown(result, {key: m.label for key, m in METHODS.items()})
 
 
 def lab_stopper(slots):

@@ -449,6 +449,8 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
         page.locator("#lab-plot .js-plotly-plot").wait_for(timeout=30_000)  # the lab's chart, shown
         snapshot(page, f"browser-lab-{width}.png", full_page=True)
         legend, area = (page.locator(f"#lab-plot {part}").first.bounding_box() for part in (".legend", ".nsewdrag"))
+        box = page.locator("#lab-plot").bounding_box()  # a phone cut the draft model's long name and its TV off
+        assert legend["x"] + legend["width"] <= box["x"] + box["width"] + 1, (width, legend, box)
         assert area["height"] >= 240 and not overlaps(legend, area), (width, area)  # its legend left 190 px on a phone
 
 

@@ -65,6 +65,8 @@ def test_lab_handler_passes_every_method_and_fails_the_broken_rule(tiny):
     assert "✗ fail" in rows["broken rule: always accept"]
     assert seen[-1] == (runs * (len(METHODS) + 1),) * 2
     assert len(figure.data) == len(METHODS) + 2  # exact law + each method + the broken rule
+    # the legend names each method as the race's charts do (on a phone the long names ran past the chart's edge)
+    assert [t.name.split(": TV")[0] for t in figure.data[1:-1]] == [f"✓ {m.short_name}" for m in METHODS.values()]
     with pytest.raises(gr.Error, match="runs"):
         page.lab_handler(tiny, "ab", 10_000)
 
