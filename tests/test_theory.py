@@ -88,6 +88,23 @@ def _run(histogram: list[int], exact: bool, cut_last: bool = False) -> list[Step
 AR = [StepEvent("ar", i + 1, (TokenRecord(9, "t", "target"),), step_s=0.01) for i in range(4)]
 
 
+def test_the_cost_of_a_step_leaves_the_prefill_out_as_the_unit_and_the_speedup_do():
+    """PaSS's first step verifies drafts and prefills the prompt: 600 ms, then 30 ms a step, against AR's 500 ms
+    prefill then 10 ms a step. A verification step costs 3 AR steps (it said 8.18 with the prefill in), so the
+    prediction is 2 tokens / 3 = 0.67x, the measured speed-up (it said 0.24x, and that PaSS could not win even if
+    every draft were accepted)."""
+    import dataclasses
+
+    ar = [dataclasses.replace(e, step=i + 1, step_s=0.5 if i == 0 else 0.01) for i, e in enumerate(AR * 6)]
+    pass_steps = [dataclasses.replace(e, step_s=0.6 if e.step == 1 else 0.03) for e in _run([11, 0, 0, 0], True)]
+    check = check_theory(pass_steps, ar, "PaSS")
+    assert check.cost == pytest.approx(3.0) and check.predicted_speedup == pytest.approx(2 / 3)
+    assert check.measured_speedup == pytest.approx(2 / 3)
+    assert "costs 3.00 AR steps" in check.sentence and "wins only if α rises above" in check.sentence
+    # one verification step, the first: its time is all there is
+    assert check_theory(pass_steps[:1], ar, "PaSS").cost == pytest.approx(60.0)
+
+
 def test_alpha_on_judged_drafts_predicts_the_measured_mean_of_a_real_trace():
     """The palindrome trace's numbers (greedy, k = 3). PaSS: 21 / 9 / 0 / 0 steps accepting 0..3 drafts, 9 accepted
     of 39 judged (90 drafted): alpha = 0.231 predicts 2.30 tokens per verification step, measured 2.30.
