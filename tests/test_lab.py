@@ -51,3 +51,29 @@ def test_lab_arithmetic_and_limits(tiny):
         run_lab(tiny, "ab", runs=2, keys=["medusa"])
     with pytest.raises(ValueError, match=r"Shorten the prompt to at most \d+ tokens\.$"):  # the lab has no length
         run_lab(tiny, "word " * 600, runs=2)                                              # setting to lower
+
+
+def test_the_exact_law_ends_a_branch_at_eos_as_a_run_does():
+    """With EOS a likely second token, runs stop there: their outcome is the first tokens up to and with EOS. The
+    law enumerated every branch to its full depth past EOS, so AR itself (plain sampling) failed the lab at TV 0.41
+    against a bound of 0.22. Now the law is the EOS-free one with every branch cut after its first EOS, and each
+    outcome an AR run draws has mass in it."""
+    from tiny import tiny_loaded
+
+    loaded = tiny_loaded(seed=0)
+    settings = DecodeSettings(max_new_tokens=3, temperature=1.0, top_k=2, num_lookahead=2)
+    full = exact_law(loaded, "hello", settings, 3)
+    second: dict[int, float] = {}
+    for outcome, p in full.items():
+        second[outcome[1]] = second.get(outcome[1], 0.0) + p
+    eos = max(second, key=second.get)  # about 0.3 likely as the second token
+    loaded.model.generation_config.eos_token_id = eos
+    law = exact_law(loaded, "hello", settings, 3)
+    cut: dict[tuple, float] = {}
+    for outcome, p in full.items():
+        short = outcome[:outcome.index(eos) + 1] if eos in outcome else outcome
+        cut[short] = cut.get(short, 0.0) + p
+    assert law.keys() == cut.keys() and all(law[x] == pytest.approx(cut[x]) for x in law)
+    assert any(len(x) < 3 for x in law) and sum(law.values()) == pytest.approx(1.0)
+    drawn = run_lab(loaded, "hello", runs=30, depth=3, top_k=2, keys=["ar"]).empirical["ar"]
+    assert set(drawn) <= set(law) and any(len(x) < 3 for x in drawn), drawn

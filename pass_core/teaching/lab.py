@@ -16,6 +16,7 @@ from typing import Callable
 
 import torch
 
+from pass_core.decoding.bookkeeping import eos_token_ids
 from pass_core.decoding.events import output_token_ids
 from pass_core.decoding.metrics import summarize
 from pass_core.registry import METHODS
@@ -32,7 +33,8 @@ MAX_RUNS = 400
 
 def exact_law(loaded, prompt: str, settings: DecodeSettings, depth: int) -> dict[tuple[int, ...], float]:
     """P(first ``depth`` tokens) of plain sampling from the target, by enumerating the tree of
-    tokens with non-zero processed probability (top-k keeps it small: k^depth leaves).
+    tokens with non-zero processed probability (top-k keeps it small: k^depth leaves). A branch ends at
+    an EOS token, as a run does: its outcome is shorter (the first tokens up to and with EOS).
 
     Returns:
         {token ids: probability}, summing to 1.
@@ -45,9 +47,10 @@ def exact_law(loaded, prompt: str, settings: DecodeSettings, depth: int) -> dict
     ids = encode_prompt(loaded.tokenizer, prompt, settings.chat_template, loaded.max_positions, depth,
                         length_setting=None)
     law: dict[tuple[int, ...], float] = {}
+    eos = eos_token_ids(loaded)
 
     def walk(prefix: list[int], prob: float) -> None:
-        if len(prefix) == depth:
+        if len(prefix) == depth or (prefix and prefix[-1] in eos):  # a run stops at EOS: a shorter outcome
             law[tuple(prefix)] = prob
             return
         with torch.inference_mode():
