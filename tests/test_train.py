@@ -101,6 +101,35 @@ def test_resume_continues_from_checkpoint(tiny_folder, tmp_path):
     torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
+def test_sequences_too_short_for_l_are_left_out_so_a_resumed_run_equals_an_uninterrupted_one(tiny_folder, tmp_path):
+    """Lines of 3 tokens give L = 3 no position to train on. Their steps passed with no update yet counted: a
+    resumed run set Adam's step to the loop's (6, for 3 updates) and its weights differed from an uninterrupted run's
+    by 2e-3, the curve and checkpoints due at such steps were skipped, and data of short lines alone wrote a
+    "trained" file of 0 updates. Now they are left out of the data: a resumed run equals the uninterrupted one,
+    report included (its first steps' loss was the resumed part's); data of short lines alone is refused."""
+    data = tmp_path / "data.txt"
+    data.write_text("the cat sat on the mat and the cat sat on the mat again\nabc\nxyz\nqrs\n"
+                    "one two three four five six seven eight nine ten\n")
+
+    def train(folder, *extra):
+        folder.mkdir(exist_ok=True)
+        return run_train(tiny_folder, folder, "--num-lookahead", "3", "--data", str(data), "--steps", "12",
+                         "--curve-every", "2", "--curve-sequences", "2", *extra)
+
+    whole = train(tmp_path / "a")
+    assert train(tmp_path / "b", "--stop-at", "6")["stopped_at"] == 6
+    resumed = train(tmp_path / "b", "--resume")
+    a, b = (LookaheadEmbeddings.load(tmp_path / f / "la.safetensors").weight for f in "ab")
+    torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
+    assert [point["step"] for point in whole["curve"]] == list(range(0, 13, 2))
+    assert whole["train_sequences"] == 2 and whole["positions_seen"] == 12 * 16
+    for key in ("initial_loss", "final_loss", "final_loss_steps", "positions_seen", "curve"):
+        assert resumed[key] == whole[key], key
+    data.write_text("abc\nxyz\nqrs\n")
+    with pytest.raises(ValueError, match="each needs at least 4 tokens after its prompt for L = 3"):
+        train(tmp_path / "c")
+
+
 def test_a_mismatched_checkpoint_is_refused_before_the_data_is_made(tiny_folder, tmp_path, monkeypatch):
     """``--resume`` with another ``--num-lookahead`` was refused only after the training data was made (about 26
     minutes of self-distillation on the embedded model): now at once, before any data. A checkpoint of another

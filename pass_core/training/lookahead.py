@@ -124,9 +124,13 @@ def train(args) -> dict:
         more, more_lens = corpus_answers(loaded, args.answers, max_new_tokens=args.gen_tokens)
         seqs, plens = seqs + more, plens + more_lens
         described += f"; self-generated: the model's own greedy answers to corpus prompts ({args.answers})"
-    seqs = [(s, max(p - 1, 0)) for s, p in zip(seqs, plens) if len(s) - max(p - 1, 0) > 2]
+    # a block at t needs targets up to t + L: a sequence with L tokens or fewer after its prompt has no position to
+    # train on (its steps passed with no update, yet counted: Adam's step, the curve and checkpoints went astray)
+    need = max(args.num_lookahead, 2) + 1
+    seqs = [(s, max(p - 1, 0)) for s, p in zip(seqs, plens) if len(s) - max(p - 1, 0) >= need]
     if not seqs:
-        raise ValueError("No usable training sequences (each needs at least 3 tokens after its prompt).")
+        raise ValueError(f"No usable training sequences (each needs at least {need} tokens after its prompt for "
+                         f"L = {args.num_lookahead}).")
     curve = progress.get("curve", [])  # held-out agreement against training positions seen
     curve_data = held_out_sequences(loaded, args.curve_sequences) if args.curve_every else None
     if curve_data and not curve:  # the starting point: the initialisation (or --init-from file) before training
@@ -135,13 +139,19 @@ def train(args) -> dict:
     sched = lambda s: min(1.0, (s + 1) / 20) * 0.5 * (1 + math.cos(math.pi * s / args.steps))  # noqa: E731
     draft_idx, L = init.draft_indices(), args.num_lookahead
     pos_weight = args.position_decay ** torch.arange(L, dtype=torch.float32, device=dev)  # (L,)
-    tokens_seen, losses, agree = int(progress.get("positions", 0)), [], torch.zeros(L)
-    tokens_before = tokens_seen
+    tokens_seen, agree = int(progress.get("positions", 0)), torch.zeros(L)
+    losses = list(progress.get("losses", []))  # the report's first steps are the run's, resumed or not
+    tokens_before, train_before = tokens_seen, float(progress.get("train_s", 0.0))
     bar = tqdm(range(step0, args.steps), desc=f"training L={L}", unit="step", initial=step0, total=args.steps)
     train_start = time.perf_counter()
+
+    def progress_now() -> dict:
+        return {"positions": tokens_seen, "curve": curve, "losses": losses,
+                "train_s": train_before + time.perf_counter() - train_start}
+
     for step in bar:
         if args.stop_at is not None and step >= args.stop_at:
-            save_checkpoint(_checkpoint_path(out), params, opt, step, args, {"positions": tokens_seen, "curve": curve})
+            save_checkpoint(_checkpoint_path(out), params, opt, step, args, progress_now())
             bar.close()
             return {"stopped_at": step, "checkpoint": str(_checkpoint_path(out))}
         # deterministic per step, so --resume continues the same schedule
@@ -152,9 +162,7 @@ def train(args) -> dict:
         cache = new_cache(model)
         with torch.no_grad():
             teacher = model(input_ids=ids, cache=cache, use_cache=True).logits[0].float()  # (T, V)
-        last = T - 1 - L  # block at t needs targets up to t+L <= T-1
-        if last < first:
-            continue
+        last = T - 1 - L  # block at t needs targets up to t+L <= T-1 (>= first: the sequences were chosen so)
         cand = torch.arange(first, last + 1)
         starts = cand[torch.randperm(len(cand), generator=rng)[: args.batch_positions]].sort().values.to(dev)
         weight = param.expand(init.block_len, -1) if args.shared else param
@@ -187,8 +195,9 @@ def train(args) -> dict:
                           "top1_agreement": agreement(loaded, now, *curve_data)})
             bar.write(f"step {step + 1}: {tokens_seen} positions, held-out agreement {curve[-1]['top1_agreement']}")
         if (step + 1) % args.checkpoint_every == 0 or step + 1 == args.steps:
-            save_checkpoint(_checkpoint_path(out), params, opt, step + 1, args, {"positions": tokens_seen, "curve": curve})
-    train_s = time.perf_counter() - train_start
+            save_checkpoint(_checkpoint_path(out), params, opt, step + 1, args, progress_now())
+    part_s = time.perf_counter() - train_start
+    train_s = train_before + part_s
     la = _current(init, param, adapters, args.shared, loaded)
     report = {
         "model": loaded.name, "num_lookahead": L, "tokens_per_draft": args.tokens_per_draft,
@@ -196,7 +205,7 @@ def train(args) -> dict:
         "batch_positions": args.batch_positions, "position_decay": args.position_decay, "seed": args.seed, "data": args.data,
         "data_description": described, "answers": args.answers, "train_sequences": len(seqs),
         "train_time_s": round(train_s, 1), "positions_seen": tokens_seen,
-        "positions_per_s": round((tokens_seen - tokens_before) / max(train_s, 1e-9), 1),
+        "positions_per_s": round((tokens_seen - tokens_before) / max(part_s, 1e-9), 1),
         "adapter_rank": args.adapter_rank, "adapter_alpha": adapters.alpha if adapters else None,
         "adapter_lr": args.adapter_lr if adapters else None,
         "adapter_parameters": adapters.num_parameters if adapters else 0, "curve": curve,
