@@ -197,6 +197,12 @@ def test_train_cli_checkpoints_and_resumes(tiny_folder, tmp_path, monkeypatch, c
     ckpt = tmp_path / "cache" / "drafter-checkpoints"
     assert [f"checkpoint kept: {path}" in printed for path in ckpt.iterdir()] == [True]
     assert "k = 3" in out.with_suffix(".report.md").read_text()
+    # a checkpoint at step 4 with --steps 2: refused, as the look-ahead trainer does (it wrote a report of "2
+    # training steps" over a drafter of 4), and the file and its report stay as they were
+    before = out.with_suffix(".report.json").read_text()
+    with pytest.raises(ValueError, match="is at step 4 already, and --steps is 2: give more --steps to train on"):
+        main(common + ["--steps", "2", "--resume"])
+    assert out.with_suffix(".report.json").read_text() == before
 
 
 def test_train_cli_adds_corpus_answers(tiny_folder, tmp_path, monkeypatch):

@@ -212,7 +212,7 @@ def read_drafter_checkpoint(path: Path, args=None) -> dict:
     Raises:
         ValueError: the file is damaged, misses a part or holds NaN or inf, naming the file and how to start afresh;
             it was written by a run of other ``DRAFTER_RESUME_SAME`` options, naming each with the value that
-            continues it.
+            continues it; or it has reached ``args.steps`` already.
     """
     try:
         ckpt = torch.load(path, weights_only=True)
@@ -233,6 +233,9 @@ def read_drafter_checkpoint(path: Path, args=None) -> dict:
     if args is not None and masks is not None and "num_draft" not in saved:  # an older checkpoint: its shape says k
         saved["num_draft"] = masks.shape[0] + 1
     _refuse_other_options(path, saved, args, DRAFTER_RESUME_SAME)  # else a state_dict error, or none at all
+    if args is not None and int(ckpt["step"]) >= args.steps:  # it wrote a report of --steps over more steps
+        raise _afresh(path, f"is at step {int(ckpt['step'])} already, and --steps is {args.steps}: give more --steps "
+                            "to train on")
     return ckpt
 
 
