@@ -73,6 +73,31 @@ def test_peer_runs_in_the_summary_and_the_fastest_ar(tiny):
         {"steps": None, "tokens_per_s": 2.0, "by_category": {"c": {"steps": None}}}
 
 
+def test_the_peers_are_said_to_run_on_the_fp32_copy_and_compared_with_ar_there(tiny):
+    """A run on onednn loads an fp32 copy for the peers: the report said they ran on onednn and gave their speed-up
+    "on the same backend" against onednn AR (2.15x where it was 0.82x against fp32 AR). Without fp32 AR in the run
+    there is no same-backend ratio (it fell back to the run's AR)."""
+    from types import SimpleNamespace
+
+    from pass_core.bench.copies import method_backend
+
+    own, copy32 = SimpleNamespace(backend_name="onednn"), SimpleNamespace(backend_name="fp32")
+    assert method_backend("hf-generate", own, {"onednn": own, "fp32": copy32}) == "fp32"
+    assert method_backend("hf-generate", own, {"onednn": own}) == "onednn"  # no copy: the peer ran on the run's
+    assert (method_backend("ar", own), method_backend("ar@fp32", own)) == ("onednn", "fp32")
+    settings = DecodeSettings(max_new_tokens=8, temperature=0.0)
+    events = [dataclasses.replace(e, step_s=0.01) for e in METHODS["ar"].decode(tiny, PROMPTS[0], settings)]
+    times = {"ar": 0.01, "ar@fp32": 0.005, "hf-generate": 0.01}
+    runs = [BenchRun(RunKey(m, None, 0.0, 0, 0), "c", [dataclasses.replace(e, step_s=t) for e in events])
+            for m, t in times.items()]
+    backends = {"ar": "onednn", "ar@fp32": "fp32", "hf-generate": "fp32"}
+    peer = aggregate(runs, [3], [0.0], backends=backends)["hf-generate"]["L=3,T=0"]
+    assert peer["backend"] == "fp32" and peer["speedup_same_backend"] == pytest.approx(0.5)
+    assert peer["speedup"] == pytest.approx(1.0)  # against AR on the run's backend, as documented
+    alone = aggregate(runs[::2], [3], [0.0], backends=backends)["hf-generate"]["L=3,T=0"]
+    assert alone["speedup_same_backend"] is None
+
+
 @pytest.mark.slow
 def test_greedy_hf_generate_equals_ar_on_the_embedded_model(smollm):
     settings = DecodeSettings(max_new_tokens=32, temperature=0.0)

@@ -22,10 +22,13 @@ def split_backend(name: str) -> tuple[str, str | None]:
     return entry, (backend or None)
 
 
-def method_backend(name: str, loaded) -> str:
-    """The backend an entry runs on: its @suffix, else the run's (the peers: fp32 when a copy was loaded)."""
-    suffix = split_backend(name)[1] if name not in PEERS else None
-    return suffix or loaded.backend_name
+def method_backend(name: str, loaded, models: dict | None = None) -> str:
+    """The backend an entry runs on: its @suffix, else the run's; the peers run on the fp32 copy when one was
+    loaded (``models``, ``load_backend_copies``'s; they were said to run on the run's backend, and compared with
+    its AR)."""
+    if name in PEERS:
+        return "fp32" if "fp32" in (models or {}) else loaded.backend_name
+    return split_backend(name)[1] or loaded.backend_name
 
 
 def load_backend_copies(args, methods: list[str], loaded, device, log) -> tuple[list[str], dict, dict]:

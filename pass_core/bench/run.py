@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     notes.update(left_out)
     if any(m in PEERS for m in methods):
         notes["hf-* peers"] = wall_time_note()
-    backends = {m: method_backend(m, loaded) for m in methods}
+    backends = {m: method_backend(m, loaded, models) for m in methods}
     report = {
         "command": "python -m pass_core.bench " + shlex.join(sys.argv[1:] if argv is None else argv),
         "machine": machine_info(loaded),

@@ -102,7 +102,7 @@ def aggregate(runs: list[BenchRun], lookaheads: list[int], temperatures: list[fl
     """``summary[method][setting_key(L, T)]`` -> metrics, with ``by_category`` inside.
 
     AR entries (on any backend) and the peers repeat the same runs under every L. ``speedup`` is against AR on
-    the run's backend ("ar"); ``speedup_same_backend`` against AR on the entry's own backend when that ran;
+    the run's backend ("ar"); ``speedup_same_backend`` against AR on the entry's own backend when that ran (else None);
     ``speedup_vs_fastest_ar`` against the AR entry with the highest tokens/s of the run (named in
     ``fastest_ar``; AR on every backend, and transformers' ``generate()`` when it ran: ``peers.AR_PEERS``), the
     baseline a user could actually get on this machine.
@@ -121,7 +121,7 @@ def aggregate(runs: list[BenchRun], lookaheads: list[int], temperatures: list[fl
     summary: dict = {}
     for m in methods:
         m_dtype = "bfloat16" if backends.get(m) == "bf16" else dtype
-        same = next((a for a, b in ar_names.items() if b and b == backends.get(m)), BASELINE)
+        same = next((a for a, b in ar_names.items() if b and b == backends.get(m)), None)  # no AR there: None
         for t in temperatures:
             ar_t = [r for r in runs if r.key.method == BASELINE and r.key.temperature == t]
             runs_t = [r for r in runs if r.key.temperature == t]
@@ -133,7 +133,8 @@ def aggregate(runs: list[BenchRun], lookaheads: list[int], temperatures: list[fl
                 entry = _entry(sel, ar_t, ar_runs, t == 0, m_dtype)
                 entry.update(backend=backends.get(m), fastest_ar=fastest, fastest_ar_tokens_per_s=fastest_rate,
                              speedup_vs_fastest_ar=_ratio(sel, [r for r in runs_t if r.key.method == fastest]),
-                             speedup_same_backend=_ratio(sel, [r for r in runs_t if r.key.method == same]),
+                             speedup_same_backend=_ratio(sel, [r for r in runs_t if r.key.method == same])
+                             if same else None,
                              exact_match_reference=reference if t == 0 else None)
                 entry["by_category"] = {
                     c: {**_entry([r for r in sel if r.category == c], [r for r in ar_t if r.category == c],
