@@ -205,6 +205,40 @@ def test_train_cli_checkpoints_and_resumes(tiny_folder, tmp_path, monkeypatch, c
     assert out.with_suffix(".report.json").read_text() == before
 
 
+def test_a_resumed_drafter_run_keeps_the_history_of_an_uninterrupted_one(tiny_folder, tmp_path, monkeypatch):
+    """Ctrl-C right after a checkpoint at step 15, then --resume: the same weights and the same history as the run
+    that went on. The history's entry at step 20 averages steps 11-20; it averaged 16-20 after a resume (the steps
+    since the last entry were not kept in the checkpoint)."""
+    import pass_core.training.parallelspec as trainer
+
+    monkeypatch.setenv("PASS_PLAYGROUND_CACHE", str(tmp_path / "cache"))
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("\n".join(json.dumps({"prompt": f"Say something about {w}."}) for w in "abcdef") + "\n")
+
+    def command(out):
+        return ["--model", str(tiny_folder), "--num-draft", "3", "--out", str(out), "--train-prompts", str(prompts),
+                "--heldout-prompts", str(prompts), "--max-new-tokens", "12", "--batch-size", "2", "--anchors", "4",
+                "--draft-vocab", "0", "--threads", "1", "--steps", "20", "--checkpoint-every", "15",
+                "--eval-every", "1000"]
+
+    whole = trainer.main(command(tmp_path / "a.safetensors"))
+    save = trainer.save_drafter_checkpoint
+
+    def interrupted(path, drafter, opt, gen, step, *rest):
+        save(path, drafter, opt, gen, step, *rest)
+        if step == 15:
+            raise KeyboardInterrupt
+    monkeypatch.setattr(trainer, "save_drafter_checkpoint", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.main(command(tmp_path / "b.safetensors"))
+    monkeypatch.setattr(trainer, "save_drafter_checkpoint", save)
+    resumed = trainer.main(command(tmp_path / "b.safetensors") + ["--resume"])
+    a, b = (ParallelDrafter.load(tmp_path / f"{x}.safetensors", load_model(str(tiny_folder))) for x in "ab")
+    for name, tensor in a.state_dict().items():
+        torch.testing.assert_close(b.state_dict()[name], tensor, atol=0, rtol=0)
+    assert [h for h in resumed["history"] if "loss" in h] == [h for h in whole["history"] if "loss" in h]
+
+
 def test_train_cli_adds_corpus_answers(tiny_folder, tmp_path, monkeypatch):
     """--answers: the model's own answers to corpus prompts join the training data, featurised in shards."""
     import pass_core.training.corpora as corpora

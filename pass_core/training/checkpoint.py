@@ -177,9 +177,12 @@ DRAFTER_RESUME_SAME = ("model", "num_draft", "feature_layers", "draft_vocab")
 
 
 def save_drafter_checkpoint(path: Path, drafter: torch.nn.Module, opt: torch.optim.Optimizer,
-                            gen: torch.Generator, step: int, history: list, train_s: float, args=None) -> None:
-    """A ParallelSpec training checkpoint: the drafter's and the optimizer's state, the generator, the step, and
-    the run's ``DRAFTER_RESUME_SAME`` options (``args``, the parsed arguments; None: none kept).
+                            gen: torch.Generator, step: int, history: list, train_s: float, args=None,
+                            window: list | None = None) -> None:
+    """A ParallelSpec training checkpoint: the drafter's and the optimizer's state, the generator, the step, the
+    history and the (loss, agreement) pairs of the steps since its last entry (``window``: a resumed run's next
+    entry averages them too), and the run's ``DRAFTER_RESUME_SAME`` options (``args``, the parsed arguments; None:
+    none kept).
 
     Raises:
         ValueError: a drafter tensor holds NaN or inf (training diverged): nothing is written.
@@ -187,7 +190,7 @@ def save_drafter_checkpoint(path: Path, drafter: torch.nn.Module, opt: torch.opt
     _refuse_non_finite(drafter.state_dict(), step)
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"drafter": drafter.state_dict(), "optimizer": opt.state_dict(), "generator": gen.get_state(),
-                "step": step, "history": json.dumps(history), "train_s": train_s,
+                "step": step, "history": json.dumps(history), "train_s": train_s, "window": json.dumps(window or []),
                 "args": json.dumps({key: getattr(args, key) for key in DRAFTER_RESUME_SAME} if args else {})}, path)
 
 
@@ -240,9 +243,9 @@ def read_drafter_checkpoint(path: Path, args=None) -> dict:
 
 
 def load_drafter_checkpoint(ckpt: dict, path: Path, drafter: torch.nn.Module, opt: torch.optim.Optimizer,
-                            gen: torch.Generator) -> tuple[int, list, float]:
+                            gen: torch.Generator) -> tuple[int, list, float, list]:
     """Restore a checkpoint ``read_drafter_checkpoint`` read from ``path``; returns (step, history, training seconds
-    so far).
+    so far, the window of steps since the history's last entry: [] in a checkpoint written before it was kept).
 
     Raises:
         ValueError: the checkpoint does not fit this drafter (another k, draft vocabulary or model), naming the file
@@ -252,6 +255,7 @@ def load_drafter_checkpoint(ckpt: dict, path: Path, drafter: torch.nn.Module, op
         drafter.load_state_dict(ckpt["drafter"])
         opt.load_state_dict(ckpt["optimizer"])
         gen.set_state(ckpt["generator"])
-        return int(ckpt["step"]), json.loads(ckpt["history"]), float(ckpt["train_s"])
+        window = [tuple(pair) for pair in json.loads(ckpt.get("window", "[]"))]
+        return int(ckpt["step"]), json.loads(ckpt["history"]), float(ckpt["train_s"]), window
     except Exception as err:  # shapes that differ, an optimizer state of other parameters
         raise _afresh(path, f"cannot be used ({type(err).__name__}: {err})") from err

@@ -194,13 +194,12 @@ def main(argv=None) -> dict:
     parts = drafter.target_parts(loaded)
     opt = torch.optim.AdamW(drafter.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
     gen = torch.Generator().manual_seed(args.seed)
-    step, history, train_s = 0, [], 0.0
+    step, history, train_s, window = 0, [], 0.0, []  # window: (loss, top-1) of the steps since the last entry
     if ckpt is not None:
-        step, history, train_s = load_drafter_checkpoint(ckpt, ckpt_path, drafter, opt, gen)
+        step, history, train_s, window = load_drafter_checkpoint(ckpt, ckpt_path, drafter, opt, gen)
         print(f"resumed from {ckpt_path} at step {step}")
     drafter.train()
     bar = tqdm(total=args.steps, initial=step, desc="drafter training", unit="step")
-    window: list[tuple[float, float]] = []
     while step < args.steps:
         t0 = time.perf_counter()
         rows = torch.randint(len(train.seqs), (args.batch_size,), generator=gen).tolist()
@@ -229,7 +228,7 @@ def main(argv=None) -> dict:
             tqdm.write(f"step {step}: held-out agreement {[round(a, 3) for a in ev['per_position_agreement']]}, "
                        f"accepted tokens/step {ev['accepted_tokens_per_step']:.2f}")
         if step % args.checkpoint_every == 0 or step == args.steps:
-            save_drafter_checkpoint(ckpt_path, drafter, opt, gen, step, history, train_s, args)
+            save_drafter_checkpoint(ckpt_path, drafter, opt, gen, step, history, train_s, args, window)
     bar.close()
     # the report measures the shipped (float16) file, reloaded
     drafter.info = {"kind": "trained", "steps": step, "lr": args.lr, "seed": args.seed, "batch_size": args.batch_size,
