@@ -168,6 +168,10 @@ def test_cli_backend_and_dtype_conflicts_and_trace_folder(tiny_folder, tmp_path,
     for main, args in ((generate.main, ["--prompt", "hi"]), (bench.main, ["--suite", "quick", "--limit", "1"])):
         assert main([*args, "--model", str(tiny_folder), "--backend", "onednn", "--dtype", "bfloat16"]) == 2
         assert "--backend onednn sets the dtype (float32): drop --dtype bfloat16" in capsys.readouterr().err
+        # --backend auto too (a KeyError: 'auto' and a traceback)
+        assert main([*args, "--model", str(tiny_folder), "--backend", "auto", "--dtype", "float32"]) == 2
+        assert "--backend auto sets the dtype (with the backend it chooses): drop --dtype float32" in \
+            capsys.readouterr().err
     with pytest.raises(SystemExit):
         generate.main(["--prompt", "hi", "--trace", str(tmp_path)])
     assert "is a folder: give a file name" in capsys.readouterr().err

@@ -116,7 +116,8 @@ def resolve_backend(backend: str | None, dtype: str, device: torch.device) -> tu
         ValueError: both given (a backend sets the dtype), or as ``check_backend``.
     """
     if backend and dtype != "auto":
-        raise ValueError(f"--backend {backend} sets the dtype ({BACKENDS[backend].dtype}): drop --dtype {dtype}, "
+        sets = BACKENDS[backend].dtype if backend in BACKENDS else "with the backend it chooses"  # "auto": a KeyError
+        raise ValueError(f"--backend {backend} sets the dtype ({sets}): drop --dtype {dtype}, "
                          f"or drop --backend for plain eager PyTorch in {dtype}.")
     backend = backend or (default_backend(device) if dtype == "auto" else None)
     return backend, (check_backend(backend, device).dtype if backend else dtype)

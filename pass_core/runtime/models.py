@@ -174,7 +174,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "au
     Args:
         name: ``smollm2-135m-instruct``, a hub id, a local folder or a ``.gguf`` file.
         device: "auto" (cuda > mps > cpu), "cpu", "cuda", "mps".
-        dtype: "auto" (bf16 on GPU, fp32 on CPU), "float32", "bfloat16", "float16".
+        dtype: "auto" (float32 on every device: ``pick_dtype``), "float32", "bfloat16", "float16".
         progress: optional callable taking a status string (UI / CLI progress).
 
     Returns:
