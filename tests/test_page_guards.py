@@ -165,6 +165,14 @@ def test_a_dip_measured_twice_is_the_machines_and_a_dip_elsewhere_is_refused(tin
     assert pass_cost.pass_cost_curves(tiny).refused is not None
     assert pass_cost.confirm_or_remeasure(tiny).used["c"] == XEON_CURVES[1]["c"] and measured == []
     assert [len(w) for w in asked] == [16, 3, 16]
+    # a busy moment's spike at c(2) (every wider width dips below it), then one at c(5) (widths 6..16 dip): not
+    # the same dips, so the second is refused too (it was taken as confirmed, a subset of the first's widths)
+    smooth = [1.0 + 0.1 * w for w in range(16)]
+    spiked_2, spiked_5 = (curve(smooth[:i] + [6.0] + smooth[i + 1:]) for i in (1, 4))
+    measured += [spiked_2, spiked_5]
+    assert pass_cost.pass_cost_curves(tiny, remeasure=True).refused is spiked_2
+    again = pass_cost.pass_cost_curves(tiny, remeasure=True)
+    assert again.refused is spiked_5 and "confirmed_dips" not in spiked_5 and measured == []
 
 
 def test_remeasure_counts_its_passes(tiny, monkeypatch):

@@ -166,16 +166,18 @@ def curve_problem(curve: dict) -> str | None:
 
 def _measure(loaded, widths, repeats, progress=None) -> dict:
     """Measure, and keep the curve as the newest physical one when it is. A dip beyond ``MONOTONE_SLACK`` that the
-    measurement before it showed at the same widths is the machine's, not noise: the Intel Xeons (AMX) of our CI
+    measurement before it showed at the same widths (no more, no fewer) is the machine's, not noise: the Intel Xeons (AMX) of our CI
     run a pass over 16 tokens some 30 % faster than one over 15, in every measurement (c(15) = 3.06 and 2.91,
     c(16) = 2.22 and 2.13, 2026-12-03), while a busy moment's spike lands on other widths each time."""
     previous = _CURVES.get(_key(loaded))
     cache_len = 200 if loaded.max_positions is None else max(1, min(200, loaded.max_positions // 2))
     widths = [w for w in widths if loaded.max_positions is None or cache_len + w <= loaded.max_positions]
     curve = measure_pass_cost(loaded, widths, cache_len=cache_len, repeats=repeats, progress=progress)
-    found = [w for w, _ in dips(curve)]
+    found = [w for w, _ in dips(curve)]  # the same widths dip, no more and no fewer: a spike at c(2) makes every
+    # wider width dip, and a curve spiked at c(5) (widths 6..16 dipping) was taken as confirmed by one spiked at c(2)
+    # (3..16) when a subset sufficed; the narrower pass a dip falls below may differ (c(15) or c(14) on the Xeons)
     if found and previous is not None and previous["widths"] == curve["widths"] and \
-            set(found) <= {w for w, _ in dips(previous)}:
+            set(found) == {w for w, _ in dips(previous)}:
         curve["confirmed_dips"] = found
     if curve_problem(curve) is None:
         _GOOD[_key(loaded)] = curve
