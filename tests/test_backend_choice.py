@@ -70,6 +70,24 @@ def test_a_choice_measured_on_a_busy_cpu_is_not_cached(tmp_path, monkeypatch):
     assert "busy" in choice["why"] and not (tmp_path / backend_choice.CACHE_FILE).exists()
 
 
+def test_a_choice_timed_while_other_programs_took_the_cores_is_not_cached(tiny, tmp_path, monkeypatch):
+    """The load average, read before the measurement, lags by a minute: a program started just then took 0.61 of 2
+    cores unseen, and a distorted choice (fp32 on 1 thread, 2.5x slower with a core taken) was cached for every
+    later start. The quiet timings now count other programs' CPU time (``machine_load``), and such a choice is used
+    but not cached."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(backend_choice, "cpu_load", lambda: (0.2, 2))  # the load average: idle
+    monkeypatch.setattr(backend_choice, "load_between", lambda start, end: SimpleNamespace(busy=True, other_cores=0.61))
+    timings = backend_choice.measure_candidates(tiny, threads=1, repeats=1, busy=False)
+    assert timings and all(t.other_cores == 0.61 for t in timings)
+    choice = choose_backend(FakeLoaded(), cache_dir=tmp_path, measure=lambda loaded, threads: timings)
+    assert "other programs took 0.6 of 2 cores), so not cached" in choice["why"] and not choice["cached"]
+    assert not (tmp_path / backend_choice.CACHE_FILE).exists()
+    monkeypatch.setattr(backend_choice, "load_between", lambda start, end: SimpleNamespace(busy=False, other_cores=0.1))
+    assert all(t.other_cores is None for t in backend_choice.measure_candidates(tiny, threads=1, repeats=1, busy=False))
+
+
 def test_a_damaged_cache_file_is_measured_over(tmp_path, monkeypatch):
     monkeypatch.setattr(backend_choice, "cpu_load", lambda: (0.0, 2))
     (tmp_path / backend_choice.CACHE_FILE).write_text("{not json")

@@ -33,6 +33,7 @@ import torch
 from pass_core.decoding.cache import StepClock, crop_to, new_cache
 from pass_core.decoding.target import plain_head, target_forward
 from pass_core.runtime.backends import BACKENDS, apply_backend, check_backend, set_cpu_threads
+from pass_core.runtime.machine_load import load_between, sample
 from pass_core.runtime.pass_cost import cpu_busy, cpu_load
 
 #: The busy-core test: a candidate whose one-token pass slows down more than this with one core taken is not robust.
@@ -51,12 +52,15 @@ class Timing:
         threads: torch CPU threads.
         quiet_ms: median milliseconds of a one-token pass, nothing else running.
         busy_ms: the same with one core taken by another process (None: not measured, e.g. one core only).
+        other_cores: cores other programs took during the quiet timings, when they kept every core busy
+            (``machine_load.MachineLoad.busy``: then ``quiet_ms`` is not quiet); None when not, or not counted.
     """
 
     backend: str
     threads: int
     quiet_ms: float
     busy_ms: float | None = None
+    other_cores: float | None = None
 
     @property
     def busy_slowdown(self) -> float | None:
@@ -196,14 +200,17 @@ def measure_candidates(loaded, threads: int | None = None, repeats: int = 15, bu
     before = torch.get_num_threads()
     try:
         candidates = [(b, t) for b in backends for t in thread_counts]
+        start = sample()  # other programs during the quiet timings (the busy ones below take a core on purpose)
         quiet = _pass_ms(loaded, copies, candidates, repeats)
+        during = load_between(start, sample())
+        other = during.other_cores if during.busy else None
         loaded_busy = None
         if busy and loaded.device.type == "cpu" and usable_cores() > 1:
             with BusyCore():
                 loaded_busy = _pass_ms(loaded, copies, candidates, max(3, repeats // 2))
     finally:
         torch.set_num_threads(before)
-    return [Timing(b, t, quiet[b, t], loaded_busy[b, t] if loaded_busy else None) for b, t in candidates]
+    return [Timing(b, t, quiet[b, t], loaded_busy[b, t] if loaded_busy else None, other) for b, t in candidates]
 
 
 def _copy(loaded):
@@ -245,8 +252,13 @@ def choose_backend(loaded, threads: int | None = None, cache_dir: Path | None = 
     choice = {"backend": best.backend, "threads": best.threads, "why": why, "key": key,
               "timings": [asdict(t) for t in timings], "load_average_1min": load, "cores": cores,
               "measured_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
-    if cpu_busy(load, cores):  # other jobs distort the timings: use the choice now, measure again next time
-        choice["why"] += f"; measured while the CPU was busy (load {load:.1f} on {cores} cores), so not cached"
+    others = next((t.other_cores for t in timings if t.other_cores is not None), None)
+    if cpu_busy(load, cores) or others is not None:  # other jobs distort the timings: use it now, measure next time
+        # (the load average, read before, lags by a minute: a job started then took 0.6 of 2 cores unseen, and its
+        # distorted choice was cached for every later start)
+        busy = (f"other programs took {others:.1f} of {cores} cores" if others is not None
+                else f"load {load:.1f} on {cores} cores")
+        choice["why"] += f"; measured while the CPU was busy ({busy}), so not cached"
         return {**choice, "cached": False}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
