@@ -12,7 +12,9 @@ process spinning on one core. ``pick`` takes the fastest backend at each thread 
 count among those that lose at most ``MAX_BUSY_SLOWDOWN`` when a core is taken (the fastest busy one when none
 does). The result is cached per CPU,
 model, dtype, torch version and requested thread count in ``cache_root()/backend-choice.json``, so later loads
-reuse it; a changed torch version (or CPU, or model) measures again.
+reuse it; a changed torch version (or CPU, or model name) measures again. The model is keyed by the name it was
+loaded by (``--model``): another model saved under the same folder name reuses the choice (a backend's speed
+depends on the shapes, which a folder rarely changes).
 """
 
 from __future__ import annotations
