@@ -130,14 +130,17 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
             return render_state(state, show_rejected, position)
         return handler
 
+    def refused(request, values) -> bool:  # a Run that starts nothing: the validator's refusal (the prompt beyond
+        # the model's context too: it was counted as waiting), or a Run during the tab's own race (gradio ignores it)
+        problems = race_problems(*values, offer=offer, loaded=holder.loaded if holder.ready else None)
+        return any(p is not None for p in problems) or slots.racing(request)
+
     def on_press(request: gr.Request = None, *values) -> tuple:  # the request first: gradio puts it at its place
         """Run's first, unqueued answer (run line, inspector): a note when another visitor's race runs
-        (``slots.on_run``) and the inspector's hint (it kept a token of the race before, two races later); a Run
-        the validator refuses (``values``) changes neither (it was counted as waiting, and cleared the inspector),
-        nor does one during the visitor's own race, which gradio ignores (it emptied the inspector mid-race)."""
-        if any(problem is not None for problem in race_problems(*values, offer=offer)) or slots.racing(request):
-            return gr.skip(), gr.skip(), gr.skip()
-        return slots.on_run(request, values), *inspector_outputs(INSPECTOR_HINT)
+        (``slots.on_run``) and the inspector's hint (it kept a token two races later); a ``refused`` Run changes
+        neither (it was counted as waiting, cleared the inspector, or emptied it mid-race)."""
+        return (gr.skip(),) * 3 if refused(request, values) else (slots.on_run(request, values),
+                                                                   *inspector_outputs(INSPECTOR_HINT))
 
     def on_select(key: str):
         def handler(state, show_rejected, evt: gr.SelectData):
@@ -236,7 +239,8 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                             api_visibility="private", queue=False, show_progress="hidden")  # a new replay: no token
         ui.wire_remeasure(holder, ui.state, ui.cost_plot, ui.cost_md, slots)
         # the teaching panels' events, before the race's listener (Run's listeners run in order: ``wire_panels``)
-        after_race = wire_panels(ui.state, [*inputs, ui.tree_nodes], ui.wire_lessons, ui.wire_whatif, run=ui.run_btn)
+        after_race = wire_panels(ui.state, [*inputs, ui.tree_nodes], ui.wire_lessons, ui.wire_whatif, run=ui.run_btn,
+                                 refused=refused)
         outputs = [*ui.panes, ui.newest_css, *ui.metrics, ui.greedy_md, ui.latency_plot, ui.cumulative_plot,
                    ui.hist_plot, ui.position_plot, ui.theory_plot, ui.theory_md, ui.cost_plot, ui.cost_md,
                    *ui.tree.outputs, ui.trace_download, ui.run_md, ui.lookahead_md, ui.state]

@@ -44,6 +44,7 @@ def lesson_strip(offered=None, slow_motion: gr.Slider | None = None):
         choice = gr.Radio(titles, value=None, label="lessons", show_label=False, elem_id="lesson-choice",
                           visible=bool(titles))  # a label, though hidden: screen readers read gradio's "Radio" else
         text = gr.Markdown(LESSON_HINT if titles else NO_LESSONS, elem_id="lesson-text")
+    raced = gr.State(None)  # the lesson the tab's race was started for (None: a race of its own)
 
     def choose(title):
         values = lesson_values(title)
@@ -53,9 +54,11 @@ def lesson_strip(offered=None, slow_motion: gr.Slider | None = None):
         lesson = find_lesson(title)
         return (*outputs, gr.skip() if lesson is None or lesson.lab else lesson.slow_motion_s)
 
-    def after_race(title, race_state):
+    def after_race(title, race_state, raced_for):
         if not title or not race_state or not race_state.get("finished") or race_state.get("position") is not None:
             return gr.skip()  # no lesson chosen, or the race was stopped / is paused: keep the question
+        if title != raced_for:  # a lesson chosen while another race ran: its question waits for its own race
+            return gr.skip()
         return lesson_markdown(title, race_state["events"], race_state["show"].get("baseline", ""),
                                race_state["greedy"])
 
@@ -67,25 +70,28 @@ def lesson_strip(offered=None, slow_motion: gr.Slider | None = None):
         aside = lesson_put_aside_by_replay(title)
         return (gr.skip(), gr.skip()) if aside is None else (None, aside)
 
-    def question(title, *values):
-        values, delay = (values[:-1], values[-1]) if slow_motion is not None else (values, 0.0)
-        if any(race_problems(*values)):  # a refused Run races nothing: the strip stays (it put the lesson aside)
-            return gr.skip(), gr.skip()
-        changed = lesson_changes(title, values)
-        if changed:  # the race is not the lesson's: the lesson is put aside, not answered with its numbers
-            return None, lesson_put_aside(title, changed, delay)
-        return gr.skip(), (lesson_markdown(title) if title else gr.skip())
+    def wire(state: gr.State, inputs: list, run: gr.Button, refused=None):
+        def question(request: gr.Request = None, title=None, *values):  # the request first, at its place for gradio
+            values, delay = (values[:-1], values[-1]) if slow_motion is not None else (values, 0.0)
+            # a Run that starts nothing (refused, the prompt beyond the model's context included, or pressed while
+            # the tab's race runs): the strip stays (it put the lesson aside, and left the running race unanswered)
+            if refused(request, values) if refused is not None else any(race_problems(*values)):
+                return gr.skip(), gr.skip(), gr.skip()
+            changed = lesson_changes(title, values)
+            if changed:  # the race is not the lesson's: the lesson is put aside, not answered with its numbers
+                return None, lesson_put_aside(title, changed, delay), None
+            return gr.skip(), (lesson_markdown(title) if title else gr.skip()), title
 
-    def wire(state: gr.State, inputs: list, run: gr.Button):
         choice.input(choose, choice, [text, *inputs, *([slow_motion] if slow_motion is not None else [])],
                      queue=False, api_visibility="private", show_progress="hidden")
         # a new race: the question again (the strip showed the race before's numbers while the next one ran or was
         # paused); wired before the race's own listener, so it answers before the race starts (see ``wire_panels``)
-        run.click(question, [choice, *inputs, *([slow_motion] if slow_motion is not None else [])], [choice, text],
+        run.click(question, [choice, *inputs, *([slow_motion] if slow_motion is not None else [])],
+                  [choice, text, raced],
                   queue=False, api_visibility="private", show_progress="hidden")
 
         def on_race(race, lab=None, lab_table=None, replay=None) -> None:  # what to look at, with the numbers of ...
-            race.success(after_race, [choice, state], text, queue=False, api_visibility="private",
+            race.success(after_race, [choice, state, raced], text, queue=False, api_visibility="private",
                          show_progress="hidden")  # ... the race that has finished
             if lab is not None:  # ... or of the lab, for the lab's lesson
                 lab.success(after_lab, [choice, lab_table], text, queue=False, api_visibility="private",
@@ -126,7 +132,7 @@ def whatif_accordion(machine_curve=None):
     accordion.expand(lambda: True, None, opened, **private)
     accordion.collapse(lambda: False, None, opened, **private)
 
-    def wire(state: gr.State, inputs: list, run: gr.Button):
+    def wire(state: gr.State, inputs: list, run: gr.Button, refused=None):
         view = whatif_view  # read when the page is built (a test slows it down)
 
         def with_machine(alpha, k, preset, typed, drafter_cost, state):
@@ -171,15 +177,15 @@ def plot_shown(view):
     return shown
 
 
-def wire_panels(state: gr.State, inputs: list, *wires, run: gr.Button):
+def wire_panels(state: gr.State, inputs: list, *wires, run: gr.Button, refused=None):
     """Call each panel's ``wire(state, inputs, run)`` (``lesson_strip``, ``whatif_accordion``) once the race's state,
     its input list and the Run button exist, **before** the race's own listener is added to ``run``: the browser runs
     a click's listeners one after another in the order they were added, each to its end (a streamed race included),
     so a listener added after the race's answers only once the race has finished. (The lesson strip's question,
     added after, came back over the race's numbers.) Returns ``on_race(race, lab, lab_table)``, to call with the
     race's event (and the lab's, with its table, and the replay's): it wires what follows a finished race, lab or
-    replay."""
-    follow = [wire(state, inputs, run) for wire in wires]
+    replay. ``refused(request, values)``: True for a Run that starts nothing (``page``'s check)."""
+    follow = [wire(state, inputs, run, refused) for wire in wires]
 
     def on_race(race, lab=None, lab_table=None, replay=None) -> None:
         for then in follow:

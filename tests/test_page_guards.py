@@ -577,7 +577,7 @@ def test_run_and_replay_clear_the_token_inspector_and_run_asks_the_lesson_again(
     numbers)."""
     from playground.lessons import LESSONS, lesson_markdown
 
-    demo = page.build_demo(tiny)
+    demo = page.build_demo(tiny, untrained_drafters=True)  # the lessons' methods offered, as for the embedded model
     race_values = ["Hello there", 2, 0.0, 0, 1.0, 8, 0, True, False, ["ar", "prompt-lookup"], True, False, 0]
     for api_name in ("race", "replay"):
         main = next(fn for fn in demo.fns.values() if fn.api_name == api_name)
@@ -594,12 +594,15 @@ def test_run_and_replay_clear_the_token_inspector_and_run_asks_the_lesson_again(
     ask = listeners_before(demo, race, "lesson-text")
     assert len(ask) == 1 and not ask[0].queue
     title = LESSONS[1].title
-    choice, text = ask[0].fn(title, *LESSONS[1].values())  # Run with the lesson's settings: the question again
-    assert is_skip(choice) and text == lesson_markdown(title) and "This run:" not in text
-    assert all(map(is_skip, ask[0].fn(None, *LESSONS[1].values())))  # no lesson chosen: the strip keeps its hint
+    # (the request first, as gradio passes it; None: a tab with no race running)
+    choice, text, raced = ask[0].fn(None, title, *LESSONS[1].values())  # Run with the lesson's settings: the
+    assert is_skip(choice) and text == lesson_markdown(title) and "This run:" not in text  # question again
+    assert raced == title  # the race is the lesson's: its end answers the lesson
+    *kept, raced = ask[0].fn(None, None, *LESSONS[1].values())  # no lesson chosen: the strip keeps its hint
+    assert all(map(is_skip, kept)) and raced is None
 
 
-def test_a_race_with_other_settings_puts_the_lesson_aside(demo):
+def test_a_race_with_other_settings_puts_the_lesson_aside(tiny):
     """A lesson stayed chosen through races of other methods and settings and answered with their numbers (a
     teacher-persona helper: lesson 2's "This run:" quoted a later race's AR at 0.25 tokens/s). A Run whose inputs
     differ from the chosen lesson's now unselects it and says what changed, so the race's end answers nothing; a Run
@@ -607,6 +610,7 @@ def test_a_race_with_other_settings_puts_the_lesson_aside(demo):
     it."""
     from playground.lessons import LESSONS, lesson_changes
 
+    demo = page.build_demo(tiny, untrained_drafters=True)  # the lessons' methods offered, as for the embedded model
     race = next(fn for fn in demo.fns.values() if fn.api_name == "race")
     ask = listeners_before(demo, race, "lesson-text")[0]
     radio = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lesson-choice")
@@ -614,20 +618,20 @@ def test_a_race_with_other_settings_puts_the_lesson_aside(demo):
     lesson = LESSONS[1]  # prompt, L, temperature, top-k, top-p, max new tokens, seed, rejected, fused, methods, ...
     same = lesson.values()
     same[5], same[6], same[7], same[9] = 12, 7, False, list(reversed(same[9]))  # a shorter race, other draws
-    assert lesson_changes(lesson.title, same) == [] and is_skip(ask.fn(lesson.title, *same, 0.5)[0])  # 0.5: slow motion
+    assert lesson_changes(lesson.title, same) == [] and is_skip(ask.fn(None, lesson.title, *same, 0.5)[0])  # 0.5: slow motion
     other = lesson.values()
     other[0], other[2], other[9], other[12] = "Hi", 0.7, ["ar", "parallelspec"], "8"
     assert lesson_changes(lesson.title, other) == ["prompt", "temperature", "methods", "token tree"]
-    choice, text = ask.fn(lesson.title, *other, 0.0)
+    choice, text, raced = ask.fn(None, lesson.title, *other, 0.0)
     assert choice is None and text == (f"*This race changed the prompt, temperature, methods and token tree from "
                                        f"lesson “{lesson.title}”, so it is not that lesson's race and the lesson is "
                                        "put aside. Pick the lesson again to set its race up.*")
     # a slow motion left on by the lesson is named: it slowed the next races unnoticed (a phone-persona helper)
-    assert ask.fn(lesson.title, *other, 0.5)[1] == text[:-1] + (" Slow motion is still 0.5 s per step (set it to 0 "
+    assert raced is None and ask.fn(None, lesson.title, *other, 0.5)[1] == text[:-1] + (" Slow motion is still 0.5 s per step (set it to 0 "
                                                                  "for full speed).*")
     refused = list(other)
     refused[5] = 100_000  # max new tokens out of range: the Run races nothing, so the strip stays (it put the
-    assert all(map(is_skip, ask.fn(lesson.title, *refused, 0.0)))  # lesson aside, a phone-persona helper found)
+    assert all(map(is_skip, ask.fn(None, lesson.title, *refused, 0.0)))  # lesson aside, a phone-persona helper found)
     odd = lesson.values()
     odd[2], odd[9] = None, [1, "ar"]  # values no page sends (an API client's): named, never an exception
     assert lesson_changes(lesson.title, odd) == ["temperature", "methods"]
@@ -811,3 +815,26 @@ def test_a_paused_race_is_not_called_busy_for_what_ran_while_it_waited(tiny, mon
     control.move(RESUME)
     final = dict(zip(OUTPUT_NAMES, list(outs)[-1], strict=True))
     assert "Finished" in final["run_info"] and "busy" not in final["run_info"], final["run_info"]
+
+
+def test_a_run_beyond_the_context_changes_nothing_and_a_lesson_answers_only_its_own_race(tiny):
+    """A Run refused because the prompt and max new tokens overrun the model's context (the validator checks it once
+    the model is loaded) was counted as waiting for another tab's race and put the chosen lesson aside: both checks
+    now ask what the validator asks. A lesson chosen while another race ran was answered with that race's numbers
+    when it finished (another prompt, other methods): the strip now answers only the race started for the lesson."""
+    from playground.lessons import LESSONS
+
+    demo = page.build_demo(tiny, untrained_drafters=True)  # the lessons' methods offered, as for the embedded model
+    race = next(fn for fn in demo.fns.values() if fn.api_name == "race")
+    press = listeners_before(demo, race, "inspector-text")[0]
+    ask = listeners_before(demo, race, "lesson-text")[0]
+    lesson = LESSONS[0]
+    values = lesson.values()
+    values[5] = 600  # max new tokens: in range, but 600 + the prompt overrun the tiny model's 512 positions
+    assert all(map(is_skip, press.fn(None, *values)))  # not counted as waiting, the inspector kept
+    assert all(map(is_skip, ask.fn(None, lesson.title, *values, 0.0)))  # the lesson kept
+    answer = next(fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "after_race")
+    state = run(tiny, max_new_tokens=6, methods=list(lesson.methods))[-1]["state"]
+    assert "This run:" in answer.fn(lesson.title, state, lesson.title)  # the race started for the lesson
+    assert is_skip(answer.fn(lesson.title, state, None))  # a race started before the lesson was chosen
+    assert is_skip(answer.fn(lesson.title, state, LESSONS[1].title))
