@@ -40,7 +40,8 @@ def stop_outputs(loaded, state) -> tuple:
     race's busy line (``race_guards``); the state marked stopped (``stopped``; its run line's headline
     ``STOPPED_NOTE``), so that the step buttons speak of a stopped race (they said "Racing…", or "the finished
     race's last") and a second Stop changes nothing. A race stepped back to an earlier position: the trace holds
-    the steps up to it, the ones the panes show. No race yet: ``NOTHING_TO_STOP``; a finished or stopped race, or
+    the steps up to it, the ones the panes show. A race with no step yet: ``STOPPED_BEFORE_START``, no trace. No
+    race yet: ``NOTHING_TO_STOP``; a finished or stopped race, or
     a replay: nothing changes (``gr.skip()`` for all three; Stop once put "Stopped." over a replay's lines)."""
     if not state:
         return NOTHING_TO_STOP, gr.skip(), gr.skip()
@@ -49,6 +50,8 @@ def stop_outputs(loaded, state) -> tuple:
         return gr.skip(), gr.skip(), gr.skip()  # the run line keeps its lines (Stop is unqueued: no toast)
     from playground.trace_files import trace_path  # the race's own folder and name for traces
     finish(guards)
+    if not any(state.get("events", {}).values()):  # its opening "Racing…" frame: no step yet (a long prefill), so
+        return STOPPED_BEFORE_START, gr.skip(), dict(state, stopped=True)  # no trace (it offered one of no steps)
     prompt, settings = guards["source"]
     shown = events_upto(state["events"], state.get("position"))  # stepped back: the steps the panes show
     path = save_trace(make_trace(loaded, prompt, settings, shown, guards.get("machine_load")), trace_path())

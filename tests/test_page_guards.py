@@ -838,3 +838,17 @@ def test_a_run_beyond_the_context_changes_nothing_and_a_lesson_answers_only_its_
     assert "This run:" in answer.fn(lesson.title, state, lesson.title)  # the race started for the lesson
     assert is_skip(answer.fn(lesson.title, state, None))  # a race started before the lesson was chosen
     assert is_skip(answer.fn(lesson.title, state, LESSONS[1].title))
+
+
+def test_stop_before_the_first_step_offers_no_trace(tiny):
+    """Stop after the race's opening frame ("Racing…", empty panes: a long prefill) offered a trace of no steps,
+    which the page's own Replay refused ("no method has events"), under "Stopped. The panes show what each method
+    had produced"; now it says the race produced nothing and offers no trace."""
+    outs = page.race_handler(tiny, RaceRequest("Hello there", 2, 0.0, 0, 1.0, 8, 0, True, False))
+    try:
+        first = opening(outs)
+        line, path, state = page_guards.stop_outputs(tiny, first["state"])
+    finally:
+        outs.close()
+    assert line == page_guards.STOPPED_BEFORE_START and is_skip(path) and state["stopped"]
+    assert all(map(is_skip, page_guards.stop_outputs(tiny, state)))  # a second Stop changes nothing
