@@ -56,7 +56,8 @@ def stop_outputs(loaded, state) -> tuple:
     shown = events_upto(state["events"], state.get("position"))  # stepped back: the steps the panes show
     path = save_trace(make_trace(loaded, prompt, settings, shown, guards.get("machine_load")), trace_path())
     done = compute_line({key: summarize(evs, key) if evs else None for key, evs in shown.items()})  # the race's
-    stopped = dict(state, stopped=True, show=dict(state["show"], headline=STOPPED_NOTE))
+    # the state holds what the trace holds: Resume after Stop on a stepped-back race showed steps past the trace
+    stopped = dict(state, events=shown, position=None, stopped=True, show=dict(state["show"], headline=STOPPED_NOTE))
     return "  \n".join(filter(None, (STOPPED_NOTE + STOPPED_TRACE, done, guards.get("load")))), str(path), stopped
 
 

@@ -273,8 +273,11 @@ def test_stop_offers_the_trace_of_what_was_produced(tiny, demo, tmp_path):
     assert {k: [e.new_token_ids for e in v] for k, v in trace.events.items()} == \
         {k: [e.new_token_ids for e in v] for k, v in state["events"].items()}
     assert sum(map(len, trace.events.values())) == 5  # the steps produced, not a whole race
-    stepped_back = load_trace(page_guards.stop_outputs(tiny, dict(state, position=2))[1])  # Previous, Previous, Stop
+    _, path, back = page_guards.stop_outputs(tiny, dict(state, position=2))  # Previous, Previous, Stop
+    stepped_back = load_trace(path)
     assert sum(map(len, stepped_back.events.values())) == 2  # the steps the panes show (it held all 5)
+    # and the stopped state holds those steps only: Resume after it showed the 3 steps the trace lacks
+    assert sum(map(len, back["events"].values())) == 2 and back["position"] is None
     # each frame's state holds the steps that frame showed, not the race's growing lists: Stop pressed while the
     # third frame is on the page offers those 3 steps (a shared dict once offered steps the panes never showed)
     assert [sum(map(len, f["state"]["events"].values())) for f in frames] == [1, 2, 3, 4, 5]
