@@ -61,6 +61,15 @@ def lab_stopper(slots):
     return on_stop_lab
 
 
+def lab_presser(slots):
+    """Run lab's first, unqueued listener: a lab whose inputs are fine waits in the queue (``RaceSlots.lab_pressed``),
+    so that *Stop lab* pressed meanwhile withdraws it."""
+    def on_lab_press(prompt, runs, request: gr.Request = None) -> None:
+        if prompt_problem(prompt) is None and lab_runs_problem(runs) is None:
+            slots.lab_pressed(getattr(request, "session_hash", None))
+    return on_lab_press
+
+
 def validate_lab(prompt, runs) -> list:
     """The lab's ``gr.validate`` per input, run by gradio before the request joins the queue (as
     ``validate_inputs`` for the race): a bad prompt or N is refused at once, also while the model loads or

@@ -27,7 +27,7 @@ from pass_core.runtime.holder import ModelHolder, ModelNotReady
 from pass_core.runtime.models import LoadedModel
 from pass_core.teaching.race import events_upto
 from pass_core.teaching.trace import MAX_TRACE_BYTES
-from playground.lab_handlers import lab_handler, lab_stopper, validate_lab, with_lab_note
+from playground.lab_handlers import lab_handler, lab_presser, lab_stopper, validate_lab, with_lab_note
 from playground.layout import lay_out
 from playground.page_guards import STEP_WAIT_S, STOPPED_NOTE, slow_motion_handler, stop_handler, stopped_frame, \
     wire_step_button  # noqa: F401  (STOPPED_NOTE re-exported)
@@ -61,10 +61,8 @@ HELP_TEMPLATE = (Path(__file__).resolve().parents[1] / "assets" / "help" / "how-
 
 
 def launch_options() -> dict:
-    """The keyword arguments of ``gr.Blocks.launch`` that give the page its look and limits, the same wherever it is
-    served (``app.py``, the Space, the browser tests and the README's screenshot): the Soft theme, ``PAGE_CSS``,
-    errors shown to the visitor, uploads refused at the door above a trace's maximum size (the only upload is a
-    trace), and at most ``STATE_SESSIONS`` visitors' races kept in memory."""
+    """``gr.Blocks.launch``'s keyword arguments for the page's look and limits wherever it is served: the Soft theme,
+    ``PAGE_CSS``, errors shown, uploads above a trace's maximum size refused, ``STATE_SESSIONS`` races kept."""
     return dict(theme=gr.themes.Soft(), css=PAGE_CSS, show_error=True, max_file_size=MAX_TRACE_BYTES,
                 state_session_capacity=STATE_SESSIONS)
 
@@ -153,9 +151,8 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         return handler
 
     def on_unload(request: gr.Request = None):
-        session = getattr(request, "session_hash", None)
-        delays.pop(session, None)
-        slots.close(session)  # its lab, if any, stops at its next run
+        delays.pop(getattr(request, "session_hash", None), None)
+        slots.close(getattr(request, "session_hash", None))  # its lab, if any, stops at its next run
 
     def on_lab(prompt, runs, progress=gr.Progress(), request: gr.Request = None):
         try:
@@ -270,13 +267,13 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
             pane.select(None, None, None, js=SCROLL_TO_INSPECTOR_JS, **private)  # the answer in view
         demo.unload(on_unload)
         ui.lab_btn.click(None, None, None, js=SCROLL_TO_LAB_JS, **private)  # its progress, then its table, in view
-        # preprocess=False: N reaches validate_lab as sent, to be refused by name (the slider's own check answers
-        # "Value 5 is less than minimum value 10" and logs a traceback)
+        ui.lab_btn.click(lab_presser(slots), [ui.lab_prompt, ui.lab_runs], None, preprocess=False, **private)
+        # preprocess=False: N reaches validate_lab as sent, refused by name (the slider's own check logs a traceback)
         lab_event = ui.lab_btn.click(on_lab, [ui.lab_prompt, ui.lab_runs], [ui.lab_plot, ui.lab_md], api_name="lab",
                                      concurrency_limit=1, preprocess=False, validator=validate_lab,
                                      show_progress_on=ui.lab_md)  # the plot is hidden before the first lab
         after_race(run_event, lab_event, ui.lab_md, replay_event)  # the lesson strip answers after a race, or a lab
-        ui.lab_stop_btn.click(lab_stopper(slots), None, None, **private)  # unqueued: while the lab runs
+        ui.lab_stop_btn.click(lab_stopper(slots), None, None, **private)  # unqueued: while the lab runs or waits
         # Stop: a live race answers in its own stream (``stopped_frame``); after Stop's reply, the hidden cancel
         # button takes a race still waiting in the queue out of it (on ZeroGPU, Stop cancels the race at once)
         ui.cancel_btn.click(None, None, None, cancels=[run_event], **private)

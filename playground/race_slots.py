@@ -35,6 +35,8 @@ class RaceSlots:
         self._waiting: set = set()
         self._racing: set = set()  # the sessions whose race runs
         self._labs: dict = {}  # session -> its running lab's stop flag
+        self._lab_pending: set = set()  # sessions whose Run lab waits in the queue (``lab_pressed``) ...
+        self._lab_withdrawn: set = set()  # ... and those of them that Stop lab withdrew
         self._pressed: dict = {}  # session -> the values of its last Run (``on_run``)
         self._withdrawn: dict = {}  # session -> the values of its waiting race that Stop said will not start
         self.labs_started = 0
@@ -119,6 +121,10 @@ class RaceSlots:
         with self._lock:
             self._labs[session] = stop
             self.labs_started += 1
+            self._lab_pending.discard(session)
+            if session in self._lab_withdrawn:  # Stop lab pressed while it waited: it stops at its first run
+                self._lab_withdrawn.discard(session)
+                stop.set()
         try:
             yield stop
         finally:
@@ -132,12 +138,24 @@ class RaceSlots:
         with self._lock:
             return bool(self._labs) or self.labs_started != started_before
 
+    def lab_pressed(self, session) -> None:
+        """``session`` pressed Run lab and its inputs are fine: its lab waits in the queue until ``lab`` starts it."""
+        with self._lock:
+            if session not in self._labs:  # (gradio ignores a second Run lab while the tab's lab runs)
+                self._lab_pending.add(session)
+
     def stop_lab(self, session) -> bool:
-        """``session``'s lab, if one runs, stops at its next run (*Stop lab*, or its tab closed). True if one ran."""
+        """``session``'s lab, if one runs, stops at its next run (*Stop lab*, or its tab closed); one still waiting in
+        the queue stops at its first (it ran all its runs and gave verdicts). True if one ran or waited."""
         with self._lock:
             if session in self._labs:
                 self._labs[session].set()
-            return session in self._labs
+                return True
+            if session in self._lab_pending:
+                self._lab_pending.discard(session)
+                self._lab_withdrawn.add(session)
+                return True
+            return False
 
     def close(self, session) -> None:
         """``session`` closed its tab: it waits no more, nothing is kept for it, and its lab stops (``stop_lab``: a

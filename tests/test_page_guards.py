@@ -855,3 +855,27 @@ def test_stop_before_the_first_step_offers_no_trace(tiny):
         outs.close()
     assert line == page_guards.STOPPED_BEFORE_START and is_skip(path) and state["stopped"]
     assert all(map(is_skip, page_guards.stop_outputs(tiny, state)))  # a second Stop changes nothing
+
+
+def test_stop_lab_withdraws_a_lab_waiting_in_the_queue(monkeypatch):
+    """Tab B's Run lab waited behind tab A's lab; B's Stop lab said no lab was running, and B's lab then ran all its
+    runs and gave verdicts. Run lab's unqueued listener now marks the lab as waiting (bad inputs, refused by the
+    validator, do not), and Stop lab withdraws it: it stops at its first run."""
+    from playground.lab_handlers import lab_presser, lab_stopper
+
+    slots = race_slots.RaceSlots()
+    press, stop = lab_presser(slots), lab_stopper(slots)
+    tab = type("Request", (), {"session_hash": "b"})()
+    press("Once upon a time", 5, request=tab)  # N = 5: refused by the validator, never queued
+    assert not slots.stop_lab("b")
+    press("Once upon a time", 30, request=tab)
+    infos = []
+    monkeypatch.setattr(gr, "Info", infos.append)
+    stop(request=tab)
+    assert infos == []  # it said "No lab is running in this tab"
+    with slots.lab("b") as flag:
+        assert flag.is_set()  # the withdrawn lab stops at its first run
+    with slots.lab("b") as flag:
+        assert not flag.is_set()  # the next Run lab runs
+    stop(request=tab)  # no lab now, running or waiting: said so
+    assert infos == ["No lab is running in this tab: press Run lab to start one."]
