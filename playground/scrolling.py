@@ -62,8 +62,9 @@ CANCEL_RACE_JS = "() => { document.getElementById('cancel-race')?.click(); }"
 #: update, up to 2.5 s later): on a phone Stop beside Run answered 4,600 px below it, in the run line alone.
 STOP_ECHO_JS = ("() => { const start = Date.now(); const watch = setInterval(() => { const r = document.querySelector("
                 "'#run-line'); const e = document.getElementById('step-echo-text'); const m = r && /^((?:Stopped|"
-                "Nothing to stop)[\\s\\S]*?\\.)(?:\\s|$)/.exec(r.innerText.trim()); if (m && e) { e.textContent = m[1]; "
-                "clearInterval(watch); } else if (Date.now() - start > 15000) clearInterval(watch); }, 200); }")
+                "Nothing to stop)[\\s\\S]*?\\.)(?:\\s|$)/.exec(r.innerText.trim()); "
+                "if (m && e) { e.textContent = m[1]; clearInterval(watch); } "
+                "else if (Date.now() - start > 15000) clearInterval(watch); }, 200); }")
 #: Client-side, after Stop: the step-through's last answer under the buttons goes (it spoke of a live race).
 CLEAR_STEP_ECHO_JS = "() => { const e = document.getElementById('step-echo-text'); if (e) e.textContent = ''; }"
 #: The answer under the step buttons to Run pressed while this tab's race runs (gradio ignores that press) ...

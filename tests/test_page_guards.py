@@ -621,7 +621,8 @@ def test_a_race_with_other_settings_puts_the_lesson_aside(tiny):
     lesson = LESSONS[1]  # prompt, L, temperature, top-k, top-p, max new tokens, seed, rejected, fused, methods, ...
     same = lesson.values()
     same[5], same[6], same[7], same[9] = 12, 7, False, list(reversed(same[9]))  # a shorter race, other draws
-    assert lesson_changes(lesson.title, same) == [] and is_skip(ask.fn(None, lesson.title, *same, 0.5)[0])  # 0.5: slow motion
+    assert lesson_changes(lesson.title, same) == []
+    assert is_skip(ask.fn(None, lesson.title, *same, 0.5)[0])  # 0.5: slow motion
     other = lesson.values()
     other[0], other[2], other[9], other[12] = "Hi", 0.7, ["ar", "parallelspec"], "8"
     assert lesson_changes(lesson.title, other) == ["prompt", "temperature", "methods", "token tree"]
@@ -630,8 +631,9 @@ def test_a_race_with_other_settings_puts_the_lesson_aside(tiny):
                                        f"lesson “{lesson.title}”, so it is not that lesson's race and the lesson is "
                                        "put aside. Pick the lesson again to set its race up.*")
     # a slow motion left on by the lesson is named: it slowed the next races unnoticed (a phone-persona helper)
-    assert raced is None and ask.fn(None, lesson.title, *other, 0.5)[1] == text[:-1] + (" Slow motion is still 0.5 s per step (set it to 0 "
-                                                                 "for full speed).*")
+    assert raced is None
+    assert ask.fn(None, lesson.title, *other, 0.5)[1] == text[:-1] + (" Slow motion is still 0.5 s per step (set it "
+                                                                       "to 0 for full speed).*")
     refused = list(other)
     refused[5] = 100_000  # max new tokens out of range: the Run races nothing, so the strip stays (it put the
     assert all(map(is_skip, ask.fn(None, lesson.title, *refused, 0.0)))  # lesson aside, a phone-persona helper found)

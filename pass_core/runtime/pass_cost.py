@@ -166,9 +166,10 @@ def curve_problem(curve: dict) -> str | None:
 
 def _measure(loaded, widths, repeats, progress=None) -> dict:
     """Measure, and keep the curve as the newest physical one when it is. A dip beyond ``MONOTONE_SLACK`` that the
-    measurement before it showed at the same widths (no more, no fewer) is the machine's, not noise: the Intel Xeons (AMX) of our CI
-    run a pass over 16 tokens some 30 % faster than one over 15, in every measurement (c(15) = 3.06 and 2.91,
-    c(16) = 2.22 and 2.13, 2026-12-03), while a busy moment's spike lands on other widths each time."""
+    measurement before it showed at the same widths (no more, no fewer) is the machine's, not noise: the Intel
+    Xeons (AMX) of our CI run a pass over 16 tokens some 30 % faster than one over 15, in every measurement
+    (c(15) = 3.06 and 2.91, c(16) = 2.22 and 2.13, 2026-12-03), while a busy moment's spike lands on other widths
+    each time."""
     previous = _CURVES.get(_key(loaded))
     cache_len = 200 if loaded.max_positions is None else max(1, min(200, loaded.max_positions // 2))
     widths = [w for w in widths if loaded.max_positions is None or cache_len + w <= loaded.max_positions]
