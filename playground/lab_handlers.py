@@ -52,12 +52,25 @@ def lab_handler(loaded: LoadedModel, prompt, runs, progress=None, decode=str, st
     return lab_figure(result, legend, decode), lab_markdown(result, {key: m.label for key, m in METHODS.items()})
 
 
+#: *Stop lab*'s answer in the lab's table when no lab runs or waits (added under the last lab's table, which stays) ...
+NO_LAB = "*Stop lab: no lab is running in this tab. Press **Run lab** to start one.*"
+#: ... and when the tab's lab waits behind another tab's (its end, ``LAB_STOPPED``, comes when it reaches its turn).
+LAB_WITHDRAWN = ("*Stop lab: your lab was waiting for another tab's lab; it stops at its first run, with no "
+                 "verdict.*")
+
+
 def lab_stopper(slots):
-    """*Stop lab*'s handler: the visitor's lab ends at its next run (``RaceSlots.stop_lab``); with none running, a
-    note says so."""
-    def on_stop_lab(request: gr.Request = None) -> None:
-        if not slots.stop_lab(getattr(request, "session_hash", None)):
-            gr.Info("No lab is running in this tab: press Run lab to start one.")
+    """*Stop lab*'s handler: the visitor's lab ends at its next run (``RaceSlots.stop_lab``; its own answer,
+    ``LAB_STOPPED``, follows), a waiting one at its first (``LAB_WITHDRAWN`` at once); with none, ``NO_LAB`` under
+    the table (a ``gr.Info`` said so, which an unqueued listener never shows)."""
+    def on_stop_lab(table=None, request: gr.Request = None):
+        state = slots.stop_lab(getattr(request, "session_hash", None))
+        if state == "running":
+            return gr.skip()
+        if state == "waiting":
+            return LAB_WITHDRAWN
+        kept = str(table or "").replace(NO_LAB, "").rstrip()  # one note, however many presses
+        return f"{kept}\n\n{NO_LAB}" if kept else NO_LAB
     return on_stop_lab
 
 

@@ -273,7 +273,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                                      concurrency_limit=1, preprocess=False, validator=validate_lab,
                                      show_progress_on=ui.lab_md)  # the plot is hidden before the first lab
         after_race(run_event, lab_event, ui.lab_md, replay_event)  # the lesson strip answers after a race, or a lab
-        ui.lab_stop_btn.click(lab_stopper(slots), None, None, **private)  # unqueued: while the lab runs or waits
+        ui.lab_stop_btn.click(lab_stopper(slots), ui.lab_md, ui.lab_md, **private)  # unqueued: while a lab runs
         # Stop: a live race answers in its own stream (``stopped_frame``); after Stop's reply, the hidden cancel
         # button takes a race still waiting in the queue out of it (on ZeroGPU, Stop cancels the race at once)
         ui.cancel_btn.click(None, None, None, cancels=[run_event], **private)

@@ -144,18 +144,19 @@ class RaceSlots:
             if session not in self._labs:  # (gradio ignores a second Run lab while the tab's lab runs)
                 self._lab_pending.add(session)
 
-    def stop_lab(self, session) -> bool:
+    def stop_lab(self, session) -> str:
         """``session``'s lab, if one runs, stops at its next run (*Stop lab*, or its tab closed); one still waiting in
-        the queue stops at its first (it ran all its runs and gave verdicts). True if one ran or waited."""
+        the queue stops at its first (it ran all its runs and gave verdicts). Returns "running", "waiting" or ""
+        (none)."""
         with self._lock:
             if session in self._labs:
                 self._labs[session].set()
-                return True
+                return "running"
             if session in self._lab_pending:
                 self._lab_pending.discard(session)
                 self._lab_withdrawn.add(session)
-                return True
-            return False
+                return "waiting"
+            return ""
 
     def close(self, session) -> None:
         """``session`` closed its tab: it waits no more, nothing is kept for it, and its lab stops (``stop_lab``: a

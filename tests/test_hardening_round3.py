@@ -601,13 +601,14 @@ def test_closing_a_tab_stops_its_lab(tiny, monkeypatch):
             return thread
 
     stop_lab = next(fn.fn for fn in demo.fns.values() if fn.name == "on_stop_lab")
-    stop_lab(Visitor("idle"))  # no lab runs in that tab: a note, nothing else
+    assert stop_lab(None, Visitor("idle")) == lab_handlers.NO_LAB  # no lab runs in that tab: a note, nothing else
     gone, stopped, staying = Visitor("gone"), Visitor("stopped"), Visitor("staying")
     threads = [visitor.start(30) for visitor in (gone, stopped, staying)]  # 30 runs x 8 = 240 runs each, 5 s or more
     time.sleep(1.0)
     start = time.monotonic()
     unload(gone)  # its tab closed
-    stop_lab(stopped)  # Stop lab pressed (a lab had no Stop: a visitor waited minutes or closed the tab)
+    assert stop_lab(None, stopped) == gr.skip()  # Stop lab pressed: the lab's own answer follows (a lab had no
+    # Stop: a visitor waited minutes or closed the tab)
     slow.clear()  # a lab that missed the unload or Stop lab runs on to its end (4.5 s measured) and returns its table
     for visitor, thread in zip((gone, stopped), threads):
         thread.join(timeout=30)

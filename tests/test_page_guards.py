@@ -859,11 +859,12 @@ def test_stop_before_the_first_step_offers_no_trace(tiny):
     assert all(map(is_skip, page_guards.stop_outputs(tiny, state)))  # a second Stop changes nothing
 
 
-def test_stop_lab_withdraws_a_lab_waiting_in_the_queue(monkeypatch):
+def test_stop_lab_withdraws_a_lab_waiting_in_the_queue():
     """Tab B's Run lab waited behind tab A's lab; B's Stop lab said no lab was running, and B's lab then ran all its
     runs and gave verdicts. Run lab's unqueued listener now marks the lab as waiting (bad inputs, refused by the
-    validator, do not), and Stop lab withdraws it: it stops at its first run."""
-    from playground.lab_handlers import lab_presser, lab_stopper
+    validator, do not), and Stop lab withdraws it, saying so at once: it stops at its first run. With no lab, Stop
+    lab's note stands under the last lab's table (a ``gr.Info`` said it, which an unqueued listener never shows)."""
+    from playground.lab_handlers import LAB_WITHDRAWN, NO_LAB, lab_presser, lab_stopper
 
     slots = race_slots.RaceSlots()
     press, stop = lab_presser(slots), lab_stopper(slots)
@@ -871,13 +872,13 @@ def test_stop_lab_withdraws_a_lab_waiting_in_the_queue(monkeypatch):
     press("Once upon a time", 5, request=tab)  # N = 5: refused by the validator, never queued
     assert not slots.stop_lab("b")
     press("Once upon a time", 30, request=tab)
-    infos = []
-    monkeypatch.setattr(gr, "Info", infos.append)
-    stop(request=tab)
-    assert infos == []  # it said "No lab is running in this tab"
+    assert stop("", request=tab) == LAB_WITHDRAWN
     with slots.lab("b") as flag:
         assert flag.is_set()  # the withdrawn lab stops at its first run
     with slots.lab("b") as flag:
         assert not flag.is_set()  # the next Run lab runs
-    stop(request=tab)  # no lab now, running or waiting: said so
-    assert infos == ["No lab is running in this tab: press Run lab to start one."]
+        assert is_skip(stop("| table |", request=tab))  # a running lab answers itself (``LAB_STOPPED``)
+    table = "| method | TV |\n|---|---|"
+    once = stop(table, request=tab)  # no lab now, running or waiting
+    assert once == f"{table}\n\n{NO_LAB}" and stop(once, request=tab) == once  # the table kept, one note
+    assert stop(None, request=tab) == NO_LAB
