@@ -78,7 +78,7 @@ def lab_presser(slots):
     """Run lab's first, unqueued listener: a lab whose inputs are fine waits in the queue (``RaceSlots.lab_pressed``),
     so that *Stop lab* pressed meanwhile withdraws it."""
     def on_lab_press(prompt, runs, request: gr.Request = None) -> None:
-        if prompt_problem(prompt) is None and lab_runs_problem(runs) is None:
+        if not any(lab_problems(prompt, runs)):  # a lab the validator refuses never joins the queue
             slots.lab_pressed(getattr(request, "session_hash", None))
     return on_lab_press
 
@@ -87,8 +87,12 @@ def validate_lab(prompt, runs) -> list:
     """The lab's ``gr.validate`` per input, run by gradio before the request joins the queue (as
     ``validate_inputs`` for the race): a bad prompt or N is refused at once, also while the model loads or
     another lab runs. ``lab_handler`` checks the same again."""
-    return [gr.validate(problem is None, problem or "")
-            for problem in (prompt_problem(prompt), lab_runs_problem(runs))]
+    return [gr.validate(problem is None, problem or "") for problem in lab_problems(prompt, runs)]
+
+
+def lab_problems(prompt, runs) -> tuple:
+    """What refuses a lab, per input (None: fine): the prompt, then N."""
+    return prompt_problem(prompt), lab_runs_problem(runs)
 
 
 #: The run line's last line for a race that a losslessness lab ran beside (``page_guards.RaceSlots.lab_beside``).

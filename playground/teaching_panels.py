@@ -71,11 +71,13 @@ def lesson_strip(offered=None, slow_motion: gr.Slider | None = None):
         return (gr.skip(), gr.skip()) if aside is None else (None, aside)
 
     def wire(state: gr.State, inputs: list, run: gr.Button, refused=None):
+        refused = refused or (lambda request, values: any(race_problems(*values)))  # the page passes its own
+
         def question(request: gr.Request = None, title=None, *values):  # the request first, at its place for gradio
             values, delay = (values[:-1], values[-1]) if slow_motion is not None else (values, 0.0)
             # a Run that starts nothing (refused, the prompt beyond the model's context included, or pressed while
             # the tab's race runs): the strip stays (it put the lesson aside, and left the running race unanswered)
-            if refused(request, values) if refused is not None else any(race_problems(*values)):
+            if refused(request, values):
                 return gr.skip(), gr.skip(), gr.skip()
             changed = lesson_changes(title, values)
             if changed:  # the race is not the lesson's: the lesson is put aside, not answered with its numbers
