@@ -100,6 +100,15 @@ def running_server(model: str, log_path: Path, *extra_args: str, timeout_s: floa
         log.close()
 
 
+def local_client(url: str, **options):
+    """``gradio_client.Client(url)`` for a server of this run on localhost (plain http), quiet, without building an
+    SSL context: gradio_client opens a new httpx client, and with certificate checks each loads the CA bundle
+    (22 ms of CPU), for every request, stream and download, some 750 times in a full run (py-spy: 17 s)."""
+    from gradio_client import Client
+
+    return Client(url, verbose=False, ssl_verify=False, **options)
+
+
 def require_browser(chromium: Path = CHROMIUM):
     """Playwright's sync API, or skip (outside CI) / fail (in CI) saying what is missing."""
     reason = None

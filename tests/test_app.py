@@ -546,9 +546,9 @@ def pane_text(value) -> str:
 
 
 def test_race_through_gradio_client(app_server):
-    from gradio_client import Client
+    from servers import local_client
 
-    client = Client(app_server.url, verbose=False)
+    client = local_client(app_server.url)
     job = client.submit("Hello there", 2, 0.0, 0, 1.0, 12, 0, True, False, list(page.DEFAULT_RACE),
                         api_name="/race")
     updates = list(job)
@@ -575,11 +575,12 @@ def test_bad_values_through_gradio_client_name_the_input(app_server, tmp_path):
     """Every out-of-range value sent through the API is refused before anything races, with an error that names
     the input, its range and the value given (not a bare "400 Bad Request"); so are the lab's N and a file that is
     not a trace; a visitor's mistake leaves no traceback in the server log, and the app keeps serving."""
-    from gradio_client import Client, handle_file
+    from gradio_client import handle_file
     from gradio_client.exceptions import AppError, ValidationError
+    from servers import local_client
 
     mark = app_server.log_mark()
-    client = Client(app_server.url, verbose=False)
+    client = local_client(app_server.url)
     for name, value, message in BAD_VALUES:
         with pytest.raises(ValidationError) as caught:
             client.predict(*dict(GOOD, **{name: value}).values(), api_name="/race")

@@ -316,7 +316,8 @@ def test_the_server_keeps_the_races_of_at_most_state_sessions_visitors(trace_dic
     """Each visitor's session holds its race's events; gradio kept 10,000 sessions (a closed tab's for an hour), so
     the server grew by 9 MB per visitor replaying a 3.3 MB trace, without end. ``launch_options`` caps them at
     ``page.STATE_SESSIONS`` (here patched to 2): the third visitor's replay drops the first's race."""
-    from gradio_client import Client, handle_file
+    from gradio_client import handle_file
+    from servers import local_client
 
     from pass_core.runtime.holder import ModelHolder
 
@@ -332,7 +333,7 @@ def test_the_server_keeps_the_races_of_at_most_state_sessions_visitors(trace_dic
     try:
         held = []
         for _ in range(3):
-            Client(f"http://127.0.0.1:{port}/", verbose=False).predict(handle_file(str(path)), True,
+            local_client(f"http://127.0.0.1:{port}/").predict(handle_file(str(path)), True,
                                                                       api_name="/replay")
             held.append(sum(any(isinstance(v, dict) and "events" in v for v in session.state_data.values())
                             for session in demo.state_holder.session_data.values()))
@@ -344,8 +345,9 @@ def test_the_server_keeps_the_races_of_at_most_state_sessions_visitors(trace_dic
 def test_uploads_over_the_limit_and_bad_traces_through_the_api(app_server, trace_dict, tmp_path):
     """Against ``python app.py``: an upload over the limit is refused at the door; a trace holding Infinity or
     nested 1,000 deep is refused naming the file and the field, with no traceback in the server log."""
-    from gradio_client import Client, handle_file
+    from gradio_client import handle_file
     from gradio_client.exceptions import AppError
+    from servers import local_client
 
     big = tmp_path / "big.json"
     big.write_bytes(b" " * (MAX_TRACE_BYTES + 1024))
@@ -356,7 +358,7 @@ def test_uploads_over_the_limit_and_bad_traces_through_the_api(app_server, trace
     deep = tmp_path / "deep.json"
     deep.write_text("[" * 1000 + "]" * 1000)
     mark = app_server.log_mark()
-    client = Client(app_server.url, verbose=False)
+    client = local_client(app_server.url)
     with pytest.raises(Exception, match="(?i)size|large|413"):
         client.predict(handle_file(str(big)), True, api_name="/replay")
     with pytest.raises(AppError, match=r"'odd.json'.*'settings.seed' is inf"):
@@ -398,7 +400,7 @@ def test_a_paused_race_in_a_closed_tab_frees_the_race_slot_at_once(monkeypatch):
     """The page's race runs one at a time. A race paused in a tab that then closes (the event stream dropped,
     as a browser does) used to hold the slot for PAUSE_IDLE_S = 300 s; the next race now starts at once."""
     import httpx
-    from gradio_client import Client
+    from servers import local_client
 
     created: list[StepControl] = []
 
@@ -425,7 +427,7 @@ def test_a_paused_race_in_a_closed_tab_frees_the_race_slot_at_once(monkeypatch):
                     break  # the paused frame is on the "page"; now the tab closes
         assert created and created[0].paused
         start = time.monotonic()
-        job = Client(url, verbose=False).submit("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False, ["ar", "pass"],
+        job = local_client(url).submit("Hi", 2, 0.0, 0, 1.0, 4, 0, True, False, ["ar", "pass"],
                                                 api_name="/race")
         result = dict(zip(API_OUTPUT_NAMES, job.result(timeout=30), strict=True))
         assert "Finished" in result["run_info"] and time.monotonic() - start < 30

@@ -14,10 +14,10 @@ import urllib.request
 import json
 
 import psutil
-from gradio_client import Client
 from gradio_client.utils import Status
 
 from playground import page
+from servers import local_client
 from test_app import API_OUTPUT_NAMES, pane_text
 
 PROMPTS = [
@@ -72,10 +72,10 @@ class PeakRSS(threading.Thread):
 
 def test_eight_sessions_race_at_once(app_server):
     url, proc, mark = app_server.url, app_server.proc, app_server.log_mark()
-    solo = {prompt: outputs_of(Client(url, verbose=False).predict(*race_args(prompt), api_name="/race"))
+    solo = {prompt: outputs_of(local_client(url).predict(*race_args(prompt), api_name="/race"))
             for prompt in PROMPTS}
     assert all(len(panes) == len(RACE) for panes in solo.values())
-    clients = [Client(url, verbose=False) for _ in PROMPTS]  # one session each, like eight browser tabs
+    clients = [local_client(url) for _ in PROMPTS]  # one session each, like eight browser tabs
     sampler = PeakRSS(proc.pid)
     before = sampler.process.memory_info().rss
     sampler.start()
@@ -108,10 +108,10 @@ def test_eight_sessions_race_at_once(app_server):
 def test_a_visitor_who_leaves_frees_the_queue(app_server):
     """Cancelling a waiting job takes it out of the queue; cancelling the running race lets the next one start."""
     url, mark = app_server.url, app_server.log_mark()
-    running = Client(url, verbose=False).submit(*race_args("A long story", 1024, list(page.METHODS)),
+    running = local_client(url).submit(*race_args("A long story", 1024, list(page.METHODS)),
                                                 api_name="/race")
     assert wait_for(lambda: running.status().code == Status.PROCESSING or len(running.outputs()) > 0)
-    leaver, stayer = (Client(url, verbose=False).submit(*race_args(p, 8), api_name="/race") for p in ("Hi", "Yo"))
+    leaver, stayer = (local_client(url).submit(*race_args(p, 8), api_name="/race") for p in ("Hi", "Yo"))
     assert wait_for(lambda: queue_size(url) == 2), queue_size(url)
     leaver.cancel()
     assert wait_for(lambda: queue_size(url) == 1, timeout_s=5), "the cancelled job kept its place in the queue"

@@ -226,9 +226,10 @@ def test_the_replay_of_a_stopped_race_compares_so_far_and_ranks_nobody(tiny, tmp
 
 
 def test_race_then_replay_through_gradio_client(app_server, tmp_path):
-    from gradio_client import Client, handle_file
+    from gradio_client import handle_file
+    from servers import local_client
 
-    client = Client(app_server.url, verbose=False, download_files=str(tmp_path))
+    client = local_client(app_server.url, download_files=str(tmp_path))
     raced = dict(zip(API_OUTPUT_NAMES, client.predict("Hello there", 2, 1.0, 0, 1.0, 12, 3, True, False,
                                                       list(page.DEFAULT_RACE), api_name="/race"), strict=True))
     trace_path = raced["trace"]
@@ -273,12 +274,13 @@ def app_main_served(monkeypatch, *argv: str):
 def test_replay_only_serves_a_trace_without_a_model(tiny, tmp_path, monkeypatch):
     """``app.py --replay-only`` with a model name that does not exist: nothing loads, the page serves at once,
     Run and the lab say a model is needed, and a trace recorded on the tiny model replays."""
-    from gradio_client import Client, handle_file
+    from gradio_client import handle_file
+    from servers import local_client
 
     final = run(tiny, max_new_tokens=8, update_interval_s=0.0, inspect=True)[-1]
     with app_main_served(monkeypatch, "--model", "no-such-model", "--backend", "fp32", "--threads", "1",
                          "--replay-only") as url:
-        client = Client(url, verbose=False, download_files=str(tmp_path))
+        client = local_client(url, download_files=str(tmp_path))
         replayed = dict(zip(API_OUTPUT_NAMES, client.predict(handle_file(final["trace"]), True,
                                                              api_name="/replay"), strict=True))
         for key in page.DEFAULT_RACE:
