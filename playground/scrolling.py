@@ -57,13 +57,20 @@ STEP_ECHO_JS = ("const r = document.querySelector('#run-line'); const e = docume
 #: Client-side, after Stop's reply: press the hidden "cancel race" button, whose listener cancels the page's race
 #: event (gradio's ``cancels``): a race still waiting in the queue leaves it; a race that answered Stop has ended.
 CANCEL_RACE_JS = "() => { document.getElementById('cancel-race')?.click(); }"
+#: Stop's answer under the step buttons when the race had already finished, or the panes hold a replay: the run line
+#: keeps its lines (Stop is unqueued: no toast), and the press seemed to do nothing.
+FINISHED_NOTHING_TO_STOP = "Nothing to stop: the race has finished."
+REPLAY_NOTHING_TO_STOP = "Nothing to stop: the panes show a replay of a trace."
 #: Client-side, after Stop's reply: the run line's first sentence once it is Stop's ("Stopped.", "Nothing to stop: no
-#: race is running.") under the step buttons, looked for every 0.2 s for 15 s (a live race writes it at its next
+#: race is running.") under the step buttons, or what Stop did to a finished race or a replay (nothing: the run line
+#: says "Finished." or "Replay of a trace"), looked for every 0.2 s for 15 s (a live race writes it at its next
 #: update, up to 2.5 s later): on a phone Stop beside Run answered 4,600 px below it, in the run line alone.
 STOP_ECHO_JS = ("() => { const start = Date.now(); const watch = setInterval(() => { const r = document.querySelector("
-                "'#run-line'); const e = document.getElementById('step-echo-text'); const m = r && /^((?:Stopped|"
-                "Nothing to stop)[\\s\\S]*?\\.)(?:\\s|$)/.exec(r.innerText.trim()); "
-                "if (m && e) { e.textContent = m[1]; clearInterval(watch); } "
+                "'#run-line'); const e = document.getElementById('step-echo-text'); const line = r ? "
+                "r.innerText.trim() : ''; const m = /^((?:Stopped|Nothing to stop)[\\s\\S]*?\\.)(?:\\s|$)/.exec(line); "
+                "const said = m ? m[1] : /^Finished\\./.test(line) ? " + repr(FINISHED_NOTHING_TO_STOP)
+                + " : /^Replay of a trace/.test(line) ? " + repr(REPLAY_NOTHING_TO_STOP) + " : null; "
+                "if (said && e) { e.textContent = said; clearInterval(watch); } "
                 "else if (Date.now() - start > 15000) clearInterval(watch); }, 200); }")
 #: Client-side, after Stop: the step-through's last answer under the buttons goes (it spoke of a live race).
 CLEAR_STEP_ECHO_JS = "() => { const e = document.getElementById('step-echo-text'); if (e) e.textContent = ''; }"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 
 from pass_core.teaching.trace import load_trace
-from playground.scrolling import RACE_PAUSED, RACE_RUNNING
+from playground.scrolling import FINISHED_NOTHING_TO_STOP, RACE_PAUSED, RACE_RUNNING
 from test_browser import ARTIFACTS, PAUSED_AT, in_process_page, paused_position, new_page, pane_chars, race_on, race_page_url  # noqa: F401
 
 #: Records every aria-busy value the Next button takes, from the page's own DOM (a MutationObserver).
@@ -60,6 +60,11 @@ def test_double_click_on_next_moves_one_step_and_the_button_shows_it_works(new_p
         slow_down(0.0)  # the double click is checked: the rest of the race at full speed
         page.locator("#resume-button").click()
         page.get_by_text("Finished.").first.wait_for(timeout=120_000)
+        # Stop after the race's end: said under the buttons (nothing answered; the run line keeps its lines)
+        page.locator("#steps-stop-button").click()
+        page.wait_for_function("t => document.getElementById('step-echo-text').textContent === t",
+                               arg=FINISHED_NOTHING_TO_STOP, timeout=10_000)
+        assert page.locator("#run-line").inner_text().startswith("Finished.")
 
 
 def test_stop_offers_the_trace_of_what_the_panes_show(new_page, race_page_url, tmp_path):  # noqa: F811
