@@ -22,7 +22,7 @@ from playground.components import number_box, numeric_input, trace_file
 from playground.cost_charts import COST_WAITING
 from playground.page_guards import machine_curve, remeasure_button
 from playground.race_charts import pane_colours
-from playground.race_inputs import EXAMPLES, LAB_MIN_RUNS, NUMERIC_INPUTS, MethodOffer, hide_paths
+from playground.race_inputs import EXAMPLES, LAB_MIN_RUNS, MethodOffer, hide_paths
 from playground.race_view import INTRO, METRIC_LABELS, TITLE, help_text
 from playground.stepping import MAX_STEP_DELAY_S
 from playground.teaching import INSPECTOR_HINT, LAB_DEFAULT_RUNS, LAB_INTRO, LAB_PROMPT, LAB_WAITING
@@ -70,26 +70,33 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
             with gr.Column(scale=2):  # on a phone this column comes after the prompt and Run
                 # "Start here": presets, each with a question before Run (and, for lesson 2, slow motion)
                 wire_lessons = lesson_strip(offer.keys, slow_motion)
-                # folded: the empty panes come soon after the examples, so a first Run is seen to fill them
-                with gr.Accordion("Settings: methods, sampling, length, token tree", open=False, elem_id="settings"):
-                    methods = gr.CheckboxGroup([(METHODS[key].label, key) for key in offer.keys],
-                                               value=list(offer.default), label="methods to race",
-                                               info="any two or more" + (f". {offer.note}" if offer.note else ""),
-                                               elem_id="methods")
-                    (num_lookahead, temperature, top_k, top_p, max_new_tokens,
-                     seed) = map(numeric_input, NUMERIC_INPUTS)
-                    with gr.Row(elem_id="settings-checks"):  # two a line on a phone (PAGE_CSS)
-                        show_rejected = gr.Checkbox(True, label="show rejected drafts")
-                        fused = gr.Checkbox(DecodeSettings().fused, label="fused step (extension)",
-                                            info="beyond the paper, one forward pass per step: " +
-                                                 ", ".join(m.short_name for m in METHODS.values() if m.fusable))
-                        chat_template = gr.Checkbox(DecodeSettings().chat_template, label="chat template",
-                                                    info="wrap the prompt as a user turn (off: raw text)")
-                        auto_drafts = gr.Checkbox(DecodeSettings().auto_drafts,
-                                                  label="cost-aware draft lengths (extension)",
-                                                  info="each step verifies 0..L drafts, chosen from this "
-                                                       "machine's pass cost and the acceptance so far")
-                    tree_nodes = tree_setting()  # token trees beside the chains (playground/tree_race.py)
+        # folded: the empty panes come soon after the examples, so a first Run is seen to fill them. The whole
+        # page's width, the numbers three a line on a desktop: in the lessons' column, unfolded, it stood some
+        # 1,500 px tall beside an empty column and pushed the step buttons and panes as far down
+        with gr.Accordion("Settings: methods, sampling, length, token tree", open=False, elem_id="settings"):
+            methods = gr.CheckboxGroup([(METHODS[key].label, key) for key in offer.keys],
+                                       value=list(offer.default), label="methods to race",
+                                       info="any two or more" + (f". {offer.note}" if offer.note else ""),
+                                       elem_id="methods")
+            with gr.Row(elem_id="settings-numbers"):  # a column each: drafts and length, the draw, its truncation
+                with gr.Column(min_width=300):
+                    num_lookahead, max_new_tokens = numeric_input("num_lookahead"), numeric_input("max_new_tokens")
+                with gr.Column(min_width=300):
+                    temperature, seed = numeric_input("temperature"), numeric_input("seed")
+                with gr.Column(min_width=300):
+                    top_k, top_p = numeric_input("top_k"), numeric_input("top_p")
+            with gr.Row(elem_id="settings-checks"):  # two a line on a phone (PAGE_CSS)
+                show_rejected = gr.Checkbox(True, label="show rejected drafts")
+                fused = gr.Checkbox(DecodeSettings().fused, label="fused step (extension)",
+                                    info="beyond the paper, one forward pass per step: " +
+                                         ", ".join(m.short_name for m in METHODS.values() if m.fusable))
+                chat_template = gr.Checkbox(DecodeSettings().chat_template, label="chat template",
+                                            info="wrap the prompt as a user turn (off: raw text)")
+                auto_drafts = gr.Checkbox(DecodeSettings().auto_drafts,
+                                          label="cost-aware draft lengths (extension)",
+                                          info="each step verifies 0..L drafts, chosen from this "
+                                               "machine's pass cost and the acceptance so far")
+            tree_nodes = tree_setting()  # token trees beside the chains (playground/tree_race.py)
         with gr.Row():
             with gr.Column(scale=3):
                 with gr.Row(elem_id="step-through"):  # step-through: the state after each step of the race

@@ -123,6 +123,15 @@ def test_page_races_and_draws(app_server, new_page):
     page.get_by_text("PaSS Playground").first.wait_for(timeout=60_000)
     page.get_by_text("Ready:").first.wait_for(timeout=60_000)  # the load (and the warm-up) finished
     open_settings(page)
+    # unfolded, Settings spans the page under the prompt and the lessons, its numbers three a line: in the lessons'
+    # column it stood 1,500 px tall beside an empty one, the step buttons and the panes as far down
+    settings, prompt, lessons = (page.locator(f"#{name}").bounding_box() for name in ("settings", "input-prompt",
+                                                                                     "lessons"))
+    assert settings["y"] > max(prompt["y"] + prompt["height"], lessons["y"] + lessons["height"]), settings
+    assert abs(settings["x"] - prompt["x"]) < 30 and abs(settings["x"] + settings["width"] - lessons["x"]
+                                                         - lessons["width"]) < 30, (settings, prompt, lessons)
+    rows = {page.locator(f"#input-{name}").bounding_box()["y"] for name in ("num_lookahead", "temperature", "top_k")}
+    assert len(rows) == 1 and settings["height"] < 1000, (rows, settings)
     # a slider beside each number box but the seed's, without its own number box (which would clamp typed values)
     assert page.locator(".range-aid").count() == len(NUMERIC_INPUTS) - 1
     assert page.locator(".range-aid input[type=number]").filter(visible=True).count() == 0
@@ -172,8 +181,11 @@ def test_page_races_and_draws(app_server, new_page):
     page.get_by_text("Pick at least two methods").first.wait_for(timeout=10_000)
     snapshot(page, "browser-validation.png", full_page=True)
     # the message stands above its group's label (it floated over "methods to race", as over the token tree's)
-    message = page.locator("#methods div.validation-error").bounding_box()
-    label = page.locator("#methods").get_by_text("methods to race", exact=True).bounding_box()
+    # both read at once: the refused Run scrolls the message into view meanwhile
+    message, label = page.evaluate("() => [document.querySelector('#methods div.validation-error'), [...document"
+                                   ".querySelectorAll('#methods *')].find(e => e.childElementCount === 0 && "
+                                   "e.textContent.trim() === 'methods to race')].map(e => e.getBoundingClientRect()"
+                                   ".toJSON())")
     assert message["y"] + message["height"] <= label["y"] + 1, (message, label)
     for key in ("ar", "pass", "parallelspec"):  # the race on show
         assert page.locator(f"#pane-{key}").is_visible() and page.locator(f"#pane-{key} .token.highlighted").count()
