@@ -85,6 +85,16 @@ def test_the_lab_shows_its_progress_over_its_table(tiny):
     assert table.value == LAB_WAITING and "✗ fail" not in LAB_WAITING  # the tests wait for "✗ fail" as the end
 
 
+def test_a_refused_replay_marks_the_upload_box_not_the_races_results(demo):
+    """Replay without a file (or with a bad one) is refused with a toast and a small mark on the upload box: the mark
+    stood on the run line, a red "Error" beside a finished race's "Finished. Highest tokens/s ...", as if that race
+    had failed."""
+    (replay,) = [fn for fn in demo.fns.values() if fn.api_name == "replay"]
+    (upload,) = [c for c in demo.blocks.values() if getattr(c, "elem_id", None) == "trace-upload"]
+    assert [block._id for block in replay.show_progress_on or []] == [upload._id]
+    assert replay.show_progress == "minimal"  # a full mark covered the box's "Drop File Here" until closed
+
+
 def test_a_trace_keeps_the_races_machine_load_and_its_replay_the_busy_line(tiny, tmp_path):
     """A race on a busy machine says its timings are unreliable; its replay showed the same timings without a word.
     The trace now records the race's load (the numbers, checked on reading; the page writes the line itself)."""
