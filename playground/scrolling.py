@@ -53,6 +53,9 @@ RUN_SCROLL_JS = ("() => { const seen = new Set(document.querySelectorAll('div.va
 STEP_ECHO_JS = ("const r = document.querySelector('#run-line'); const e = document.getElementById('step-echo-text'); "
                 "if (r && e) { const m = /^((?:Paused|Run a race)[\\s\\S]*?\\.)(?:\\s|$)/"
                 ".exec(r.innerText.trim()); e.textContent = m ? m[1] : ''; }")
+#: ... after Resume only the answer that nothing has raced yet ("Paused after step ..." stayed under the buttons while
+#: the race went on, but a Resume pressed before any race said nothing where it was pressed).
+RESUME_ECHO_JS = STEP_ECHO_JS.replace("(?:Paused|Run a race)", "(?:Run a race)")
 
 #: Client-side, after Stop's reply: press the hidden "cancel race" button, whose listener cancels the page's race
 #: event (gradio's ``cancels``): a race still waiting in the queue leaves it; a race that answered Stop has ended.
@@ -90,9 +93,9 @@ RUN_ECHO_JS = ("() => { const e = document.getElementById('step-echo-text'); con
 def busy_js(elem_id: str, busy: bool, echo: bool = True) -> str:
     """Client-side: mark the button ``elem_id`` busy (dimmed, a progress cursor, ``aria-busy``, a trailing ⏳,
     clicks ignored) or idle again, then echo its answer under the buttons (``STEP_ECHO_JS``), or with ``echo``
-    False clear the echo (Resume: "Paused after step ..." stayed under the buttons while the race went on)."""
+    False only an answer that nothing has raced yet, else clear the echo (``RESUME_ECHO_JS``)."""
     if not busy:
-        after = STEP_ECHO_JS if echo else CLEAR_STEP_ECHO_JS.removeprefix("() => { ").removesuffix(" }")
+        after = STEP_ECHO_JS if echo else RESUME_ECHO_JS
         return (f"() => {{ const b = document.getElementById('{elem_id}'); if (b) {{ b.removeAttribute('aria-busy'); "
                 "b.style.pointerEvents = ''; b.style.opacity = ''; b.style.cursor = ''; } " + after + " }")
     return ("() => { if (!document.getElementById('step-busy-css')) { const s = document.createElement('style'); "

@@ -528,9 +528,11 @@ def test_step_through_and_token_inspector(new_page, race_page_url, tmp_path, wid
 
     with in_process_page(new_page, race_page_url, width, step_delay_s=0.03) as page:
         echo = page.locator("#step-echo-text")  # the buttons' answer, under them (the run line is far below)
-        page.locator("#next-button").click()  # nothing raced yet: said under the button too
-        page.wait_for_function("() => document.querySelector('#step-echo-text').textContent.startsWith("
-                               "'Run a race or replay a trace first')", timeout=30_000)
+        for button in ("#resume-button", "#next-button"):  # nothing raced yet: said under the button too (Resume
+            page.evaluate("() => { document.getElementById('step-echo-text').textContent = ''; }")  # said nothing)
+            page.locator(button).click()
+            page.wait_for_function("() => document.querySelector('#step-echo-text').textContent.startsWith("
+                                   "'Run a race or replay a trace first')", timeout=30_000)
         page.locator("#trace-download").click()  # nothing to download yet: a toast says so (it did nothing)
         page.get_by_text(NO_TRACE_YET).first.wait_for(timeout=30_000)
         race_on(page, max_new_tokens=60)
