@@ -11,7 +11,6 @@ import gradio as gr
 from pass_core.decoding.metrics import summarize
 from pass_core.runtime.pass_cost import measured_pass_cost_curves, pass_cost_curves
 from pass_core.teaching.race import events_upto
-from pass_core.teaching.trace import make_trace, save_trace
 from playground.cost_charts import cost_view
 from playground.plot_boxes import shown_plot
 from playground.race_guards import finish
@@ -48,13 +47,13 @@ def stop_outputs(loaded, state) -> tuple:
     guards = (state.get("show") or {}).get("guards") or {}
     if state.get("finished") or state.get("stopped") or loaded is None or not guards.get("source"):
         return gr.skip(), gr.skip(), gr.skip()  # the run line keeps its lines (Stop is unqueued: no toast)
-    from playground.trace_files import trace_path  # the race's own folder and name for traces
+    from playground.trace_files import save_race_trace  # the race's own folder and name for traces
     finish(guards)
     if not any(state.get("events", {}).values()):  # its opening "Racing…" frame: no step yet (a long prefill), so
         return STOPPED_BEFORE_START, gr.skip(), dict(state, stopped=True)  # no trace (it offered one of no steps)
     prompt, settings = guards["source"]
     shown = events_upto(state["events"], state.get("position"))  # stepped back: the steps the panes show
-    path = save_trace(make_trace(loaded, prompt, settings, shown, guards.get("machine_load")), trace_path())
+    path = save_race_trace(loaded, prompt, settings, shown, guards.get("machine_load"))
     done = compute_line({key: summarize(evs, key) if evs else None for key, evs in shown.items()})  # the race's
     # the state holds what the trace holds: Resume after Stop on a stepped-back race showed steps past the trace
     stopped = dict(state, events=shown, position=None, stopped=True, show=dict(state["show"], headline=STOPPED_NOTE))

@@ -17,12 +17,11 @@ from pass_core.teaching.race import events_upto, race, race_order
 from pass_core.registry import METHODS
 from pass_core.decoding.settings import DecodeSettings
 from pass_core.decoding.bookkeeping import run_prompt_ids
-from pass_core.teaching.trace import make_trace, save_trace
 from playground.cost_charts import cost_view
 from playground.plot_boxes import shown_plot
 from playground.race_panes import highlighted_tokens
 from playground.race_guards import finish, guard_lines, new_guards, off_the_clock, prefill_warning
-from playground.trace_files import trace_path
+from playground.trace_files import save_race_trace
 from playground.race_inputs import DEFAULT_RACE, RaceRequest, chosen_methods, hide_paths, methods_problem, \
     prompt_problem, whole, zerogpu_duration  # noqa: F401  (DEFAULT_RACE: playground.page re-exports it)
 from playground.race_text import baseline_label
@@ -224,7 +223,7 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
         finish(show["guards"])
         if control is not None:
             control.shown()  # no step button waits for a race that has ended
-    path = save_trace(make_trace(loaded, prompt, settings, events, show["guards"].get("machine_load")), trace_path())
+    path = save_race_trace(loaded, prompt, settings, events, show["guards"].get("machine_load"))
     yield render(events, show_rejected, settings.greedy, settings.fused, True, note, trace_path=str(path), **show)
 
 

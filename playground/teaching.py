@@ -17,6 +17,7 @@ from pass_core.registry import METHODS, tree_entry_nodes
 from pass_core.runtime.machine_load import busy_line
 from pass_core.teaching.trace import Trace
 
+from playground.race_inputs import hide_paths
 from playground.race_panes import pane_entries
 from playground.style import BOTTOM_LEGEND, GRID, number
 # the lab's views moved to lab_view.py; re-exported for the page, the handlers and the tests
@@ -290,7 +291,7 @@ def replay_note(trace: Trace) -> str:
     s = trace.settings
     busy = busy_line(trace.machine_load)  # the race's caveat on its timings, written here from the checked numbers
     trees = sorted({n for key in trace.events if (n := tree_entry_nodes(key))})  # the settings hold the chain's 0
-    return (f"Replay of a trace: {literal(trace.model_name)}, prompt “{literal(trace.prompt)}”, look-ahead tokens "
+    return (f"Replay of a trace: {literal(hide_paths(trace.model_name))}, prompt “{literal(trace.prompt)}”, look-ahead tokens "
             f"L = {s.num_lookahead}, max new tokens {s.max_new_tokens}, temperature {s.temperature:g}, top-k "
             f"{s.top_k}, top-p {s.top_p:g}, seed {s.seed}"
             + (f", token tree of {' and '.join(map(str, trees))} nodes" if trees else "") + "."

@@ -131,6 +131,25 @@ def test_a_trace_keeps_the_races_machine_load_and_its_replay_the_busy_line(tiny,
     assert load_trace(data).machine_load is None
 
 
+def test_a_race_trace_and_its_replay_name_the_model_without_the_servers_folders(tiny_folder):
+    """A model loaded from a folder is named by its path: the page's trace (offered to every visitor) and its
+    replay's run line named the server's whole folder ("/srv/models/tiny"); now its name only, as the page's model
+    line does. A trace written elsewhere, by the command line, keeps its path in the file, not in its replay."""
+    from pass_core.runtime.models import load_model
+    from pass_core.teaching.trace import make_trace, save_trace
+
+    loaded = load_model(str(tiny_folder))
+    assert str(tiny_folder) in loaded.name  # the name holds the server's folder
+    final = run(loaded, max_new_tokens=4, update_interval_s=0.0, methods=["ar", "pass"])[-1]
+    assert load_trace(final["trace"]).model_name == tiny_folder.name
+    cli = save_trace(make_trace(loaded, "Hello there", load_trace(final["trace"]).settings,
+                                load_trace(final["trace"]).events), tiny_folder.parent / "cli-trace.json")
+    for path in (final["trace"], cli):
+        line = dict(zip(OUTPUT_NAMES, page.replay_handler(str(path), True, loaded), strict=True))["run_info"]
+        line = line.replace("\\", "")  # markdown's escapes ("tiny\\-model0")
+        assert f"Replay of a trace: {tiny_folder.name}, prompt" in line and str(tiny_folder.parent) not in line
+
+
 def test_replay_of_a_race_trace_equals_the_race(tiny, tmp_path):
     frames = run(tiny, temperature=1.0, max_new_tokens=12, update_interval_s=0.0, inspect=True)
     final = frames[-1]
