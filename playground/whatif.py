@@ -25,6 +25,7 @@ K_MAX = 8  # as the race's look-ahead range
 #: chain)
 _CHAIN, _PASS = "#374151", METHODS["pass"].colour
 NO_MACHINE_CURVE = ("*No physical pass-cost curve of this machine yet: it is measured once the model has loaded, and "
+                    "a measurement that other programs disturbed is refused (*Pass cost on this machine* says why); "
                     "*Re-measure pass cost* (under the theory) measures it again. Pick another curve meanwhile; a page "
                     "without a model (replay only) has none.*")
 

@@ -219,6 +219,9 @@ def test_without_a_physical_curve_nothing_reads_it(tiny, measured):
     final = run(tiny, max_new_tokens=6)[-1]
     assert final["state"]["show"]["curve"] is None and "no physical curve" in final["cost_text"]
     assert whatif_view(0.6, 3, MACHINE, "", 0.1, final["state"]) == (None, NO_MACHINE_CURVE)
+    # measured and refused, not only "measured once the model has loaded" (a visitor waited for a measurement that
+    # had come): where the refusal is explained
+    assert "is refused (*Pass cost on this machine* says why)" in NO_MACHINE_CURVE
     # for the page and the command line alike (a CLI user read "Press *Re-measure pass cost*", asterisks and all)
     with pytest.raises(gr.Error, match=r"not physical.*\(on the page: the Re-measure pass cost button; on the "
                                        r"command line: the same command again\)"):
