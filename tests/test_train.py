@@ -284,6 +284,9 @@ def test_an_empty_file_name_is_refused_by_every_command_line(capsys):
 
     for main, args in ((generate.main, ["--prompt", "hi", "--lookahead", ""]),
                        (generate.main, ["--prompt", "hi", "--drafter", " "]),
+                       # taken as "not given": the shipped adapters, the bf16 copy (a third CLI helper)
+                       (generate.main, ["--prompt", "hi", "--method", "pass-lora", "--adapters", ""]),
+                       (generate.main, ["--prompt", "hi", "--method", "draft-model", "--draft-model", " "]),
                        (bench_main, ["--json", ""]),
                        (train_mod.main, ["--out", ""]),
                        (train_mod.main, ["--out", "x.safetensors", "--report", ""]),
