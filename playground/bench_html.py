@@ -13,6 +13,7 @@ import html
 import json
 import os
 import sys
+from pathlib import Path
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -24,6 +25,8 @@ from pass_core.runtime.outputs import check_output_path, write_text_atomically
 from playground.cost_charts import pass_cost_figure
 from playground.race_charts import colour, short_name
 
+#: How every page this module writes begins (``a_benchmark_page`` knows its own pages by it).
+PAGE_HEAD = "<!doctype html><html><head><meta charset='utf-8'><title>PaSS Playground benchmark</title></head>"
 #: Line dashes that tell apart the settings of one method (its colour stays the same).
 _DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
@@ -165,8 +168,7 @@ def render_html(report: dict) -> str:
     machine = ", ".join(f"{k}: {v}" for k, v in report.get("machine", {}).items() if v is not None)
     notes = "".join(f"<li>{html.escape(k)}: {html.escape(v)}</li>" for k, v in report.get("method_notes", {}).items())
     return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>PaSS Playground benchmark</title></head>"
-        "<body style='font-family: sans-serif; max-width: 1100px; margin: auto'>"
+        PAGE_HEAD + "<body style='font-family: sans-serif; max-width: 1100px; margin: auto'>"
         "<h1>PaSS Playground benchmark</h1>"
         f"<p><code>{html.escape(report.get('command', ''))}</code></p>"
         f"<p>{html.escape(machine)}</p><ul>{notes}</ul>"
@@ -174,6 +176,19 @@ def render_html(report: dict) -> str:
         "markers give the median over repeats, bars the min and max.</p>"
         + "".join(parts) + "</body></html>"
     )
+
+
+def a_benchmark_page(path: Path) -> bool:
+    """``check_output_path``'s ``replaceable`` test for OUT: a page this module wrote (it begins with ``PAGE_HEAD``);
+    any other file, e.g. the visitor's own notes.html, is refused (it was replaced without a word)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(len(PAGE_HEAD)) == PAGE_HEAD
+    except OSError:
+        return False
+
+
+a_benchmark_page.what = "a page written by python -m playground.bench_html"
 
 
 def write_html(report: dict, path: str) -> None:
@@ -219,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {argv[0]}: {reason}", file=sys.stderr)
         return 2
     try:  # an OUT named out.json, or where no file can be written: refused before drawing
-        check_output_path(argv[1], "OUT.html", "bench.html", "the figures are one HTML page")
+        check_output_path(argv[1], "OUT.html", "bench.html", "the figures are one HTML page", a_benchmark_page)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -285,6 +285,12 @@ def test_bench_html_command_line(tmp_path, capsys):
     (tmp_path / "b.json").write_text(json.dumps(fake_report()), encoding="utf-8")
     assert bench_html.main([str(tmp_path / "b.json"), str(tmp_path / "b.html")]) == 0
     assert "Per-position acceptance" in (tmp_path / "b.html").read_text(encoding="utf-8")
+    assert bench_html.main([str(tmp_path / "b.json"), str(tmp_path / "b.html")]) == 0  # its own page: replaced
+    capsys.readouterr()
+    (tmp_path / "notes.html").write_text("<html>my notes</html>", encoding="utf-8")  # another page: kept (it was
+    assert bench_html.main([str(tmp_path / "b.json"), str(tmp_path / "notes.html")]) == 2  # replaced unsaid)
+    assert "exists and is not a page written by python -m playground.bench_html" in capsys.readouterr().err
+    assert (tmp_path / "notes.html").read_text(encoding="utf-8") == "<html>my notes</html>"
 
 
 def test_bench_html_command_line_refuses_what_is_not_a_report(tmp_path, capsys, monkeypatch):
