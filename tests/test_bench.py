@@ -215,6 +215,15 @@ def test_cli_rejects_bad_arguments_before_loading(argv, monkeypatch):
     assert err.value.code == 2
 
 
+def test_seeds_past_the_range_name_seed_and_repeats(monkeypatch, capsys):
+    """Repeat r runs seed + r: ``--seed 2147483647 --repeats 2`` said "got 2147483648", a seed nobody gave."""
+    monkeypatch.setattr(bench, "load_model", lambda *a, **k: pytest.fail("must not load the model"))
+    with pytest.raises(SystemExit):
+        bench.main(["--seed", "2147483647", "--repeats", "2"])
+    assert ("--seed 2147483647 with --repeats 2 runs seeds up to 2,147,483,648: the last must be at most "
+            "2,147,483,647.") in capsys.readouterr().err
+
+
 @pytest.fixture
 def keep_threads():
     """main(--threads) sets torch's global thread count: restore it for the other tests."""

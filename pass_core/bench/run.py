@@ -30,7 +30,7 @@ from pass_core.runtime.models import load_model, pick_device
 from pass_core.runtime.outputs import check_output_path, json_with, write_text_atomically
 from pass_core.runtime.pass_cost import cpu_busy, cpu_load, measure_pass_cost, pass_cost_markdown
 from pass_core.registry import BASELINE, METHODS
-from pass_core.decoding.settings import DecodeSettings, command_line_message
+from pass_core.decoding.settings import SETTING_RANGES, DecodeSettings, command_line_message
 from pass_core.decoding.text import count
 from pass_core.bench.copies import load_backend_copies, method_backend, split_backend
 from pass_core.bench.suites import SUITES, BenchPrompt, fitting_prompts, load_suite  # noqa: F401 (the bench's API)
@@ -153,7 +153,10 @@ def main(argv: list[str] | None = None) -> int:
         for n in lookaheads:
             for t in temperatures:
                 base.with_(num_lookahead=n, temperature=t)  # validates every setting before loading
-        base.with_(seed=args.seed + args.repeats - 1)
+        high = SETTING_RANGES["seed"][1]
+        if args.seed + args.repeats - 1 > high:  # repeat r runs seed + r: it quoted a seed nobody gave
+            raise ValueError(f"--seed {args.seed} with --repeats {args.repeats} runs seeds up to "
+                             f"{args.seed + args.repeats - 1:,}: the last must be at most {high:,}.")
         if args.suite == "none" and not args.pass_cost:
             raise ValueError("--suite none runs nothing: add --pass-cost (the curve alone) or name a suite.")
         prompts = [] if args.suite == "none" else load_suite(args.suite)[: args.limit]
