@@ -215,6 +215,24 @@ def test_cli_rejects_bad_arguments_before_loading(argv, monkeypatch):
     assert err.value.code == 2
 
 
+def test_fused_applies_to_the_fusable_methods_and_refuses_their_trees_before_loading(tiny, fixed_pass_cost):
+    """``--fused`` with tree entries: ParallelSpec's tree (it has no fused step) was skipped after the model had loaded
+    as "cannot be combined with the fused step", and so was PaSS's, with exit 0; now ParallelSpec's runs, and PaSS's
+    is refused before the model loads, naming the entry."""
+    from pass_core.bench.cli import check_methods
+    from pass_core.bench.suites import BenchPrompt
+    from pass_core.decoding.settings import DecodeSettings
+
+    with pytest.raises(ValueError, match=r"'pass\+tree8' with --fused: a token tree cannot be combined"):
+        check_methods(["ar", "parallelspec+tree8", "pass+tree8"], fused=True)
+    assert check_methods(["ar", "parallelspec+tree8", "pass"], fused=True) is None
+    prompts = [BenchPrompt("chat", "Hello there")]
+    runs, notes = bench.run_bench(tiny, prompts, ["ar", "parallelspec+tree8", "pass"], [2], [0.0],
+                                  DecodeSettings(max_new_tokens=6, fused=True), repeats=1, progress=False)
+    assert not any(note.startswith("skipped") for note in notes.values()), notes
+    assert {run.key.method for run in runs} == {"ar", "parallelspec+tree8", "pass"}
+
+
 def test_seeds_past_the_range_name_seed_and_repeats(monkeypatch, capsys):
     """Repeat r runs seed + r: ``--seed 2147483647 --repeats 2`` said "got 2147483648", a seed nobody gave."""
     monkeypatch.setattr(bench, "load_model", lambda *a, **k: pytest.fail("must not load the model"))

@@ -57,10 +57,15 @@ def check_methods(methods: list[str], fused: bool) -> str | None:
     none of them (it changed nothing, unsaid), else None.
 
     Raises:
-        ValueError: an entry ``split_variant`` refuses.
+        ValueError: an entry ``split_variant`` refuses, or a token-tree entry of a method ``--fused`` applies to.
     """
     keys = [split_variant(m)[0] for m in methods if m not in PEERS]
     fusable = fusable_keys()
+    for m in methods if fused else ():  # its tree entries were skipped after the model had loaded
+        key, variant = (None, {}) if m in PEERS else split_variant(m)
+        if key in fusable and variant.get("tree_nodes"):
+            raise ValueError(f"--methods entry {m!r} with --fused: a token tree cannot be combined with the fused "
+                             "step. Run the tree entries without --fused.")
     if fused and not set(keys) & set(fusable):
         return (f"note: --fused applies to {', '.join(fusable)} only, and --methods names none of them: "
                 "it changes nothing.")

@@ -104,6 +104,7 @@ def run_bench(loaded, prompts: list[BenchPrompt], methods: list[str], lookaheads
             settings = base.with_(temperature=key.temperature, seed=base.seed + key.repeat, **changes)
             return generate_peer(model_for(key.method), key.method, prompt, settings)
         method, variant = split_variant(key.method)
+        variant = {"fused": base.fused and METHODS[method].fusable, **variant}  # --fused: the fusable methods only
         settings = base.with_(temperature=key.temperature, num_lookahead=key.num_lookahead or lookaheads[0],
                               seed=base.seed + key.repeat, **variant, **changes)
         return list(METHODS[method].decode(model_for(key.method), prompt, settings,
