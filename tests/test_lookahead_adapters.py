@@ -203,3 +203,6 @@ def test_training_records_the_agreement_curve(tiny_folder, tmp_path):
     assert report["curve"][0]["positions"] == 0
     md = train_mod.report_markdown(report, "cmd")
     assert "agreement-vs-data curve" in md
+    # run_train evaluates nothing (--eval-prompts 0 --eval-sequences 0): its row says so (it printed "nan")
+    assert "| trained | not measured (--eval-sequences 0) | not measured (--eval-prompts 0) |" in md
+    assert "nan" not in md

@@ -23,11 +23,12 @@ def loss_summary(losses: list[float]) -> dict:
 
 def report_markdown(report: dict, command: str) -> str:
     """The training report as markdown: data, steps, time, agreement, accepted drafts, baseline."""
-    def row(name, ev):
-        agree = " / ".join(f"{a:.1%}" for a in ev.get("top1_agreement", []))
+    def row(name, ev):  # a part not evaluated (--eval-sequences 0, --eval-prompts 0) says so (it printed nan)
+        agree = " / ".join(f"{a:.1%}" for a in ev.get("top1_agreement", [])) or "not measured (--eval-sequences 0)"
         g = ev.get("greedy_pass", {})
-        return (f"| {name} | {agree} | {g.get('accepted_drafts_per_step', float('nan')):.3f} | "
-                f"{g.get('mean_accepted_tokens', float('nan')):.3f} | {g.get('acceptance_rate', float('nan')):.3f} |")
+        cells = [f"{g[key]:.3f}" if key in g else "not measured (--eval-prompts 0)"
+                 for key in ("accepted_drafts_per_step", "mean_accepted_tokens", "acceptance_rate")]
+        return f"| {name} | {agree} | " + " | ".join(cells) + " |"
     lines = [
         f"# Look-ahead embeddings for {report['model']}, L={report['num_lookahead']}", "",
         f"Command: `{command}`", "",
