@@ -439,3 +439,13 @@ def test_generate_and_bench_name_the_option_of_a_bad_setting(no_model, args, mes
     with pytest.raises(SystemExit) as exit_:
         bench(["--suite", "quick", *args])
     assert exit_.value.code == 2 and capsys.readouterr().err.endswith(f"error: {message}\n")
+
+
+def test_a_prompt_too_long_for_the_context_names_the_option_to_lower(tiny_folder, capsys):
+    """generate said "Lower max new tokens to at most 491", the page's label, where bench names --max-new-tokens."""
+    from pass_core import generate
+
+    assert generate.main(["--model", str(tiny_folder), "--method", "ar", "--prompt", "hi",
+                          "--max-new-tokens", "1024"]) == 2
+    err = capsys.readouterr().err
+    assert "context of 512 positions. Lower --max-new-tokens to at most " in err and "max new tokens" not in err
