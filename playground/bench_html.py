@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:  # a report whose figures cannot be drawn
         print(f"error: {argv[0]}: {err}", file=sys.stderr)
         return 2
-    except (KeyError, TypeError, AttributeError) as err:  # valid JSON, but a field missing or of another type
+    except (KeyError, IndexError, TypeError, AttributeError) as err:  # valid JSON, a field missing or malformed
         print(f"error: {argv[0]}: a field of the report is missing or malformed ({type(err).__name__}: {err}); "
               "write the report again with python -m pass_core.bench --json", file=sys.stderr)
         return 2

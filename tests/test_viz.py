@@ -345,6 +345,12 @@ def test_bench_html_command_line_refuses_what_is_not_a_report(tmp_path, capsys, 
         (tmp_path / "odd.json").write_text(json.dumps(report), encoding="utf-8")
         assert bench_html.main([str(tmp_path / "odd.json"), str(tmp_path / "x.html")]) == 2, field
         assert "odd.json: a field of the report is missing or malformed" in capsys.readouterr().err, field
+    report = fake_report()  # a training curve whose points hold different numbers of positions (an IndexError)
+    report["training"] = {"pass": {"curve": [{"positions": 1, "top1_agreement": [0.1, 0.2]},
+                                             {"positions": 2, "top1_agreement": [0.1]}], "positions": 2}}
+    (tmp_path / "odd.json").write_text(json.dumps(report), encoding="utf-8")
+    assert bench_html.main([str(tmp_path / "odd.json"), str(tmp_path / "x.html")]) == 2
+    assert "a field of the report is missing or malformed (IndexError" in capsys.readouterr().err
     # the HTML named as the report itself: refused, the report kept (it was replaced by the HTML, exit 0)
     kept = (tmp_path / "b.json").read_text(encoding="utf-8")
     assert bench_html.main([str(tmp_path / "b.json"), str(tmp_path / "b.json")]) == 2
