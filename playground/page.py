@@ -262,7 +262,8 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         # had written nothing); a race shows the ticked methods' again (its first frame)
         replay_event.success(replay_panes, ui.state, ui.panes, **private)
         # preprocess=False: set_delay names a bad value (the slider's own check logged a traceback)
-        ui.slow_motion.change(slow_motion_handler(delays, controls), ui.slow_motion, None, preprocess=False, **private)
+        for event, live in ((ui.slow_motion.change, False), (ui.slow_motion.input, True)):  # a lesson's: no live race
+            event(slow_motion_handler(delays, controls, live), ui.slow_motion, None, preprocess=False, **private)
         for key, pane in zip(METHODS, ui.panes):
             pane.select(on_select(key), [ui.state, ui.show_rejected], [ui.inspector_md, ui.inspector_plot], **private)
             pane.select(None, None, None, js=SCROLL_TO_INSPECTOR_JS, **private)  # the answer in view

@@ -76,10 +76,12 @@ def stopped_frame(loaded, control, width: int, show_rejected: bool = True) -> tu
     return (*drawn, path, line, gr.skip(), state)
 
 
-def slow_motion_handler(delays: dict, controls: dict):
+def slow_motion_handler(delays: dict, controls: dict, live: bool = True):
     """Slow motion's handler: the delay (seconds after each step, ``StepControl.set_delay``) of the visitor's
-    races, kept in ``delays`` (session -> seconds) and given to the live race in ``controls`` (session ->
-    ``StepControl``) at once. Raises gr.Error naming a bad value (the slider's value reaches it unprocessed)."""
+    races, kept in ``delays`` (session -> seconds) and, with ``live``, given to the live race in ``controls``
+    (session -> ``StepControl``) at once: the visitor's own move of the slider; a lesson that sets it (chosen
+    mid-race, it put the live race to full speed) sets the next race's only. Raises gr.Error naming a bad value (the
+    slider's value reaches it unprocessed)."""
     def on_slow_motion(delay_s, request: gr.Request = None):
         session = getattr(request, "session_hash", None)
         try:
@@ -87,7 +89,7 @@ def slow_motion_handler(delays: dict, controls: dict):
         except ValueError as err:
             raise user_error(str(err)) from err
         delays[session] = float(delay_s)
-        if session in controls:
+        if live and session in controls:
             controls[session].set_delay(delay_s)
     return on_slow_motion
 

@@ -332,3 +332,21 @@ def test_a_toggle_mid_race_rerenders_the_tree_panes_and_leaves_a_paused_races_he
     assert len(TREE_PANES) == sum(name.endswith("_tree_tokens") for name in OUTPUT_NAMES)
     heartbeat = (gr.skip(),) * len(frame)
     assert with_panes_for(heartbeat, False) == heartbeat
+
+
+def test_a_lesson_sets_the_next_races_slow_motion_not_the_live_races(demo):
+    """Choosing a lesson sets the slow-motion slider (``.change``): chosen while a race ran, the live race went on at
+    the lesson's full speed. Only the visitor's own move of the slider (``.input``) reaches the live race."""
+    from types import SimpleNamespace
+
+    from playground.page_guards import slow_motion_handler
+
+    delays, control = {}, StepControl(delay_s=0.3)
+    request = SimpleNamespace(session_hash="tab")
+    slow_motion_handler(delays, {"tab": control}, live=False)(0.0, request)  # a lesson's value
+    assert delays["tab"] == 0.0 and control.delay_s == 0.3  # the next race's; the live one keeps its pace
+    slow_motion_handler(delays, {"tab": control})(0.1, request)  # the visitor's own
+    assert delays["tab"] == 0.1 and control.delay_s == 0.1
+    (slider,) = [b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "slow-motion"]
+    wired = {t[1] for fn in demo.fns.values() for t in fn.targets if t[0] == slider._id}
+    assert wired == {"change", "input"}, wired
