@@ -447,3 +447,21 @@ def test_fused_with_no_fusable_method_is_noted(tmp_path, capsys):
         assert rc == 2 and "error:" in err, err
         assert (f"note: --fused applies to {fusable} only, and --methods names none of them: it changes nothing."
                 in err) == noted, err
+
+
+def test_a_category_with_a_bar_or_a_line_break_stays_one_column():
+    """A suite's category is any text: "a|b" with a line break split the category table's header row and shifted
+    every column."""
+    import dataclasses
+
+    from pass_core.bench.report import markdown_report
+
+    runs = [dataclasses.replace(r, category="a|b\nc" if r.category == "chat" else r.category) for r in make_runs()]
+    report = {"settings": {"temperatures": [0.0], "top_k": 0, "top_p": 1.0}, "machine": {},
+              "summary": aggregate(runs, lookaheads=[3], temperatures=[0.0])}
+    lines = markdown_report(report).splitlines()
+    at = lines.index("Speed-up (mean accepted tokens) by category:")
+    header, rule, *rows = lines[at + 2:at + 5]
+    assert header == "| method | L | T | a\\|b c | code |", header
+    widths = {line.replace("\\|", "").count("|") for line in (header, rule, *rows)}
+    assert widths == {6}, (header, rule, rows)

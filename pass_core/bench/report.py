@@ -123,13 +123,19 @@ def markdown_report(report: dict) -> str:
                      f"| {_fmt(e['acceptance_rate'])} | {pos} | {_fmt(e['exact_match_rate'], '.0%')} |")
         cats += [c for c in e["by_category"] if c not in cats]
     lines += ["", "Speed-up (mean accepted tokens) by category:", "",
-              "| method | L | T | " + " | ".join(cats) + " |", "|---|---|---|" + "---|" * len(cats)]
+              "| method | L | T | " + " | ".join(map(_cell, cats)) + " |", "|---|---|---|" + "---|" * len(cats)]
     for m, _, n, t, e in _rows(report):
         cells = [f"{_fmt(c['speedup'])}x ({_fmt(c['mean_accepted_tokens'])})" if c else "-"
                  for c in (e["by_category"].get(x) for x in cats)]
         lines.append(f"| {m} | {n} | {t} | " + " | ".join(cells) + " |")
     notes = [f"- {k}: {v}" for k, v in report.get("method_notes", {}).items()]
     return "\n".join(lines + ([""] + notes if notes else []))
+
+
+def _cell(text: str) -> str:
+    """``text`` (a suite's category: any text) as one markdown table cell: "|" escaped, line breaks as spaces (a
+    category "a|b" with a line break split the header row and shifted every column)."""
+    return " ".join(text.replace("|", "\\|").split())
 
 
 #: What ``--html`` says: the Plotly report is drawn by the UI package, from the benchmark's JSON.
