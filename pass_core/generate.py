@@ -48,8 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompt", required=True, help="the user's text")
     p.add_argument("--model", default=DEFAULT_MODEL, help="model name, hub id, folder or .gguf file")
     p.add_argument("--lookahead", type=file_name, help="look-ahead safetensors file, or 'fixed-token' (PaSS)")
-    p.add_argument("--adapters", type=file_name, default=None, help="look-ahead adapter file (PaSS + look-ahead adapters, method "
-                   "pass-lora; default: the shipped one)")
+    p.add_argument("--adapters", type=file_name, default=None,
+                   help="look-ahead adapter file (PaSS + look-ahead adapters, method pass-lora; default: the "
+                        "shipped one)")
     p.add_argument("--drafter", type=file_name, help="ParallelSpec drafter file (default: the shipped one)")
     p.add_argument("--draft-model", type=file_name, default=None, metavar="NAME",
                    help="method draft-model: a causal LM folder, hub id or .gguf file with the target's vocabulary, "

@@ -247,8 +247,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                                      concurrency_limit=1, preprocess=False, show_progress="minimal",
                                      show_progress_on=ui.run_md,  # progress and a refusal: on the run line only
                                      validator=functools.partial(validate_inputs, offer=offer, holder=holder))
-        # a refused file: one small mark, on the upload box (on the run line a red "Error" stood beside a finished
-        # race's results, as if the race had failed; a full one covered the box), not one on every output
+        # a refused file: one small mark, on the upload box (on the run line it said a finished race had failed)
         replay_event = ui.replay_btn.click(replay_listener(holder, controls), [ui.trace_upload, ui.show_rejected],
                                            outputs, api_name="replay", concurrency_limit=4,
                                            show_progress_on=ui.trace_upload, show_progress="minimal")

@@ -291,8 +291,8 @@ def replay_note(trace: Trace) -> str:
     s = trace.settings
     busy = busy_line(trace.machine_load)  # the race's caveat on its timings, written here from the checked numbers
     trees = sorted({n for key in trace.events if (n := tree_entry_nodes(key))})  # the settings hold the chain's 0
-    return (f"Replay of a trace: {literal(hide_paths(trace.model_name))}, prompt “{literal(trace.prompt)}”, look-ahead tokens "
-            f"L = {s.num_lookahead}, max new tokens {s.max_new_tokens}, temperature {s.temperature:g}, top-k "
-            f"{s.top_k}, top-p {s.top_p:g}, seed {s.seed}"
+    return (f"Replay of a trace: {literal(hide_paths(trace.model_name))}, prompt “{literal(trace.prompt)}”, "
+            f"look-ahead tokens L = {s.num_lookahead}, max new tokens {s.max_new_tokens}, temperature "
+            f"{s.temperature:g}, top-k {s.top_k}, top-p {s.top_p:g}, seed {s.seed}"
             + (f", token tree of {' and '.join(map(str, trees))} nodes" if trees else "") + "."
             + (f"  \n{busy}" if busy else ""))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-
 from pass_core.decoding.settings import SettingError
 
 #: Prompts longer than this many characters are refused before tokenising.
@@ -101,11 +99,12 @@ def encode_prompt(tokenizer, prompt: str, chat_template: bool, max_positions: in
                          f"{length_setting} "
                          "to 1" if length_setting else "use a model with a longer context"]
             fix = " or ".join(fixes)
-            raise (functools.partial(SettingError, setting="max_new_tokens", label=length_setting) if length_setting
-                   else ValueError)(  # a command line names its option (``--max-new-tokens``), as for any setting
-                f"The prompt is {len(ids):,} tokens long (chat template included) and {max_new_tokens:,} new "
-                f"tokens are asked for{f', with {spare} more positions kept free for drafts' if spare else ''}: "
-                f"more than the model's context of {max_positions:,} positions. {fix[0].upper()}{fix[1:]}.")
+            message = (f"The prompt is {len(ids):,} tokens long (chat template included) and {max_new_tokens:,} new "
+                       f"tokens are asked for{f', with {spare} more positions kept free for drafts' if spare else ''}: "
+                       f"more than the model's context of {max_positions:,} positions. {fix[0].upper()}{fix[1:]}.")
+            if length_setting:  # a command line names its option (``--max-new-tokens``), as for any setting
+                raise SettingError(message, "max_new_tokens", length_setting)
+            raise ValueError(message)
     return [int(i) for i in ids]
 
 
