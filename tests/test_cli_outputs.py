@@ -362,6 +362,20 @@ def test_trainers_refuse_a_seed_file_or_feature_layers_the_model_cannot_use_befo
     assert lookahead.main(["--model", str(tiny_folder), "--out", str(tmp_path / "la.safetensors"),
                            "--gen-tokens", "100000"]) == 2
     assert f"--gen-tokens 100,000 does not fit this model's context of {context} tokens" in capsys.readouterr().err
+    # below the context alone, not beside the prompts: 511 new tokens after a 57-token prompt made 568-token data;
+    # refused where the data would be made (the prompts are read there), before the first generation
+    from pass_core.training import data
+    from pass_core.training.data import default_prompt_file, prompt_lengths, read_prompts
+
+    monkeypatch.undo()
+    monkeypatch.setattr(data, "tqdm", no_data)  # the generation's progress bar: the first thing it makes
+    longest = max(prompt_lengths(loaded, read_prompts(default_prompt_file("train"))))
+    beside = f"does not fit this model's context of {context} tokens beside the longest prompt ({longest} tokens): " \
+             f"give at most {context - longest}"
+    assert lookahead.main([*la, "--gen-tokens", str(context - longest + 1)]) == 2
+    assert f"--gen-tokens {context - longest + 1} {beside}" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=re.escape(f"--max-new-tokens {context - 1} {beside}")):
+        parallelspec.main([*drafter, "--max-new-tokens", str(context - 1)])
 
 
 def test_the_drafter_trainer_replaces_a_shipped_drafter_only_when_out_names_it(tiny_folder, tmp_path, monkeypatch):

@@ -124,7 +124,7 @@ def test_corpus_prompts_filter_and_parse_answers(tmp_path, monkeypatch):
 
 
 def test_corpus_answers_are_the_models_greedy_answers_in_shards(tiny, tmp_path, monkeypatch):
-    from pass_core.training.data import corpus_answers, prompt_lengths
+    from pass_core.training.data import corpus_answers, corpus_prompts, prompt_lengths
     from pass_core.decoding.text import encode_prompt
 
     turns = [f"Question number {i}: what comes next?" for i in range(5)]
@@ -140,3 +140,16 @@ def test_corpus_answers_are_the_models_greedy_answers_in_shards(tiny, tmp_path, 
     more, _ = corpus_answers(tiny, "sharegpt:5", max_new_tokens=6, batch_size=2, shard=2)
     assert more[:2] == seqs[:2] and len(more) == 5  # the first shard is the cached one
     assert len(list((tmp_path / "cache" / "data").glob("*.jsonl"))) == 4  # shards [0:2], [2:3], [2:4], [4:5]
+    # a length that fits beside the first shard's prompts but not beside the last one's: refused before any answer
+    from pass_core.training import data
+
+    path.write_text(json.dumps([record(i, (("human", t), ("gpt", "ok"))) for i, t in enumerate(turns[:4] + [
+        "A longer question, the last one of the corpus: what comes next, and after that?"])]))
+    longest = max(prompt_lengths(tiny, corpus_prompts("sharegpt", 5)))
+    assert longest > lens[0]
+    monkeypatch.setattr(data, "tqdm", lambda *a, **k: pytest.fail("an answer was generated before the refusal"))
+    with pytest.raises(ValueError, match=rf"--gen-tokens {tiny.max_positions - longest + 1} does not fit this model's "
+                                         rf"context of {tiny.max_positions} tokens beside the longest prompt "
+                                         rf"\({longest} tokens\): give at most {tiny.max_positions - longest}"):
+        corpus_answers(tiny, "sharegpt:5", max_new_tokens=tiny.max_positions - longest + 1, batch_size=2, shard=2,
+                       option="--gen-tokens")

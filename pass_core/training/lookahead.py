@@ -41,7 +41,7 @@ def load_sequences(loaded, data: str, gen_tokens: int) -> tuple[list[list[int]],
     (``describe_data``). Raises ValueError for a file ``read_prompts`` refuses."""
     path = default_prompt_file("train") if data == "self" else data
     rows = read_prompts(path)
-    seqs = generate_self_data(loaded, rows, max_new_tokens=gen_tokens)
+    seqs = generate_self_data(loaded, rows, max_new_tokens=gen_tokens, option="--gen-tokens")
     return seqs, prompt_lengths(loaded, rows), describe_data(rows, path)
 
 
@@ -121,7 +121,7 @@ def train(args) -> dict:
                        if args.resume and _checkpoint_path(out).is_file() else (0, {}))
     seqs, plens, described = load_sequences(loaded, args.data, args.gen_tokens)
     if args.answers:
-        more, more_lens = corpus_answers(loaded, args.answers, max_new_tokens=args.gen_tokens)
+        more, more_lens = corpus_answers(loaded, args.answers, max_new_tokens=args.gen_tokens, option="--gen-tokens")
         seqs, plens = seqs + more, plens + more_lens
         described += f"; self-generated: the model's own greedy answers to corpus prompts ({args.answers})"
     # a block at t needs targets up to t + L: a sequence with L tokens or fewer after its prompt has no position to

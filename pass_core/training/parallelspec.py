@@ -84,7 +84,7 @@ def _split(loaded, prompt_file, args, name: str, temperature: float = 0.0, seed:
     prompts = read_prompts(prompt_file or default_prompt_file(name))
     t0 = time.perf_counter()
     seqs = generate_self_data(loaded, prompts, max_new_tokens=args.max_new_tokens, batch_size=args.data_batch_size,
-                              temperature=temperature, seed=seed,
+                              temperature=temperature, seed=seed, option="--max-new-tokens",
                               desc=f"{name} data" + (f" (sampled, T={temperature})" if temperature else ""))
     t1 = time.perf_counter()
     feats = target_features(loaded, seqs, prompt_lengths(loaded, prompts), topk=args.topk, desc=f"{name} features",
@@ -139,7 +139,7 @@ def answer_splits(loaded, args) -> list[tuple]:
     """
     t0 = time.perf_counter()
     seqs, lens = corpus_answers(loaded, args.answers, max_new_tokens=args.max_new_tokens,
-                                batch_size=args.data_batch_size, shard=args.corpus_shard)
+                                batch_size=args.data_batch_size, shard=args.corpus_shard, option="--max-new-tokens")
     data_s = time.perf_counter() - t0
     out = _features_in_shards(loaded, seqs, lens, args, "answer features")
     if out:
