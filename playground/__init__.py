@@ -6,3 +6,11 @@ and colours come from ``pass_core.registry.METHODS``, metrics from ``pass_core.d
 Start at ``page.build_demo`` (the page: ``layout`` places the components, ``page`` wires each event to its
 handler); every module's role is listed in docs/architecture.md ("playground/ and app.py").
 """
+
+import os as _os
+
+try:  # gradio reads GRADIO_SERVER_PORT when it is imported: "abc" ended in its traceback, before --port was parsed
+    int(_os.environ.get("GRADIO_SERVER_PORT", "7860"))
+except ValueError:
+    raise SystemExit(f"error: GRADIO_SERVER_PORT={_os.environ['GRADIO_SERVER_PORT']!r} is not a port: set it to a "
+                     "whole number from 1 to 65535, or unset it and give --port.") from None

@@ -300,6 +300,16 @@ def test_a_port_out_of_range_or_in_use_is_named_without_a_traceback(monkeypatch,
         with pytest.raises(SystemExit) as exit_:
             app.main(["--replay-only", "--port", bad])
         assert exit_.value.code == 2 and "argument --port" in capsys.readouterr().err, bad
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    # GRADIO_SERVER_PORT=abc: gradio's int('abc') traceback while being imported, before --port was parsed
+    done = subprocess.run([sys.executable, str(Path(app.__file__))], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "GRADIO_SERVER_PORT": "abc"})
+    assert (done.returncode, done.stderr) == (1, "error: GRADIO_SERVER_PORT='abc' is not a port: set it to a whole "
+                                                 "number from 1 to 65535, or unset it and give --port.\n")
     monkeypatch.setattr(gr.Blocks, "block_thread", lambda self: None)  # a launch that worked returns at once
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
