@@ -79,10 +79,12 @@ def lesson_strip(offered=None, slow_motion: gr.Slider | None = None):
             # the tab's race runs): the strip stays (it put the lesson aside, and left the running race unanswered)
             if refused(request, values):
                 return gr.skip(), gr.skip(), gr.skip()
+            if not title:  # no lesson: the strip's hint again (a put-aside note spoke of an earlier race, and of
+                return gr.skip(), (LESSON_HINT if titles else gr.skip()), None  # a slow motion since set to 0)
             changed = lesson_changes(title, values)
             if changed:  # the race is not the lesson's: the lesson is put aside, not answered with its numbers
                 return None, lesson_put_aside(title, changed, delay), None
-            return gr.skip(), (lesson_markdown(title) if title else gr.skip()), title
+            return gr.skip(), lesson_markdown(title), title
 
         choice.input(choose, choice, [text, *inputs, *([slow_motion] if slow_motion is not None else [])],
                      queue=False, api_visibility="private", show_progress="hidden")
