@@ -160,8 +160,12 @@ def step_position(position: int | None, total: int, direction: str) -> int:
 
     Args:
         position: the position shown now (None: the whole race, i.e. ``total``).
-        direction: ``NEXT`` (one more step, at most ``total``) or ``PREVIOUS`` (one fewer, at least 1).
+        direction: ``NEXT`` (one more step, at most ``total``; from the whole race the first step, so a finished
+            race or a replay is walked through from its start: Next went to its last step, and a teacher pressed
+            Previous 120 times to reach the start) or ``PREVIOUS`` (one fewer, at least 1).
     """
+    if position is None and direction == NEXT:
+        return min(1, total)
     now = total if position is None else position
     return min(total, now + 1) if direction == NEXT else max(min(1, total), now - 1)
 

@@ -50,7 +50,7 @@ def test_race_order_reproduces_the_live_order(tiny):
 
 
 def test_step_position_and_control_limits():
-    assert step_position(None, 10, PREVIOUS) == 9 and step_position(None, 10, NEXT) == 10
+    assert step_position(None, 10, PREVIOUS) == 9 and step_position(None, 10, NEXT) == 1  # the whole race: from 1
     assert step_position(1, 10, PREVIOUS) == 1 and step_position(4, 10, NEXT) == 5
     control = StepControl()
     for bad in (-0.1, MAX_STEP_DELAY_S + 0.01, "fast", None):
@@ -191,6 +191,13 @@ def test_step_buttons_after_the_race_render_from_the_state(tiny):
     end = forward["run_info"]
     assert f"step {total} of {total}, the finished race's last" in end and "*Next step*" not in end, end
     assert "*Next step*" in back["run_info"]
+    # Next on the whole finished race (or a replay): its first step, to walk it through from the start (it went to
+    # the last step, and a teacher pressed Previous a hundred times to reach the start)
+    first = dict(zip(OUTPUT_NAMES, page.render_state(state, True, step_position(None, total, NEXT)), strict=True))
+    assert first["state"]["position"] == 1 and f"after step 1 of {total} of the race" in first["run_info"]
+    shown = events_upto(state["events"], 1)
+    assert [key for key in page.DEFAULT_RACE if first[f"{key}_tokens"] == panes.highlighted_tokens(shown[key])] \
+        == list(page.DEFAULT_RACE)
 
 
 def test_inspector_shows_the_events_numbers_for_a_rejected_draft(tiny):
