@@ -80,6 +80,13 @@ body.hide-rejected {charts.rejected_css_selector().removesuffix(" .text")} {{dis
 .block > .wrap:has(> .validation-error) {{position: static !important; background: none !important;
   padding: 0 !important; height: auto !important}}
 .block > .wrap > .validation-error {{position: static !important; width: 100% !important; box-sizing: border-box}}
+/* a refused Replay's mark (and its clear button) under the upload box's text, in the flow: they covered "Drop File
+   Here" and, on a phone, the box's label */
+#trace-upload:has(> [data-testid="status-tracker"] > .error) {{display: flex !important; flex-direction: column}}
+#trace-upload > [data-testid="status-tracker"]:has(> .error) {{position: static !important; order: 2;
+  flex-direction: row !important; justify-content: center !important; gap: 6px; background: none !important;
+  height: auto !important; padding: 0 0 6px !important}}
+#trace-upload > [data-testid="status-tracker"] > .clear-status {{position: static !important}}
 .modebar-btn[data-val="select"], .modebar-btn[data-val="lasso"], .modebar-btn--logo,
 .modebar-btn[data-attr="zoom"]:not([data-val="reset"]) {{display: none !important}}
 @media (max-width: 640px) {{

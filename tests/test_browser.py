@@ -426,6 +426,17 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
         download.value.save_as(saved)
         page.reload()
         page.get_by_text("Ready:").first.wait_for(timeout=60_000)
+        page.locator("#replay-button").click()  # no file yet: refused, the upload box marked "Error" under its
+        mark = page.locator("#trace-upload [data-testid='status-tracker'] .error")  # text (it covered "Drop File
+        mark.wait_for(timeout=30_000)  # Here", and its clear button the box's label, a teacher helper found)
+        boxes = page.locator("#trace-upload").evaluate(  # in one go: the page may still move between two reads
+            "e => Object.fromEntries(['.upload-container', '[data-testid=block-label]', '.wrap .error', "
+            "'.clear-status'].map(s => { const b = e.querySelector(s).getBoundingClientRect(); "
+            "return [s, {x: b.x, y: b.y, width: b.width, height: b.height}]; }))")
+        drop, label = boxes[".upload-container"], boxes["[data-testid=block-label]"]
+        for part in (".wrap .error", ".clear-status"):  # under the drop area, clear of the label
+            box = boxes[part]
+            assert box["y"] >= drop["y"] + drop["height"] and not overlaps(box, label), (part, boxes, width)
         page.locator("#trace-upload input[type=file]").set_input_files(str(saved))
         page.wait_for_timeout(1000)
         page.locator("#replay-button").click()
