@@ -16,8 +16,6 @@ try:  # Hugging Face's `spaces` package (ZeroGPU); imported before anything touc
     import spaces
 except ImportError:
     spaces = None
-if not hasattr(spaces, "GPU"):  # absent, or only this repo's spaces/ folder seen as a namespace package
-    spaces = None
 
 import gradio as gr
 
@@ -35,7 +33,8 @@ from playground.race_slots import MEASURING_NOTE, RaceSlots
 from playground.scrolling import CANCEL_RACE_JS, CLEAR_STEP_ECHO_JS, RUN_ECHO_JS, RUN_SCROLL_JS, \
     SCROLL_TO_INSPECTOR_JS, SCROLL_TO_LAB_JS, SCROLL_TO_PANES_JS, STOP_ECHO_JS
 from playground.plot_boxes import shown_plot
-from playground.race_inputs import RaceRequest, cap_for_zerogpu, hide_paths, method_offer, methods_problem, whole
+from playground.race_inputs import RaceRequest, cap_for_zerogpu, hide_paths, method_offer, methods_problem, \
+    on_zerogpu, whole
 from playground.race_view import HIDE_REJECTED_JS, METRIC_LABELS, PAGE_CSS  # noqa: F401  (re-exported)
 from playground.stepping import NEXT, PREVIOUS, RESUME, StepControl, step_position
 from playground.teaching import INSPECTOR_HINT, inspect_selection, token_namer
@@ -48,6 +47,7 @@ from playground.race_handlers import (CHART_EVERY, DEFAULT_RACE, drafters_for, g
 from playground.race_checks import race_problems, validate_inputs  # noqa: F401  (re-exported)
 from playground.replay import download_hint, replay_handler, replay_listener  # noqa: F401  (re-exported)
 
+spaces = spaces if on_zerogpu(spaces) else None  # None: no ZeroGPU (a CPU Space has the package too)
 QUEUE_MAX_SIZE = 16
 NOTHING_TO_STEP = "*Run a race or replay a trace first: the step-through moves through its steps.*"
 LOAD_TIMEOUT_S = 600  # a Run pressed while the model loads waits this long at most

@@ -8,6 +8,7 @@ always names the setting, its allowed range and the value given.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
@@ -242,6 +243,14 @@ def zerogpu_duration(max_new_tokens, methods, extra: int = 0) -> int:
         return min(ZEROGPU_MAX_S, gpu_seconds(int(max_new_tokens), len(set(chosen_methods(methods))) + extra))
     except (TypeError, ValueError):
         return ZEROGPU_MAX_S
+
+
+def on_zerogpu(spaces) -> bool:
+    """True on ZeroGPU hardware: ``spaces`` (Hugging Face's package; None where absent) has ``GPU`` and the Space
+    sets ``SPACES_ZERO_GPU`` (true there only; the package reads it the same way). A CPU Space installs the package
+    too, whose ``GPU`` then does nothing: its races were capped and its live step-through turned off as if on
+    ZeroGPU. This repository's own ``spaces/`` folder, seen as a namespace package, has no ``GPU``."""
+    return hasattr(spaces, "GPU") and os.environ.get("SPACES_ZERO_GPU", "").strip().lower() in ("1", "t", "true")
 
 
 def cap_for_zerogpu(max_new_tokens, methods, extra: int = 0) -> tuple:

@@ -4,6 +4,7 @@ gradio_client against ``python app.py`` on localhost."""
 from __future__ import annotations
 
 import re
+import types
 import sys
 from pathlib import Path
 
@@ -464,6 +465,15 @@ def test_gpu_wrapper(monkeypatch):
 
     monkeypatch.setattr(page, "spaces", FakeSpaces)
     assert page.gpu(duration=10)(fn) == ("on GPU", 10, fn)
+    # ZeroGPU is the package and SPACES_ZERO_GPU: a CPU Space installs the package too (its GPU does nothing), and
+    # its races were capped and its live step-through turned off as if on ZeroGPU (an API-user helper)
+    for value, zero in (("true", True), ("1", True), ("", False), ("false", False), (None, False)):
+        if value is None:
+            monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
+        else:
+            monkeypatch.setenv("SPACES_ZERO_GPU", value)
+        assert race_inputs.on_zerogpu(FakeSpaces) is zero and race_inputs.on_zerogpu(None) is False, value
+    assert not race_inputs.on_zerogpu(types.SimpleNamespace())  # this repo's spaces/ folder: no GPU
     assert page.gpu_duration(RaceRequest("p", 3, 0, 0, 1, 64, 0, True, False, list(METHODS))) > \
         page.gpu_duration(RaceRequest("p", 3, 0, 0, 1, 64, 0, True, False, ["ar", "pass"]))
     for bad in (None, "x", 10**9):  # never more than the smallest tier's call, whatever arrives

@@ -122,8 +122,13 @@ def test_an_interrupted_build_leaves_the_earlier_build_whole(tmp_path, monkeypat
 
 #: Run in a fresh interpreter in the Space folder: its own app and pass_core, not the repository's.
 SPACE_APP_CHECK = """
+import sys, types
+# Hugging Face's `spaces` package as a CPU Space has it (no SPACES_ZERO_GPU): its GPU does nothing there
+sys.modules["spaces"] = types.SimpleNamespace(GPU=lambda duration=60: (lambda fn: fn))
 import app, pass_core, pass_core.drafters.shipped as shipped
 from pathlib import Path
+from playground import page
+assert page.spaces is None, "a CPU Space taken for ZeroGPU: its races capped, its live step-through off"
 here = Path.cwd().resolve()
 assert Path(app.__file__).resolve().parent == here, app.__file__
 assert Path(pass_core.__file__).resolve().parent == here / "pass_core", pass_core.__file__
@@ -149,7 +154,7 @@ print("WARM-UP PROBLEMS", holder.warmup_problems, "ERROR", holder.error)
 
 
 def run_space_app(space: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PASS_PLAYGROUND_ASSETS")}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PASS_PLAYGROUND_ASSETS", "SPACES_ZERO_GPU")}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False")
     return subprocess.run([sys.executable, "-c", SPACE_APP_CHECK, *args], cwd=space, env=env, capture_output=True,
                           text=True, timeout=240)
