@@ -188,7 +188,7 @@ def methods_problem(methods, offer: MethodOffer | None = None) -> str | None:
     """Why ``methods`` cannot race (unknown keys, keys the page's ``offer`` leaves out, fewer than two), or None.
     Unknown and left-out keys are named (an API caller can ask for any key, not only the page's checkboxes)."""
     chosen = chosen_methods(methods)
-    unknown = [m for m in chosen if m not in METHODS]
+    unknown = [m for m in chosen if not isinstance(m, str) or m not in METHODS]  # a list in the list: a TypeError
     if unknown:
         return (f"Unknown method(s) {', '.join(repr(m) for m in unknown)} in methods to race: choose two or more "
                 f"of {', '.join(METHODS)}.")
@@ -198,7 +198,8 @@ def methods_problem(methods, offer: MethodOffer | None = None) -> str | None:
                 f"{', '.join(offer.keys)}.")
     if len(set(chosen)) < 2:
         names = ", ".join(m.short_name for m in METHODS.values())
-        return f"Pick at least two methods to race (any two or more of {names})."
+        twice = f" ({chosen[0]!r} given {len(chosen)} times races once)" if len(chosen) > 1 else ""
+        return f"Pick at least two methods to race (any two or more of {names}){twice}."
     return None
 
 

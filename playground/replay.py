@@ -11,6 +11,7 @@ import gradio as gr
 from pass_core.runtime.models import LoadedModel
 from pass_core.teaching.trace import MAX_TRACE_BYTES, check_token_ids, load_trace, recorded_on
 from playground.race_handlers import render, user_error
+from playground.race_inputs import checkbox_problem
 from playground.race_text import baseline_label
 from playground.teaching import replay_note
 
@@ -27,8 +28,11 @@ def replay_handler(trace_file, show_rejected=True, model: LoadedModel | None = N
     the trace's embedding signature matches it (``trace.recorded_on``; a name proves nothing), else the trace's
     own token texts name them. Raises gr.Error naming the file and what is wrong (no file, too large, not JSON,
     another schema, a missing or malformed field, a token id beyond the vocabulary of the page's model when the
-    trace was recorded on it).
+    trace was recorded on it), or a ``show_rejected`` that is not true or false (an API caller's "no").
     """
+    problem = checkbox_problem("show rejected drafts", show_rejected)  # through the API "no" was taken as true
+    if problem:
+        raise user_error(problem)
     if not trace_file:
         raise user_error(f"Choose a trace file (.json, at most {MAX_TRACE_BYTES // 2**20} MB) to replay first: a "
                          "file of another type or a larger one is refused as it uploads and leaves nothing to replay.")

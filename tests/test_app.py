@@ -246,6 +246,10 @@ BAD_VALUES = [
     ("seed", -1, "seed must be between 0 and 2,147,483,647, got -1"),
     ("max_new_tokens", 2.5, "max new tokens must be a whole number, got 2.5"),
     ("methods", ["bogus"], "Unknown method(s) 'bogus'"),
+    ("methods", [["ar"], "pass"], "Unknown method(s) ['ar'] in methods"),  # a TypeError in the validator: a bare 400
+    ("methods", ["ar", {"a": 1}], "Unknown method(s) {'a': 1} in methods"),
+    ("methods", ["ar", "ar"], "Pick at least two methods to race (any two or more of AR, "),  # the same one twice:
+    ("methods", ["ar", "ar"], "('ar' given 2 times races once)"),  # said so
     ("show_rejected", "no", "show rejected drafts must be true or false, got 'no'"),  # taken as true, once
     ("chat_template", None, "chat template must be true or false, got None"),  # dropped the template, once
     ("fused", 1, "fused step must be true or false, got 1"),

@@ -206,6 +206,9 @@ def test_a_bad_trace_gets_a_named_error(tmp_path):
     with pytest.raises(gr.Error, match=r"Choose a trace file \(.json, at most 32 MB\) to replay first: a file of "
                                        r"another type or a larger"):
         page.replay_handler(None)
+    for value in ("no", "false", None, [1]):  # through the API "no" showed the rejected drafts (as a race refuses it)
+        with pytest.raises(gr.Error, match=re.escape(f"show rejected drafts must be true or false, got {value!r}")):
+            page.replay_handler(str(bad), value)
     # a crafted file's values are shown as text: gradio shows an error's HTML (a link and a 600 x 300 image drew)
     bad.write_text(json.dumps({"schema": '<a href="//evil.example">fix</a><img src=x>'}), encoding="utf-8")
     with pytest.raises(gr.Error) as refused:
