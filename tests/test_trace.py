@@ -139,6 +139,26 @@ def test_bad_traces_are_refused_by_name(tiny, tmp_path):
         top = bad["methods"]["pass"]["events"][1]["inspection"][0]["p"]
         top[field] = value if field == "ids" else value * len(top["ids"])
         cases[f"inspection-{field}"] = (json.dumps(bad), at + message)
+    # records that are not objects, or miss or add a field: Python's words ("TokenRecord() argument after ** must be a
+    # mapping, not str"; an event "abc" had "unknown event field(s) ['a', 'b', 'c']"), now the field's path
+    tokens = "token_id, text, label, margin"
+    for where, value, message in (
+            (("events", 1, "tokens", 0), "abc",
+             rf"\.tokens\[0\]' is 'abc': a token, an object with the fields {tokens}\)"),
+            (("events", 1, "drafts", 0), 7, r"\.drafts\[0\]' is 7: a draft, an object with the fields position, "),
+            (("events", 1), "abc", r"' is 'abc': a step event, an object with the fields method, step, tokens"),
+            (("events", 1, "tokens", 0, "label"), None, rf"\.tokens\[0\]' misses the field 'label': a token has the "
+                                                       rf"fields {tokens}\)"),
+            (("events", 1, "tokens", 0, "zzz"), 1, rf"\.tokens\[0\]' has no field 'zzz': a token has the fields")):
+        bad = json.loads(json.dumps(good))
+        parent = bad["methods"]["pass"]
+        for key in where[:-1]:
+            parent = parent[key]
+        parent.pop(where[-1]) if value is None else parent.__setitem__(where[-1], value)
+        cases[f"record-{'-'.join(map(str, where))}"] = (json.dumps(bad), at[:-2] + message)
+    cases["settings-field"] = (json.dumps({**good, "settings": {**good["settings"], "bogus": 1}}),
+                               r": the field 'settings' has no field 'bogus': a settings object has the fields "
+                               r"max_new_tokens, temperature")
     crafted = json.loads(json.dumps(good))  # 50,000 entries: a click on its token held the server's CPU for minutes
     crafted["methods"]["pass"]["events"][1]["inspection"][0]["p"] = {"ids": list(range(11)), "probs": [0.01] * 11}
     cases["inspection-top-n"] = (json.dumps(crafted), at + r"inspection\[0\]\.p' has 11 ids: a run records at most 10")

@@ -21,7 +21,7 @@ from pass_core.decoding.settings import MAX_TREE_NODES, DecodeSettings
 from pass_core.decoding.text import MAX_PROMPT_CHARS
 from pass_core.runtime.outputs import write_text_atomically
 from pass_core.runtime.machine_load import MachineLoad
-from pass_core.teaching.trace_fields import read_event, read_machine_load
+from pass_core.teaching.trace_fields import read_event, read_machine_load, record_fields
 
 SCHEMA = "pass-playground-trace/1"
 #: The largest trace file read (bytes), about 4x the largest the page writes: 8.4 MB for every registered method
@@ -156,7 +156,11 @@ def load_trace(source: str | Path | dict) -> Trace:
         raise ValueError(f"{where}: the field 'prompt' has {len(data['prompt']):,} characters; a race takes at most "
                          f"{MAX_PROMPT_CHARS:,}, so no trace holds more.")
     try:
-        settings = DecodeSettings(**data["settings"])
+        given = record_fields(DecodeSettings, data["settings"], "settings", "a settings object")
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}.") from None
+    try:
+        settings = DecodeSettings(**given)
     except (TypeError, ValueError) as err:
         raise ValueError(f"{where}: the field 'settings' is malformed ({err}).") from err
     recorded = _backend(data["model"], where)  # what every method ran on

@@ -4,7 +4,7 @@ writes (a step -3, a negative time, q = 5.0)."""
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import MISSING, fields
 
 from pass_core.decoding.events import TOKEN_LABELS, DraftRecord, StepEvent, TokenRecord
 from pass_core.decoding.inspection import TOP_N, PositionInspection, TopN
@@ -15,24 +15,41 @@ from pass_core.runtime.machine_load import MachineLoad
 MAX_STEP_S = 86_400.0
 
 
+def record_fields(cls, value, name: str, what: str) -> dict:
+    """``value`` checked to be the JSON form of the dataclass ``cls``: an object holding each of its fields (those
+    with a default may be absent: older traces) and no other. Returns it as a dict of keyword arguments.
+
+    Raises:
+        ValueError: naming the field ``name``, ``what`` it should be and the fields it needs ("TokenRecord()
+            argument after ** must be a mapping, not str" was all a crafted trace was told).
+    """
+    names = [f.name for f in fields(cls)]
+    if not isinstance(value, dict):
+        raise ValueError(f"the field {name!r} is {repr(value)[:60]}: {what}, an object with the fields "
+                         f"{', '.join(names)}")
+    unknown = [key for key in value if key not in names]
+    needed = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
+    missing = [key for key in needed if key not in value]
+    if unknown or missing:
+        wrong = (f"has no field {', '.join(map(repr, unknown))}" if unknown else
+                 f"misses the field{'s' * (len(missing) > 1)} {', '.join(map(repr, missing))}")
+        raise ValueError(f"the field {name!r} {wrong}: {what} has the fields {', '.join(names)}")
+    return dict(value)
+
+
 def read_event(d: dict, name: str = "event", step: int | None = None) -> StepEvent:
     """A ``StepEvent`` from its ``to_dict`` form (strict: unknown or missing fields raise; ``name``: the event's
     field path, for the messages; ``step``: the 1-based step number it must carry, None: not checked).
 
     Raises:
-        TypeError: unknown or missing fields.
-        ValueError: naming the field: a bad token (``_token``), draft (``_draft``) or inspected position
+        ValueError: naming the field: not an object, unknown or missing fields (``record_fields``), a bad token (``_token``), draft (``_draft``) or inspected position
             (``_position``), a step number other than ``step`` (the step-through and the charts number steps by
             position: a trace with steps -3, 7, 7 showed steps that never ran), a count or a time below 0, a time
             above ``MAX_STEP_S``, token-tree parents that do not form a tree over the step's drafts, a draft
             position other than its place in the chain (1, 2, ...) or its depth in the tree, or parts of the step
             that contradict each other (``_check_consistent``).
     """
-    known = {f.name for f in fields(StepEvent)}
-    extra = set(d) - known
-    if extra:
-        raise TypeError(f"unknown event field(s) {sorted(extra)}")
-    d = dict(d)
+    d = record_fields(StepEvent, d, name, "a step event")  # "abc" was told of unknown fields 'a', 'b' and 'c'
     d["tokens"] = tuple(_token(t, f"{name}.tokens[{j}]") for j, t in enumerate(d["tokens"]))
     d["drafts"] = tuple(_draft(x, f"{name}.drafts[{j}]") for j, x in enumerate(d.get("drafts", ())))
     d["inspection"] = tuple(_position(p, f"{name}.inspection[{j}]") for j, p in enumerate(d.get("inspection", ())))
@@ -126,7 +143,7 @@ def _token(t: dict, name: str) -> TokenRecord:
         ValueError: naming the field: a token id that is not a whole number in 0..2**31-1, a text that is not a
             string, a label that is not one of ``TOKEN_LABELS``, a margin that is not a number or null.
     """
-    token = TokenRecord(**t)
+    token = TokenRecord(**record_fields(TokenRecord, t, name, "a token"))
     _whole(token.token_id, f"{name}.token_id", 0, "a token id")
     if not isinstance(token.text, str):
         raise ValueError(f"the field '{name}.text' is {token.text!r}: a token's text is a string")
@@ -159,7 +176,7 @@ def _draft(x: dict, name: str) -> DraftRecord:
         ValueError: naming the field: a position below 1, a token id that is not a whole number from 0, q or p
             outside [0, 1], u or p_res neither null nor in [0, 1], a decision that is not one of ``DECISIONS``.
     """
-    draft = DraftRecord(**x)
+    draft = DraftRecord(**record_fields(DraftRecord, x, name, "a draft"))
     _whole(draft.position, f"{name}.position", 1, "a draft position")
     _whole(draft.token_id, f"{name}.token_id", 0, "a token id")
     for field, optional in (("q", False), ("p", False), ("u", True), ("p_res", True)):
