@@ -265,7 +265,14 @@ def test_race_then_replay_through_gradio_client(app_server, tmp_path):
     raced = dict(zip(API_OUTPUT_NAMES, client.predict("Hello there", 2, 1.0, 0, 1.0, 12, 3, True, False,
                                                       list(page.DEFAULT_RACE), api_name="/race"), strict=True))
     trace_path = raced["trace"]
-    assert load_trace(trace_path).settings.inspect  # races from the page record the inspector's data
+    trace = load_trace(trace_path)
+    assert trace.settings.inspect  # races from the page record the inspector's data
+    for key in page.DEFAULT_RACE:  # the guide's recipe for a pane's text gives the output (it kept rejected drafts
+        value = raced[f"{key}_tokens"]  # and "↵": an API-user helper)
+        value = value.get("value", value) if isinstance(value, dict) else value
+        text = "".join(i["token"] for i in value if i["class_or_confidence"] not in (None, "rejected draft"))
+        assert text.replace("↵\n", "\n") == "".join(t.text for e in trace.events[key] for t in e.tokens
+                                                     if t.committed), key
     replayed = dict(zip(API_OUTPUT_NAMES, client.predict(handle_file(trace_path), True, api_name="/replay"),
                         strict=True))
     for key in page.DEFAULT_RACE:
