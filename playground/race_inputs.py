@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from pass_core.teaching.lab import MAX_RUNS
 from pass_core.registry import METHODS, offered_methods
-from pass_core.decoding.settings import GREEDY_BELOW, DecodeSettings
+from pass_core.decoding.settings import GREEDY_BELOW, DecodeSettings, given
 from pass_core.decoding.text import check_prompt
 from playground.style import and_join
 
@@ -155,7 +155,7 @@ def lab_runs_problem(runs) -> str | None:
     if runs is None or runs == "":  # an emptied box: "got None" named nothing the visitor typed
         return f"runs N is empty: type a whole number between {LAB_MIN_RUNS} and {MAX_RUNS}."
     if isinstance(runs, bool) or not isinstance(runs, int) or not LAB_MIN_RUNS <= runs <= MAX_RUNS:
-        return f"runs N must be a whole number between {LAB_MIN_RUNS} and {MAX_RUNS}, got {runs!r}."
+        return f"runs N must be a whole number between {LAB_MIN_RUNS} and {MAX_RUNS}, got {given(runs)}."  # 1.00e+308
     return None
 
 

@@ -176,6 +176,7 @@ def test_an_emptied_lab_n_box_is_called_empty_and_the_lesson_choice_has_a_name()
     for empty in (None, ""):
         assert lab_runs_problem(empty) == f"runs N is empty: type a whole number between {LAB_MIN_RUNS} and {MAX_RUNS}."
     assert "got 5" in lab_runs_problem(5) and lab_runs_problem(LAB_MIN_RUNS) is None
+    assert lab_runs_problem(-1e308).endswith(", got -1.00e+308.")  # a 309-digit number, once (an API-user helper)
     with gr.Blocks() as demo:
         lesson_strip()
     radios = [b for b in demo.blocks.values() if isinstance(b, gr.Radio) and b.elem_id == "lesson-choice"]

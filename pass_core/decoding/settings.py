@@ -37,7 +37,7 @@ def _fmt(bound: float) -> str:
     return f"{int(bound):,}" if float(bound).is_integer() else f"{bound:g}"
 
 
-def _given(value) -> str:
+def given(value) -> str:
     """A value given for a setting, for a message: as typed (``repr``), except a number with more than 15 digits,
     shown as 1.00e+300 (a seed of 1e300 reached the page as a 301-digit number; ``Decimal``: an int too large for a
     float too)."""
@@ -144,13 +144,13 @@ class DecodeSettings:
             if value is None:  # an empty box (a browser empties a number box holding letters or 1e999)
                 problem = f"is empty or not a number: type a number between {_fmt(lo)} and {_fmt(hi)}"
             elif isinstance(value, bool) or not isinstance(value, (int, float)):
-                problem = f"must be a number, got {_given(value)}"
+                problem = f"must be a number, got {given(value)}"
             elif isinstance(value, float) and not math.isfinite(value):  # NaN, inf (also a trace's JSON "Infinity")
-                problem = f"must be a finite number between {_fmt(lo)} and {_fmt(hi)}, got {_given(value)}"
+                problem = f"must be a finite number between {_fmt(lo)} and {_fmt(hi)}, got {given(value)}"
             elif kind is int and int(value) != value:
-                problem = f"must be a whole number, got {_given(value)}"
+                problem = f"must be a whole number, got {given(value)}"
             elif not lo <= value <= hi:
-                problem = (f"must be between {_fmt(lo)} and {_fmt(hi)}, got {_given(value)}"
+                problem = (f"must be between {_fmt(lo)} and {_fmt(hi)}, got {given(value)}"
                            + (" (use 0 for greedy decoding)" if name == "temperature" and value < 0 else "")
                            + (" (1 disables it)" if name == "top_p" else ""))
             else:
@@ -158,7 +158,7 @@ class DecodeSettings:
             raise SettingError(f"{label} {problem}", name, label)
         for name in ("chat_template", "fused", "inspect", "auto_drafts"):  # a trace's JSON 1 or "no" is not a switch
             if not isinstance(getattr(self, name), bool):
-                raise SettingError(f"{name} must be true or false, got {_given(getattr(self, name))}", name, name)
+                raise SettingError(f"{name} must be true or false, got {given(getattr(self, name))}", name, name)
         nodes = self.tree_nodes
         if isinstance(nodes, bool) or not isinstance(nodes, int) or not TREE_AUTO <= nodes <= MAX_TREE_NODES:
             raise SettingError(f"tree nodes must be a whole number between {TREE_AUTO} and {MAX_TREE_NODES} "
