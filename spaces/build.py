@@ -25,8 +25,17 @@ SOURCES = ("app.py", "playground", "pass_core", "assets")
 #: Everything a build writes at its top level: a folder holding anything else is not replaced.
 BUILT = frozenset((*SOURCES, "README.md", "requirements.txt"))
 #: Not shipped: a look-ahead training run leaves its checkpoint (with the Adam moments: 29 MB for the adapters)
-#: beside its output in assets/lookahead/ when it follows docs/training.md's recipes.
-_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".DS_Store", "*.ckpt.safetensors")
+#: beside its output in assets/lookahead/ when it follows docs/training.md's recipes; the trainers' reports (their
+#: results, JSON and Markdown) and the folders of assets/ the app never reads (``UNREAD``).
+_PATTERNS = shutil.ignore_patterns("__pycache__", "*.pyc", ".DS_Store", "*.ckpt.safetensors", "report*.json",
+                                   "report*.md", "*.report.json", "*.report.md")
+#: assets/ folders for the command lines only: the trainers' prompts and the benchmark's suites.
+UNREAD = ("prompts", "bench")
+
+
+def _ignore(folder: str, names: list[str]) -> set[str]:
+    skip = set(_PATTERNS(folder, names))
+    return skip | set(UNREAD) & set(names) if Path(folder).resolve() == REPO / "assets" else skip
 
 
 def _installed_gradio() -> str:
@@ -97,7 +106,7 @@ def build_space(out: Path = DEFAULT_OUT, repo: Path = REPO) -> Path:
         for name in SOURCES:
             src = repo / name
             if src.is_dir():
-                shutil.copytree(src, building / name, ignore=_IGNORE)
+                shutil.copytree(src, building / name, ignore=_ignore)
             elif src.is_file():
                 shutil.copy2(src, building / name)
             else:
