@@ -113,11 +113,14 @@ def trained_vs_fixed(report: dict) -> go.Figure:
 
 def per_position(report: dict) -> go.Figure:
     """Conditional per-position acceptance (accepted at i / verification steps that reached i), every
-    method and setting; a position never reached (None) leaves a gap, not a 0."""
+    method and setting; a position never reached (None) leaves a gap, not a 0. A baseline that drafts nothing
+    (transformers' ``generate``: None) has no line (its report could not be drawn)."""
     fig = go.Figure()
     for m in _methods(report):
         for j, (key, e) in enumerate(report["summary"][m].items()):
             values = e["per_position_conditional"]
+            if values is None:
+                continue
             fig.add_trace(go.Scatter(x=list(range(1, len(values) + 1)), y=values, mode="lines+markers",
                                      line=dict(color=colour(m), dash=_DASHES[j % len(_DASHES)]),
                                      name=f"{short_name(m)}, {key}"))

@@ -254,6 +254,17 @@ def test_html_report_has_the_figures(tmp_path):
     assert "x &lt;y&gt;" in text and "cpu: test" in text and "gpu: None" not in text
 
 
+def test_html_report_draws_a_baseline_without_drafts(tmp_path, capsys):
+    """A report with ``--baselines hf-generate`` (per-position acceptance None: it drafts nothing) could not be drawn:
+    "a field of the report is missing or malformed (TypeError ...)" for benchmark.md's own example."""
+    report = fake_report()
+    report["summary"]["hf-generate"] = {"L=3,T=0": entry(0.9, None, None)}
+    (tmp_path / "hf.json").write_text(json.dumps(report), encoding="utf-8")
+    assert bench_html.main([str(tmp_path / "hf.json"), str(tmp_path / "hf.html")]) == 0, capsys.readouterr().err
+    figures = [make(report) for make in bench_html.FIGURES]
+    assert len(figures[0].data) == 3 and len(figures[3].data) == 2  # a speed-up line, no per-position line
+
+
 def _outside_env() -> dict:
     """The environment of a user outside the repository: the project installed, nothing on PYTHONPATH."""
     return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PASS_PLAYGROUND_ASSETS")}
