@@ -414,6 +414,16 @@ def test_ctrl_c_mid_run_writes_the_report_of_the_complete_rounds(tmp_path, tiny_
     assert report["method_notes"][bench.INTERRUPTED].startswith("Ctrl-C after 3 of 4 runs: this report holds the "
                                                                  "first 2")
     assert "| pass |" in captured.out and "interrupted: Ctrl-C after 3 of 4 runs" in captured.err
+    # before the first complete round (PaSS's first timed run): it said "every method was skipped (the reasons are
+    # above)" and wrote a report with an empty summary (a CLI helper)
+    calls[:] = ["warm-up"]
+    rc = bench.main(["--suite", str(suite), "--model", str(tiny_folder), "--methods", "pass", "--num-lookahead", "2",
+                     "--max-new-tokens", "4", "--json", str(tmp_path / "none.json"), "--no-progress", "--threads",
+                     "1", "--backend", "fp32"])
+    err = capsys.readouterr().err
+    assert rc == 130 and not (tmp_path / "none.json").exists() and "skipped" not in err
+    assert "interrupted (Ctrl-C) before the first complete round: nothing was measured, so no report was written" \
+        in err
 
 
 def test_a_prompt_longer_than_the_context_is_left_out_with_a_note(tmp_path, tiny_folder, capsys, keep_threads):

@@ -237,6 +237,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     report["wall_s"] = time.perf_counter() - start
     failed = False
+    if INTERRUPTED in notes and not runs and prompts:  # Ctrl-C before the first complete round: "every method was
+        print("interrupted (Ctrl-C) before the first complete round: nothing was measured, so no report was "  # skipped"
+              "written.", file=sys.stderr)  # was said, and a report with an empty summary written
+        return 130
     if args.json:
         try:
             write_text_atomically(args.json, json.dumps(report, indent=1))
