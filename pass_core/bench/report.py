@@ -100,7 +100,8 @@ def markdown_report(report: dict) -> str:
     lines = [f"{s.get('model', '?')} in {mach.get('dtype', '?')}{backend} on {mach.get('device', '?')} ({mach.get('cpu', '?')}, "
              f"{threads}); suite {s.get('suite', '?')} ({s.get('num_prompts', '?')} "
              f"prompts), {s.get('repeats', '?')} repeat(s), {s.get('max_new_tokens', '?')} new tokens, "
-             f"{sampling}{', fused step' if s.get('fused') else ''}.",
+             f"{sampling}{', fused step' if s.get('fused') else ''}"
+             f"{', another process spinning on one core (--busy-core)' if s.get('busy_core') else ''}.",
              "Speed-up = tokens/s of the method / tokens/s of AR in the same run, median over repeats (min-max): "
              "vs AR on the run's backend, and vs the fastest AR measured in this run (the baseline a user can get "
              "here)."]
