@@ -198,12 +198,17 @@ def test_train_cli_checkpoints_and_resumes(tiny_folder, tmp_path, monkeypatch, c
         (tmp_path / "given.report.md").read_text()
     capsys.readouterr()
     report = main(common + ["--steps", "4", "--resume"])
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.err  # the log; stdout holds the JSON alone (the log was mixed into it: > FILE was not JSON)
+    assert json.loads(captured.out)["train_s"] == report["train_s"]
     assert "at step 2" in printed and report["args"]["steps"] == 4
     # the finished run says where its checkpoint stays (about 54 MB for the shipped drafter) and what it is for
     ckpt = tmp_path / "cache" / "drafter-checkpoints"
     assert [f"checkpoint kept: {path}" in printed for path in ckpt.iterdir()] == [True]
     assert "k = 3" in out.with_suffix(".report.md").read_text()
+    # the training time counts both runs, the wall time this one (they read as contradicting each other)
+    assert f"| training (s; every run of it, --resume included) | {report['train_s']} |" in \
+        out.with_suffix(".report.md").read_text()
     # a checkpoint at step 4 with --steps 2: refused, as the look-ahead trainer does (it wrote a report of "2
     # training steps" over a drafter of 4), and the file and its report stay as they were
     before = out.with_suffix(".report.json").read_text()

@@ -113,7 +113,7 @@ def corpus_splits(loaded, args) -> list[tuple]:
             break
     print(f"{args.corpus}: {len(seqs)} conversations, {sum(map(len, seqs))} tokens "
           f"({stats.records} read, {stats.skipped} malformed skipped, cut file: {stats.cut}; "
-          f"{time.perf_counter() - t0:.1f} s)")
+          f"{time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     return _features_in_shards(loaded, seqs, lens, args, f"{args.corpus} features")
 
 
@@ -144,7 +144,8 @@ def answer_splits(loaded, args) -> list[tuple]:
     out = _features_in_shards(loaded, seqs, lens, args, "answer features")
     if out:
         out[0] = (out[0][0], data_s, out[0][2])
-    print(f"{args.answers}: {len(seqs)} answers, {sum(len(s) - p for s, p in zip(seqs, lens))} generated tokens")
+    print(f"{args.answers}: {len(seqs)} answers, {sum(len(s) - p for s, p in zip(seqs, lens))} generated tokens",
+          file=sys.stderr)
     return out
 
 
@@ -161,7 +162,7 @@ def main(argv=None) -> dict:
     check_arguments(args)
     set_cpu_threads(args.threads)
     started = time.perf_counter()
-    loaded = load_model(args.model, device=args.device, progress=print)
+    loaded = load_model(args.model, device=args.device, progress=lambda m: print(m, file=sys.stderr))
     check_against_model(args, loaded)
     out = Path(args.out) if args.out else shipped_drafter_path(loaded.name, args.num_draft)
     if not args.out and out.is_file() and not args.resume:  # a trial run replaced the shipped drafter unsaid
@@ -197,7 +198,7 @@ def main(argv=None) -> dict:
     step, history, train_s, window = 0, [], 0.0, []  # window: (loss, top-1) of the steps since the last entry
     if ckpt is not None:
         step, history, train_s, window = load_drafter_checkpoint(ckpt, ckpt_path, drafter, opt, gen)
-        print(f"resumed from {ckpt_path} at step {step}")
+        print(f"resumed from {ckpt_path} at step {step}", file=sys.stderr)
     drafter.train()
     bar = tqdm(total=args.steps, initial=step, desc="drafter training", unit="step")
     while step < args.steps:
@@ -226,7 +227,7 @@ def main(argv=None) -> dict:
             ev.pop("records")
             history.append({"step": step, "heldout": ev})
             tqdm.write(f"step {step}: held-out agreement {[round(a, 3) for a in ev['per_position_agreement']]}, "
-                       f"accepted tokens/step {ev['accepted_tokens_per_step']:.2f}")
+                       f"accepted tokens/step {ev['accepted_tokens_per_step']:.2f}", file=sys.stderr)
         if step % args.checkpoint_every == 0 or step == args.steps:
             save_drafter_checkpoint(ckpt_path, drafter, opt, gen, step, history, train_s, args, window)
     bar.close()
@@ -268,6 +269,6 @@ def main(argv=None) -> dict:
     print(json.dumps({k: report[k] for k in ("file", "file_mb", "train_s", "total_s", "heldout", "min_confidence")},
                      indent=1))
     print(f"checkpoint kept: {ckpt_path} ({ckpt_path.stat().st_size / 2**20:.1f} MB; --resume with a larger --steps "
-          "trains on from it; delete it to free the space)")
+          "trains on from it; delete it to free the space)", file=sys.stderr)  # stdout: the JSON alone
     return report
 

@@ -35,7 +35,7 @@ def write_report(out: Path, report: dict) -> None:
         f"| CPU threads | {report['threads']} |",
         f"| self-distillation data (s) | {report['data_s']} (0 when cached) |",
         f"| target features (s) | {report['features_s']} (0 when cached) |",
-        f"| training (s) | {report['train_s']} |",
+        f"| training (s; every run of it, --resume included) | {report['train_s']} |",
         f"| total wall time of this run (s) | {report['total_s']} |",
         f"| draft vocabulary | {report['draft_vocab']} tokens, covers "
         f"{100 * report['heldout_draft_vocab_coverage']:.1f} % of held-out greedy tokens |",
