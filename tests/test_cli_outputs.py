@@ -394,7 +394,7 @@ def test_the_drafter_trainer_replaces_a_shipped_drafter_only_when_out_names_it(t
     assert shipped.read_bytes() == b"the shipped drafter"
 
 
-def test_the_lookahead_trainers_help_gives_each_option_its_meaning_and_default():
+def test_the_trainers_help_gives_each_option_its_meaning_and_default(capsys):
     """``python -m pass_core.train --help`` left --model, --steps, --lr, --seed and others without a word or a
     default, while the docs' table had them."""
     from pass_core.training.lookahead_cli import build_parser
@@ -403,6 +403,14 @@ def test_the_lookahead_trainers_help_gives_each_option_its_meaning_and_default()
     for option in ("--model MODEL target model", "--steps STEPS optimizer steps (default: 600)",
                    "--lr LR learning rate", "--seed SEED seed", "--checkpoint-every CHECKPOINT_EVERY checkpoint "
                    "interval (steps) (default: 100)", "--threads THREADS torch CPU threads"):
+        assert option in text, option
+    from pass_core.training.parallelspec_cli import parse_args  # the drafter trainer's showed no default at all
+
+    with pytest.raises(SystemExit):
+        parse_args(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for option in ("--steps STEPS optimizer steps (default: 900)", "--seed SEED seed of the drafter's initialisation "
+                   "and of its batches (default: 0)", "--device DEVICE cpu, cuda or mps (default: cpu)"):
         assert option in text, option
 
 

