@@ -316,7 +316,9 @@ def test_markdown_header_of_a_greedy_run_names_no_sampling_settings():
     assert "greedy (T = 0)" in header and "top-k" not in header
     report["settings"]["temperatures"] = [0.0, 0.7]
     assert "top-k 10, top-p 1.0 when sampling" in markdown_report(report).splitlines()[0]
-    assert "busy" not in header
+    assert "busy" not in header and "(? prompts)" in header
+    report["settings"]["num_prompts"] = 1
+    assert "(1 prompt)," in markdown_report(report).splitlines()[0]  # "(1 prompts)"
     report["settings"]["busy_core"] = True  # a busy-core table read as a quiet run's (a CLI helper)
     assert markdown_report(report).splitlines()[0].endswith(", another process spinning on one core (--busy-core).")
 

@@ -98,8 +98,9 @@ def markdown_report(report: dict) -> str:
                 else f"top-k {s.get('top_k', '?')}, top-p {s.get('top_p', '?')} when sampling")
     threads = count(mach["torch_threads"], "thread") if "torch_threads" in mach else "? threads"
     lines = [f"{s.get('model', '?')} in {mach.get('dtype', '?')}{backend} on {mach.get('device', '?')} ({mach.get('cpu', '?')}, "
-             f"{threads}); suite {s.get('suite', '?')} ({s.get('num_prompts', '?')} "
-             f"prompts), {s.get('repeats', '?')} repeat(s), {s.get('max_new_tokens', '?')} new tokens, "
+             f"{threads}); suite {s.get('suite', '?')} "
+             f"({count(s['num_prompts'], 'prompt') if 'num_prompts' in s else '? prompts'}), "
+             f"{s.get('repeats', '?')} repeat(s), {s.get('max_new_tokens', '?')} new tokens, "
              f"{sampling}{', fused step' if s.get('fused') else ''}"
              f"{', another process spinning on one core (--busy-core)' if s.get('busy_core') else ''}.",
              "Speed-up = tokens/s of the method / tokens/s of AR in the same run, median over repeats (min-max): "
