@@ -33,9 +33,13 @@ _PATTERNS = shutil.ignore_patterns("__pycache__", "*.pyc", ".DS_Store", "*.ckpt.
 UNREAD = ("prompts", "bench")
 
 
-def _ignore(folder: str, names: list[str]) -> set[str]:
-    skip = set(_PATTERNS(folder, names))
-    return skip | set(UNREAD) & set(names) if Path(folder).resolve() == REPO / "assets" else skip
+def _ignoring(root: Path):
+    """copytree's ``ignore`` for the source folder ``root``: ``_PATTERNS`` everywhere, ``UNREAD`` in assets/."""
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        skip = set(_PATTERNS(folder, names))
+        at_assets = root.name == "assets" and Path(folder).resolve() == root.resolve()
+        return skip | set(UNREAD) & set(names) if at_assets else skip
+    return ignore
 
 
 def _installed_gradio() -> str:
@@ -106,7 +110,7 @@ def build_space(out: Path = DEFAULT_OUT, repo: Path = REPO) -> Path:
         for name in SOURCES:
             src = repo / name
             if src.is_dir():
-                shutil.copytree(src, building / name, ignore=_ignore)
+                shutil.copytree(src, building / name, ignore=_ignoring(src))
             elif src.is_file():
                 shutil.copy2(src, building / name)
             else:

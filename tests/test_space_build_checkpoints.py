@@ -15,10 +15,12 @@ def test_the_space_leaves_out_training_checkpoints(tmp_path):
     build = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(build)
     repo = tmp_path / "repo"
-    for folder in ("playground", "pass_core", "assets/lookahead"):
+    for folder in ("playground", "pass_core", "assets/lookahead", "assets/prompts", "pass_core/bench"):
         (repo / folder).mkdir(parents=True)
     (repo / "app.py").write_text("")
     for name in ("m-L4.safetensors", "m-L4.ckpt.safetensors", "report.md"):
         (repo / "assets" / "lookahead" / name).write_bytes(b"x")
     out = build.build_space(tmp_path / "build", repo=repo)
-    assert sorted(p.name for p in (out / "assets" / "lookahead").iterdir()) == ["m-L4.safetensors", "report.md"]
+    # nor the trainers' reports (their results: the app reads none of them)
+    assert sorted(p.name for p in (out / "assets" / "lookahead").iterdir()) == ["m-L4.safetensors"]
+    assert not (out / "assets" / "prompts").exists() and (out / "pass_core" / "bench").is_dir()  # of this repo's
