@@ -211,7 +211,8 @@ def test_data_that_is_not_utf8_is_refused_with_its_name(tiny_folder, tmp_path, m
     monkeypatch.setattr(train_mod, "load_model", lambda *a, **k: pytest.fail("the model loaded before the check"))
     assert train_mod.main(["--model", str(tiny_folder), "--out", str(tmp_path / "la.safetensors"),
                            "--data", str(data)]) == 2
-    assert capsys.readouterr().err == (f"error: --data: Prompt file {str(data)!r} is not UTF-8 text (byte 0xe9 at "
+    # a .txt is training text, not prompts: "Prompt file" misnamed it (a CLI helper)
+    assert capsys.readouterr().err == (f"error: --data: Text file {str(data)!r} is not UTF-8 text (byte 0xe9 at "
                                        "offset 3): save it as UTF-8 text.\n")
 
 

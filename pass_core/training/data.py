@@ -28,17 +28,18 @@ def read_prompts(path: str | Path) -> list[dict]:
             no prompts.
     """
     path = Path(path)
+    kind = "Prompt file" if path.suffix == ".jsonl" else "Text file"  # a .txt is training text, one row a line
     if path.is_dir():  # it said "does not exist"
-        raise ValueError(f"Prompt file {str(path)!r} is a folder: give the file itself.")
+        raise ValueError(f"{kind} {str(path)!r} is a folder: give the file itself.")
     if not path.is_file():
-        raise ValueError(f"Prompt file {str(path)!r} does not exist.")
+        raise ValueError(f"{kind} {str(path)!r} does not exist.")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:  # said without the file's name before
-        raise ValueError(f"Prompt file {str(path)!r} is not UTF-8 text (byte {err.object[err.start]:#04x} at "
+        raise ValueError(f"{kind} {str(path)!r} is not UTF-8 text (byte {err.object[err.start]:#04x} at "
                          f"offset {err.start}): save it as UTF-8 text.") from None
     except OSError as err:  # unreadable (permissions): a PermissionError traceback
-        raise ValueError(f"Prompt file {str(path)!r} cannot be read ({err.strerror or err}).") from None
+        raise ValueError(f"{kind} {str(path)!r} cannot be read ({err.strerror or err}).") from None
     rows = []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
