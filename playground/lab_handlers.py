@@ -5,11 +5,13 @@ Gradio values (``gr.Error``, ``gr.validate``) but no layout and no tensors: the 
 
 from __future__ import annotations
 
+import functools
+
 import gradio as gr
 
 from pass_core.registry import METHODS
 from pass_core.runtime.models import LoadedModel
-from pass_core.teaching.lab import run_lab
+from pass_core.teaching.lab import lab_prompt_ids, run_lab
 from playground.race_handlers import user_error
 from playground.race_inputs import lab_runs_problem, prompt_problem, whole
 from playground.teaching import lab_figure, lab_markdown
@@ -83,11 +85,24 @@ def lab_presser(slots):
     return on_lab_press
 
 
-def validate_lab(prompt, runs) -> list:
+def validate_lab(prompt, runs, holder=None) -> list:
     """The lab's ``gr.validate`` per input, run by gradio before the request joins the queue (as
     ``validate_inputs`` for the race): a bad prompt or N is refused at once, also while the model loads or
-    another lab runs. ``lab_handler`` checks the same again."""
-    return [gr.validate(problem is None, problem or "") for problem in lab_problems(prompt, runs)]
+    another lab runs. ``lab_handler`` checks the same again. ``holder``: the page's ``ModelHolder``; once its model
+    has loaded, a prompt its context cannot hold is the prompt's problem too (it came back as the lab's error)."""
+    problems = list(lab_problems(prompt, runs))
+    loaded = holder.loaded if holder is not None and holder.ready else None
+    if loaded is not None and problems[0] is None:
+        try:
+            lab_prompt_ids(loaded, prompt)
+        except ValueError as err:
+            problems[0] = str(err)
+    return [gr.validate(problem is None, problem or "") for problem in problems]
+
+
+def lab_validator(holder):
+    """``validate_lab`` with the page's ``ModelHolder``, for the lab's ``validator=``."""
+    return functools.partial(validate_lab, holder=holder)
 
 
 def lab_problems(prompt, runs) -> tuple:

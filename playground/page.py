@@ -25,7 +25,7 @@ from pass_core.runtime.holder import ModelHolder, ModelNotReady
 from pass_core.runtime.models import LoadedModel
 from pass_core.teaching.race import events_upto
 from pass_core.teaching.trace import MAX_TRACE_BYTES
-from playground.lab_handlers import lab_handler, lab_presser, lab_stopper, validate_lab, with_lab_note
+from playground.lab_handlers import lab_handler, lab_presser, lab_stopper, lab_validator, with_lab_note
 from playground.layout import lay_out
 from playground.page_guards import STEP_WAIT_S, STOPPED_NOTE, slow_motion_handler, stop_handler, stopped_frame, \
     wire_step_button  # noqa: F401  (STOPPED_NOTE re-exported)
@@ -271,7 +271,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         ui.lab_btn.click(lab_presser(slots), [ui.lab_prompt, ui.lab_runs], None, preprocess=False, **private)
         # preprocess=False: N reaches validate_lab as sent, refused by name (the slider's own check logs a traceback)
         lab_event = ui.lab_btn.click(on_lab, [ui.lab_prompt, ui.lab_runs], [ui.lab_plot, ui.lab_md], api_name="lab",
-                                     concurrency_limit=1, preprocess=False, validator=validate_lab,
+                                     concurrency_limit=1, preprocess=False, validator=lab_validator(holder),
                                      show_progress_on=ui.lab_md)  # the plot is hidden before the first lab
         after_race(run_event, lab_event, ui.lab_md, replay_event)  # the lesson strip answers after a race, or a lab
         ui.lab_stop_btn.click(lab_stopper(slots), ui.lab_md, ui.lab_md, **private)  # unqueued: while a lab runs

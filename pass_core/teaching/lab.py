@@ -31,6 +31,13 @@ BROKEN = "pass, always accept"
 MAX_RUNS = 400
 
 
+def lab_prompt_ids(loaded, prompt: str, depth: int = 3, chat_template: bool = True) -> list[int]:
+    """The prompt's token ids as the lab feeds them (``text.encode_prompt``; ``depth``: the lab's new tokens, 3 by
+    default as ``run_lab``'s). Raises ValueError for a bad prompt, or one the context cannot hold with ``depth`` new
+    tokens: as the runs would refuse it, but without "or lower max new tokens" (the lab has no such setting)."""
+    return encode_prompt(loaded.tokenizer, prompt, chat_template, loaded.max_positions, depth, length_setting=None)
+
+
 def exact_law(loaded, prompt: str, settings: DecodeSettings, depth: int) -> dict[tuple[int, ...], float]:
     """P(first ``depth`` tokens) of plain sampling from the target, by enumerating the tree of
     tokens with non-zero processed probability (top-k keeps it small: k^depth leaves). A branch ends at
@@ -42,10 +49,7 @@ def exact_law(loaded, prompt: str, settings: DecodeSettings, depth: int) -> dict
     Raises:
         ValueError: a bad prompt, or one the context cannot hold with ``depth`` new tokens (``text.encode_prompt``).
     """
-    # a prompt the context cannot hold is refused here as the runs would refuse it, but without "or lower max new
-    # tokens": the lab has no such setting
-    ids = encode_prompt(loaded.tokenizer, prompt, settings.chat_template, loaded.max_positions, depth,
-                        length_setting=None)
+    ids = lab_prompt_ids(loaded, prompt, depth, settings.chat_template)
     law: dict[tuple[int, ...], float] = {}
     eos = eos_token_ids(loaded)
 
