@@ -237,9 +237,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     report["wall_s"] = time.perf_counter() - start
     failed = False
-    if INTERRUPTED in notes and not runs and prompts:  # Ctrl-C before the first complete round: "every method was
-        print("interrupted (Ctrl-C) before the first complete round: nothing was measured, so no report was "  # skipped"
-              "written.", file=sys.stderr)  # was said, and a report with an empty summary written
+    if INTERRUPTED in notes and not runs and prompts:  # Ctrl-C before the first complete round: it said "every
+        # method was skipped" and wrote a report with an empty summary
+        print("interrupted (Ctrl-C) before the first complete round: nothing was measured, so no report was written.",
+              file=sys.stderr)
         return 130
     if args.json:
         try:

@@ -43,8 +43,9 @@ def read_event(d: dict, name: str = "event", step: int | None = None) -> StepEve
 
     Raises:
         ValueError: naming the field: not an object, unknown or missing fields (``record_fields``), a bad token
-            (``_token``), draft (``_draft``) or inspected position (``_position``), a step number other than ``step`` (the step-through and the charts number steps by
-            position: a trace with steps -3, 7, 7 showed steps that never ran), a count or a time below 0, a time
+            (``_token``), draft (``_draft``) or inspected position (``_position``), a step number other than
+            ``step`` (the step-through and the charts number steps by position: a trace with steps -3, 7, 7 showed
+            steps that never ran), a count or a time below 0, a time
             above ``MAX_STEP_S``, token-tree parents that do not form a tree over the step's drafts, a draft
             position other than its place in the chain (1, 2, ...) or its depth in the tree, or parts of the step
             that contradict each other (``_check_consistent``).

