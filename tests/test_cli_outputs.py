@@ -261,6 +261,28 @@ def test_trainers_refuse_an_out_they_cannot_write_first(no_model, a_file, tmp_pa
         parallelspec.main(["--out", str(tmp_path)])
     assert lookahead.main(["--out", str(a_file / "la.safetensors"), "--steps", "1"]) == 2
     assert "is a file, so no folder can be made there" in capsys.readouterr().err
+    # a refusal after --out's check leaves no folder behind: the check made --out's folder to write in it, and a
+    # missing --data or prompt file then left new/deeper/ there (helper 66)
+    new = tmp_path / "new" / "deeper"
+    assert lookahead.main(["--out", str(new / "la.safetensors"), "--data", str(tmp_path / "missing.txt")]) == 2
+    assert "missing.txt' does not exist" in capsys.readouterr().err and not (tmp_path / "new").exists()
+    with pytest.raises(ValueError, match="missing.jsonl' does not exist"):
+        parallelspec.main(["--out", str(new / "d.safetensors"), "--train-prompts", str(tmp_path / "missing.jsonl")])
+    assert not (tmp_path / "new").exists()
+
+
+def test_the_look_ahead_trainer_makes_the_folders_of_its_out(tiny_folder, tmp_path):
+    """``--out`` in folders that do not exist yet: its check removes the folders it made to write in them, and the
+    trainer makes them again for its checkpoint, its file and its report."""
+    from pass_core.training import lookahead
+
+    data, out = tmp_path / "data.txt", tmp_path / "new" / "deeper" / "la.safetensors"
+    data.write_text("The quick brown fox jumps over the lazy dog. " * 8 + "\n", encoding="utf-8")
+    assert lookahead.main(["--model", str(tiny_folder), "--num-lookahead", "2", "--out", str(out), "--data",
+                           str(data), "--batch-positions", "16", "--steps", "2", "--stop-at", "2", "--checkpoint-every",
+                           "1", "--eval-prompts", "0", "--eval-sequences", "0", "--gen-tokens", "8", "--threads", "1",
+                           "--report", str(tmp_path / "r" / "report.json")]) == 0
+    assert (tmp_path / "r" / "report.json").is_file() and any(out.parent.iterdir())
 
 
 def test_an_output_folder_that_cannot_be_made_is_refused_even_for_root(no_model, capsys):

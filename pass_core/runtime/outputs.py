@@ -5,6 +5,7 @@ before any work, so that a run of minutes or hours is not lost to a path it cann
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -54,7 +55,8 @@ def check_output_path(path: str | os.PathLike, option: str, example: str = "out.
     """``path`` as a ``Path``, once it is sure that the file can be written there: the writers create missing
     folders, so the nearest existing folder above it must be a writable folder. The file's folder is made now and a
     file is written there and removed (permissions alone do not tell: root may write anywhere by them, yet not in
-    /proc or on a read-only disk).
+    /proc or on a read-only disk); the folders this check made are removed again (a later refusal, e.g. of a missing
+    ``--data`` file, left them behind), and the writer makes them when it writes.
 
     Args:
         path: the output file given on the command line.
@@ -89,6 +91,7 @@ def check_output_path(path: str | os.PathLike, option: str, example: str = "out.
         raise ValueError(f"{option} {path}: {above} is a file, so no folder can be made there; choose another path.")
     if not os.access(above, os.W_OK | os.X_OK):
         raise ValueError(f"{option} {path}: the folder {above} is not writable; choose another path.")
+    made = [folder for folder in out.absolute().parents if folder.is_relative_to(above) and folder != above]
     try:
         out.absolute().parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=out.absolute().parent):
@@ -96,6 +99,10 @@ def check_output_path(path: str | os.PathLike, option: str, example: str = "out.
     except OSError as err:
         raise ValueError(f"{option} {path}: cannot write in {out.absolute().parent} ({err.strerror or err}); choose "
                          "another path.") from None
+    finally:
+        for folder in made:  # deepest first; one another process has filled meanwhile stays
+            with contextlib.suppress(OSError):
+                folder.rmdir()
     return out
 
 

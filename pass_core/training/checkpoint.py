@@ -98,6 +98,7 @@ def save_checkpoint(path: Path, params: dict[str, torch.Tensor], opt: torch.opti
             tensors[f"exp_avg/{name}"] = state["exp_avg"].cpu().contiguous()
             tensors[f"exp_avg_sq/{name}"] = state["exp_avg_sq"].cpu().contiguous()
     _refuse_non_finite(tensors, step, params)
+    path.parent.mkdir(parents=True, exist_ok=True)  # --out's check made its folder and removed it again
     save_file(tensors, str(path), metadata={"step": str(step), "args": json.dumps(vars(args)),
                                             "progress": json.dumps(progress or {})})
 
