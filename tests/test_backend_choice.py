@@ -36,9 +36,11 @@ def test_a_setting_that_collapses_under_load_is_not_chosen():
 
 
 class FakeLoaded:
-    def __init__(self, name="tiny"):
+    def __init__(self, name="tiny", parameters=None):
         self.name, self.dtype, self.device = name, torch.float32, torch.device("cpu")
         self.dtype_name = "float32"  # as LoadedModel.dtype_name
+        if parameters is not None:
+            self.model = torch.nn.Linear(parameters, 1, bias=False)
 
 
 def test_a_cached_choice_is_reused_and_a_new_torch_version_measures_again(tmp_path, monkeypatch):
@@ -62,6 +64,25 @@ def test_a_cached_choice_is_reused_and_a_new_torch_version_measures_again(tmp_pa
     assert len(calls) == 3  # a changed torch version: measured again
     choose_backend(FakeLoaded(), threads=2, cache_dir=tmp_path, measure=measure)
     assert calls[-1] == 2  # fixed threads are part of the key and reach the measurement
+
+
+def test_a_folder_is_keyed_by_its_path_and_its_size(tmp_path, monkeypatch):
+    """The same ``--model model`` in two working folders, or a model of another size saved in the same folder, is
+    another model: measured again (the choice of the first was reused for both)."""
+    monkeypatch.setattr(backend_choice, "cpu_load", lambda: (0.0, 2))
+    calls = []
+
+    def measure(loaded, threads):
+        calls.append(loaded)
+        return [Timing("fp32", 1, 50.0, 51.0)]
+
+    for where in ("a", "b"):
+        (tmp_path / where / "model").mkdir(parents=True)
+        monkeypatch.chdir(tmp_path / where)
+        for parameters in (8, 8, 16):
+            choice = choose_backend(FakeLoaded("model", parameters), cache_dir=tmp_path, measure=measure)
+            assert str(tmp_path / where / "model") in choice["key"] and f"({parameters:,} parameters)" in choice["key"]
+    assert len(calls) == 4  # a/model of 8, a/model of 16, b/model of 8, b/model of 16: each measured once
 
 
 def test_a_choice_measured_on_a_busy_cpu_is_not_cached(tmp_path, monkeypatch):

@@ -10,11 +10,10 @@ near-ties) and every thread count (1 and all cores, unless the user fixed it), t
 64-token cache, interleaved across the candidates, median of ``repeats`` rounds; then the same with a busy
 process spinning on one core. ``pick`` takes the fastest backend at each thread count, and the fastest thread
 count among those that lose at most ``MAX_BUSY_SLOWDOWN`` when a core is taken (the fastest busy one when none
-does). The result is cached per CPU,
-model, dtype, torch version and requested thread count in ``cache_root()/backend-choice.json``, so later loads
-reuse it; a changed torch version (or CPU, or model name) measures again. The model is keyed by the name it was
-loaded by (``--model``): another model saved under the same folder name reuses the choice (a backend's speed
-depends on the shapes, which a folder rarely changes).
+does). The result is cached per CPU, model, dtype, torch version and requested thread count in
+``cache_root()/backend-choice.json``, so later loads reuse it; a changed torch version (or CPU, or model)
+measures again. The model is keyed by its ``--model`` name (a folder or file by its absolute path) and its
+parameter count: a backend's speed depends on the shapes, so a model of another size in the same folder is new.
 """
 
 from __future__ import annotations
@@ -122,6 +121,16 @@ def choice_key(model_name: str, dtype: str, threads: int | None) -> str:
     """The cache key: CPU, cores, model, dtype, torch version and the requested threads ("any" = auto)."""
     return "|".join([cpu_name(), f"{usable_cores()} cores", model_name, dtype, f"torch {torch.__version__}",
                      f"threads {threads or 'any'}"])
+
+
+def model_key(loaded) -> str:
+    """``loaded``'s part of the cache key: its name, a folder or file by its absolute path ("model" named every
+    folder of that name), and its parameter count (a model of another size saved under the same name)."""
+    name, path = loaded.name, Path(loaded.name).expanduser()
+    if name.strip() and (path.is_dir() or path.is_file()):
+        name = str(path.resolve())
+    model = getattr(loaded, "model", None)
+    return name if model is None else f"{name} ({sum(p.numel() for p in model.parameters()):,} parameters)"
 
 
 def offered_backends(device: torch.device) -> list[str]:
@@ -242,7 +251,7 @@ def choose_backend(loaded, threads: int | None = None, cache_dir: Path | None = 
     from pass_core.runtime.sources import cache_root
 
     path = (cache_dir or cache_root()) / CACHE_FILE
-    key = choice_key(loaded.name, loaded.dtype_name, threads)
+    key = choice_key(model_key(loaded), loaded.dtype_name, threads)
     stored = _read_cache(path)
     if isinstance(stored.get(key), dict) and stored[key].get("backend") in BACKENDS:
         return {**stored[key], "cached": True}
