@@ -371,9 +371,10 @@ def test_bench_html_command_line_refuses_what_is_not_a_report(tmp_path, capsys, 
 
 def test_bench_html_option_points_to_the_ui_package(capsys):
     """pass_core never imports plotly, so the benchmark's old ``--html`` is refused with the two-step command."""
-    with pytest.raises(SystemExit):
-        bench.main(["--suite", "quick", "--html", "out.html"])
-    assert "python -m playground.bench_html BENCH.json OUT.html" in capsys.readouterr().err
+    for html in (["--html", "out.html"], ["--html"]):  # without a file name argparse said "expected one argument"
+        with pytest.raises(SystemExit):
+            bench.main(["--suite", "quick", *html])
+        assert "python -m playground.bench_html BENCH.json OUT.html" in capsys.readouterr().err, html
 
 
 # --- race_view: a run that shows nothing is explained ---------------------------------------

@@ -119,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fused", action="store_true", help="PaSS methods use the fused step (an extension)")
     p.add_argument("--limit", type=int, help="only the first N prompts (smoke runs)")
     p.add_argument("--json", metavar="OUT", type=file_name, help="write the full report as JSON")
-    p.add_argument("--html", metavar="OUT", help=argparse.SUPPRESS)  # moved to the UI package: a clear error
+    # moved to the UI package: a clear error, with or without a file name ("expected one argument" said nothing)
+    p.add_argument("--html", metavar="OUT", nargs="?", const="(no file)", help=argparse.SUPPRESS)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--busy-core", action="store_true",
                    help="run the suite while another process spins on one core (how a setting holds up when the "
