@@ -2,9 +2,8 @@
 to the handlers. Importing this module loads nothing and launches nothing (``app.py`` parses the command line and
 launches); ``ModelHolder`` loads the model in a background thread.
 
-The handlers it calls live in ``playground/race_handlers.py`` (the race takes a ``race_inputs.RaceRequest``, checked
-by ``race_checks``): the methods come from ``pass_core.registry.METHODS``, decoding, timing and metrics from
-``pass_core``, figures, token colours, display strings and the page's CSS from ``playground`` (``race_view``).
+Handlers: ``playground/race_handlers.py`` (a race takes a ``race_inputs.RaceRequest``, checked by ``race_checks``);
+methods from ``pass_core.registry.METHODS``; figures, colours, texts, CSS and JS from ``race_view`` and ``scrolling``.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from playground.page_guards import STEP_WAIT_S, STOPPED_NOTE, slow_motion_handle
     wire_step_button  # noqa: F401  (STOPPED_NOTE re-exported)
 from playground.race_slots import MEASURING_NOTE, RaceSlots
 from playground.scrolling import CANCEL_RACE_JS, CLEAR_STEP_ECHO_JS, RUN_ECHO_JS, RUN_SCROLL_JS, \
-    SCROLL_TO_INSPECTOR_JS, SCROLL_TO_LAB_JS, SCROLL_TO_PANES_JS, STOP_ECHO_JS
+    PAGE_JS, SCROLL_TO_INSPECTOR_JS, SCROLL_TO_LAB_JS, SCROLL_TO_PANES_JS, STOP_ECHO_JS
 from playground.plot_boxes import shown_plot
 from playground.race_inputs import RaceRequest, cap_for_zerogpu, hide_paths, method_offer, methods_problem, \
     on_zerogpu, whole
@@ -61,9 +60,12 @@ HELP_TEMPLATE = (Path(__file__).resolve().parents[1] / "assets" / "help" / "how-
 
 
 def launch_options() -> dict:
-    """``gr.Blocks.launch``'s keyword arguments for the page's look and limits wherever it is served: the Soft theme,
-    ``PAGE_CSS``, errors shown, uploads above a trace's maximum size refused, ``STATE_SESSIONS`` races kept."""
-    return dict(theme=gr.themes.Soft(), css=PAGE_CSS, show_error=True, max_file_size=MAX_TRACE_BYTES,
+    """``gr.Blocks.launch``'s keyword arguments wherever the page is served: the Soft theme with darker labels and range
+    lines (their contrast was 3.6:1 and 2.5:1, under WCAG's 4.5:1), ``PAGE_CSS``, ``PAGE_JS``, errors shown, uploads
+    above a trace's maximum size refused, ``STATE_SESSIONS`` races kept."""
+    theme = gr.themes.Soft().set(block_info_text_color="*neutral_600", block_title_text_color="*primary_700",
+                                 block_label_text_color="*primary_700")
+    return dict(theme=theme, css=PAGE_CSS, js=PAGE_JS, show_error=True, max_file_size=MAX_TRACE_BYTES,
                 state_session_capacity=STATE_SESSIONS)
 
 
@@ -103,11 +105,9 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
             show_now[session] = bool(show_rejected)
         return (*rerender_panes(state, show_rejected), *tree_pane_values(state, show_rejected))
 
-    # session -> the step-through buttons of that session's live race, and its slow-motion delay (seconds). On
-    # ZeroGPU the race runs in another process, which the buttons cannot reach: they act on the finished race.
-    controls: dict[str, StepControl] = {}
-    slots = RaceSlots()  # races run one at a time: who races, who waits (a note for the waiting)
-    delays: dict[str, float] = {}
+    # session -> the step-through buttons of that session's live race, and its slow-motion delay (seconds); on ZeroGPU
+    # the race runs in another process, out of the buttons' reach (they act on the finished race). slots: who races.
+    controls, delays, slots = {}, {}, RaceSlots()  # type: dict[str, StepControl], dict[str, float], RaceSlots
 
     @gpu(duration=gpu_duration)
     def run_on_device(request: RaceRequest, run_note="", control=None):

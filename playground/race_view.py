@@ -54,9 +54,10 @@ LAB_SWIPE = "The table may be wider than the screen: swipe it sideways for every
 #: onto two lines) and a line over the inspector saying that its table scrolls sideways (``INSPECTOR_SWIPE``); the
 #: step buttons' answer under them takes no room while empty; each chart's toolbar (on hover) keeps download, zoom,
 #: pan and reset (selection, lasso, zoom in / out, autoscale and Plotly's logo do nothing useful here, and on a phone
-#: their ten buttons ran under the chart's label).
+#: their ten buttons ran under the chart's label); a focused slider ringed (gradio's showed no focus at all).
 PAGE_CSS = f"""
 .range-aid .head {{display: none}}
+input[type=range]:focus-visible {{outline: 2px solid var(--color-accent) !important; outline-offset: 2px}}
 .token-pane {{min-height: 220px}}
 .token-pane .textfield {{font-size: 15px; line-height: 1.8}}
 .token-pane .token.highlighted {{margin: 0 1px 2px 0 !important; padding: 1px 1px !important}}

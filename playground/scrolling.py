@@ -4,6 +4,27 @@ it), the step buttons' busy mark and the echo of their answer, Stop's cancel of 
 
 from __future__ import annotations
 
+import json
+
+from playground.race_charts import STEP_MARK_CSS_SELECTOR, TOKEN_COLORS
+
+#: Client-side, once the page has loaded (``launch(js=...)``): each token in a pane says its kind in a tooltip and in
+#: its name for a screen reader ("accepted draft: the"), a step mark is named "end of a step", and each accordion's
+#: button says whether it is open (``aria-expanded``). Colour alone told exact, accepted, resampled and bonus tokens
+#: apart, a screen reader read every token by its text alone, and Settings never said it was folded (helper 69).
+#: Done again 150 ms after the page changes (gradio redraws the panes at every update).
+PAGE_JS = ("() => { const kinds = " + json.dumps({", ".join(str(int(c[i:i + 2], 16)) for i in (1, 3, 5)): label
+                                                  for label, c in TOKEN_COLORS.items()}) + "; const set = (e, a, v) =>"
+           " { if (e.getAttribute(a) !== v) e.setAttribute(a, v); }; const mark = () => { for (const t of document."
+           "querySelectorAll('.token-pane .token')) { const style = t.getAttribute('style') || ''; const kind = "
+           "Object.keys(kinds).find(c => style.includes(c)); if (kind) { set(t, 'title', kinds[kind]); set(t, "
+           "'aria-label', kinds[kind] + ': ' + (t.querySelector('.text')?.textContent ?? '')); } else if (t.matches("
+           + repr(STEP_MARK_CSS_SELECTOR) + ")) set(t, 'aria-label', 'end of a step'); } for (const b of document."
+           "querySelectorAll('button.label-wrap')) set(b, 'aria-expanded', String(b.classList.contains('open'))); };"
+           " let due = null; new MutationObserver(() => { if (!due) due = setTimeout(() => { due = null; mark(); }, "
+           "150); }).observe(document.body, {subtree: true, childList: true, characterData: true, attributes: true, "
+           "attributeFilter: ['class', 'style']}); mark(); }")
+
 
 def _check_js(selector: str, below: float, to: float) -> str:
     """A JS function that scrolls the first visible element matching ``selector`` up to ``to`` of the window's height
@@ -37,14 +58,16 @@ SCROLL_TO_LAB_JS = scroll_into_view_js("#lab-table", 0.67, 0.2)
 #: refused (a refused Run on a phone scrolled to the panes, 800-1,300 px below the message, and seemed to do
 #: nothing). A message is new when it was not on the page at the press (gradio writes a new one per refusal); the
 #: panes wait 300 ms for it (validation answers first), and their checks at 0.7 s and 1.5 s stop once a message came
-#: (they would scroll back down from it).
+#: (they would scroll back down from it). A message inside a folded accordion (Settings unfolded, a value typed,
+#: Settings folded again) unfolds it first: the refused Run showed nothing at all.
 RUN_SCROLL_JS = ("() => { const seen = new Set(document.querySelectorAll('div.validation-error')); const start = "
                  "Date.now(); const due = [300, 700, 1500]; const panes = " + _check_js(".token-pane", 0.6, 0.4) +
                  "; const watch = setInterval(() => { const mark = [...document.querySelectorAll('div.validation-"
-                 "error')].find(e => e.offsetParent !== null && !seen.has(e)); if (mark) { clearInterval(watch); "
-                 "mark.scrollIntoView({block: 'center', behavior: 'smooth'}); return; } if (due.length && Date.now() "
-                 "- start >= due[0]) { due.shift(); panes(); } if (Date.now() - start > 10000) clearInterval(watch); "
-                 "}, 100); }")
+                 "error')].find(e => !seen.has(e)); if (mark) { clearInterval(watch); for (let a = mark; a && "
+                 "mark.offsetParent === null; a = a.parentElement) a.querySelector(':scope > button.label-wrap:not("
+                 ".open)')?.click(); setTimeout(() => mark.scrollIntoView({block: 'center', behavior: 'smooth'}), "
+                 "100); return; } if (due.length && Date.now() - start >= due[0]) { due.shift(); panes(); } if ("
+                 "Date.now() - start > 10000) clearInterval(watch); }, 100); }")
 
 
 #: Client-side, after a step button's answer: the run line's first sentence when it is the step-through's ("Paused

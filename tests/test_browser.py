@@ -150,6 +150,24 @@ def test_page_races_and_draws(app_server, new_page):
         if name == "max_new_tokens":
             snapshot(page, "browser-out-of-range.png", full_page=True)
         box.fill(good)
+    # refused with Settings folded again: Run unfolds Settings and shows the message (it showed nothing; helper 69)
+    box = page.locator("#input-temperature input")
+    good = box.input_value()
+    box.fill("5")
+    page.locator("#settings button.label-wrap").first.click()
+    box.wait_for(state="hidden", timeout=10_000)
+    page.wait_for_function(EXPANDED, arg="false", timeout=5_000)  # and Settings says it is folded (it never did)
+    page.get_by_role("button", name="Run").click()
+    page.locator("#input-temperature div.validation-error").wait_for(state="visible", timeout=10_000)
+    page.wait_for_function(MESSAGE_IN_VIEW, timeout=5_000)
+    page.wait_for_function(EXPANDED, arg="true", timeout=5_000)
+    box.fill(good)
+    # a focused slider shows its focus (gradio's showed none); the range lines and labels are readable (WCAG AA)
+    page.locator(".range-aid input[type=range]").first.focus()
+    page.keyboard.press("Shift")
+    assert page.evaluate("() => getComputedStyle(document.activeElement).outlineStyle") != "none"
+    for selector in ("#input-temperature .info-text", "#input-prompt [data-testid=block-info]"):
+        assert page.evaluate(CONTRAST, selector) >= 4.5, selector
     page.wait_for_timeout(500)  # a race, had one of these Runs started one, would have written its run line by now
     assert page.locator("#run-line").inner_text().strip() == "", "a Run with a value out of range raced"
     assert page.locator(".token-pane .token").count() == 0
@@ -170,6 +188,18 @@ def test_page_races_and_draws(app_server, new_page):
     assert not page.locator("#pane-fixed-token").is_visible()  # registered, not ticked by default
     colour = page.locator("#pane-ar .token.highlighted").first.get_attribute("style")
     assert "background-color" in colour
+    # each token says its kind in a tooltip and in its name, "kind: text" (colour alone told them apart; a screen
+    # reader read the text alone, and each step mark as a button without a name), as its colour says
+    page.wait_for_function("() => [...document.querySelectorAll('.token-pane .token')].every(t => t.getAttribute("
+                           "'aria-label'))", timeout=5_000)
+    kinds = {colour: kind for kind, colour in charts.TOKEN_COLORS.items()}  # "#RRGGBB" -> kind
+    for key in ("ar", "pass"):
+        named = page.evaluate(TOKEN_NAMES, f"#pane-{key}")
+        for kind, label, text, rgb in named:
+            assert label == (f"{kind}: {text}" if kind else "end of a step"), (key, kind, label, text)
+            assert (kinds["#%02X%02X%02X" % tuple(map(int, rgb.split(", ")))] if rgb else "") == kind, (key, rgb)
+        shown = {kind for kind, _, _, _ in named} - {""}
+        assert shown == {"AR target"} if key == "ar" else len(shown) >= 2 and "AR target" not in shown, shown
     page.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=30_000)
     assert page.locator(".js-plotly-plot").count() >= 4
     snapshot(page, "browser.png", full_page=True)
@@ -323,6 +353,19 @@ PANES_IN_VIEW = ("() => { const p = [...document.querySelectorAll('.token-pane')
 #: The step buttons' echo says the text given and is on the screen (``scrolling.STOP_ECHO_JS``).
 ECHO_IN_VIEW = ("text => { const e = document.getElementById('step-echo-text'); const r = e.getBoundingClientRect(); "
                 "return e.textContent === text && r.top >= 0 && r.bottom <= window.innerHeight; }")
+#: Whether the Settings accordion's button says it is open (``scrolling.PAGE_JS``), as asked.
+EXPANDED = ("want => document.querySelector('#settings button.label-wrap').getAttribute('aria-expanded') === want")
+#: The contrast of a selector's text against the first background behind it that is not transparent (WCAG 2).
+CONTRAST = ("s => { const e = document.querySelector(s); const lum = c => { const v = c.match(/[\\d.]+/g).slice(0, 3)"
+            ".map(x => { x /= 255; return x <= 0.03928 ? x / 12.92 : ((x + 0.055) / 1.055) ** 2.4; }); return 0.2126 "
+            "* v[0] + 0.7152 * v[1] + 0.0722 * v[2]; }; let b = e; while (b && /rgba\\(.*, 0\\)|transparent/.test("
+            "getComputedStyle(b).backgroundColor)) b = b.parentElement; const bg = b ? getComputedStyle(b)"
+            ".backgroundColor : 'rgb(255, 255, 255)'; const [hi, lo] = [lum(getComputedStyle(e).color), lum(bg)]"
+            ".sort((x, y) => y - x); return (hi + 0.05) / (lo + 0.05); }")
+#: A pane's tokens: [kind named in their tooltip, name, text, the "r, g, b" of their colour ("" for step marks)].
+TOKEN_NAMES = ("s => [...document.querySelectorAll(s + ' .token')].map(t => [t.title, t.getAttribute('aria-label'), "
+               "t.querySelector('.text')?.textContent ?? '', (/background-color: rgba?\\((\\d+, \\d+, \\d+)/"
+               ".exec(t.getAttribute('style') || '') || [null, ''])[1]])")
 #: A refusal's message under its input is on the screen (``scrolling.RUN_SCROLL_JS``).
 MESSAGE_IN_VIEW = ("() => [...document.querySelectorAll('div.validation-error')].some(e => { const r = "
                    "e.getBoundingClientRect(); return e.offsetParent !== null && r.top >= 0 && r.bottom <= "
