@@ -227,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
         if not any(summary.values()) and not report.get("pass_cost"):  # {"summary": {}}: a page of empty figures
             raise ValueError(f"a benchmark report with no measured method in its 'summary' and no pass-cost curve; "
                              f"{write_one}")
+    except RecursionError:  # arrays nested 100,000 deep: a traceback
+        print(f"error: {argv[0]}: nested too deeply to be a benchmark report; {write_one}", file=sys.stderr)
+        return 2
     except (json.JSONDecodeError, UnicodeDecodeError) as err:  # "Expecting value: line 1 column 6" (or a codec's
         # "can't decode byte 0xf3") alone said nothing of what to do
         what = f"not JSON ({err})" if isinstance(err, json.JSONDecodeError) else "not a UTF-8 text file, so not JSON"

@@ -140,3 +140,18 @@ def test_measured_choice_on_a_tiny_model(tiny, tmp_path):
         assert "backend auto ->" in backend_choice.choice_line(choice)
     finally:
         torch.set_num_threads(before)
+
+
+def test_the_busy_core_ignores_the_terminals_ctrl_c():
+    """``bench --busy-core``: a Ctrl-C at the terminal reaches the spinning process too, which printed a traceback
+    of its own beside the benchmark's "interrupted" line (helper 68). It ignores it; the benchmark stops it."""
+    import os
+    import signal
+    import time
+
+    with backend_choice.BusyCore() as busy:
+        time.sleep(1.0)  # Python has started and set its handlers
+        os.kill(busy.proc.pid, signal.SIGINT)
+        time.sleep(0.5)
+        assert busy.proc.poll() is None, "the spinning process ended at Ctrl-C (with a traceback)"
+    assert busy.proc.poll() is not None  # stopped with the context

@@ -125,6 +125,10 @@ def test_aggregate_reuses_ar_across_L_and_skips_exact_match_when_sampling():
     assert summary["pass"]["L=5,T=0"]["speedup"] == pytest.approx(0.75)
     assert summary["pass"]["L=3,T=0.8"]["exact_match_rate"] is None
     assert summary["ar"]["L=5,T=0.8"]["runs"] == 4
+    # a temperature below GREEDY_BELOW decodes greedily, and is checked as T = 0 is (it was not: only T == 0 was)
+    tiny_t = [BenchRun(RunKey(r.key.method, r.key.num_lookahead, 5e-5, r.key.repeat, r.key.prompt_index),
+                       r.category, r.events) for r in make_runs()]
+    assert aggregate(tiny_t, [3], [5e-5])["pass"][setting_key(3, 5e-5)]["exact_match_rate"] == pytest.approx(3 / 4)
 
 
 def test_schedule_interleaves_ar_then_every_L_and_method():

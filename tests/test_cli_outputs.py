@@ -225,6 +225,8 @@ def test_generate_refuses_a_trace_name_that_is_not_a_json_file(no_model, tmp_pat
     # read once the model had loaded; the held-out file after all the training data (minutes to hours)
     (["--heldout-prompts", "missing.jsonl"], r"^--heldout-prompts: Prompt file 'missing.jsonl' does not exist"),
     (["--train-prompts", "missing.jsonl"], r"^--train-prompts: Prompt file 'missing.jsonl' does not exist"),
+    (["--batch-size", "100000"], r"^--batch-size must be at most 512"),  # ran the machine out of memory (helper 68)
+    (["--lr", "1e300"], r"^--lr must be a positive learning rate, at most 10, got 1e\+300"),  # a traceback in AdamW
 ])
 def test_drafter_trainer_refuses_bad_arguments_first(no_model, args, message):
     from pass_core.training.parallelspec import main
@@ -302,10 +304,16 @@ def test_an_output_folder_that_cannot_be_made_is_refused_even_for_root(no_model,
     with pytest.raises(SystemExit) as exit_:  # --limit 0 ran no prompt and exited 0
         bench(["--suite", "quick", "--limit", "0"])
     assert exit_.value.code == 2 and "--limit 0: --repeats, --limit and --threads must be" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:  # built its schedule for minutes, in gigabytes, before any run
+        bench(["--suite", "quick", "--repeats", "1000000000"])
+    assert exit_.value.code == 2 and "--repeats 1,000,000,000: at most 1,000 runs" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("args, message", [
     (["--lr", "-1"], r"--lr -1.0: a learning rate must be a positive number"),
+    # 1e300 overflowed in Adam in a traceback; 1e30 wrote weights of 1e29 without a word (helper 68)
+    (["--lr", "1e300", "--adapter-lr", "1e30"], r"--lr 1e\+300, --adapter-lr 1e\+30: a learning rate must be a "
+                                                 r"positive number, at most 10"),
     (["--lr", "nan", "--adapter-lr", "inf"], r"--lr nan, --adapter-lr inf: a learning rate must be a positive"),
     (["--answers", "sharegpt:abc"], r"--answers 'sharegpt:abc': use CORPUS:COUNT"),
     (["--answers", "chitchat:5,reddit:3"], r"--answers 'reddit:3'"),

@@ -375,3 +375,8 @@ def test_a_gguf_cut_short_says_so_with_its_size(embedded_gguf, tmp_path, monkeyp
         load_model(str(cut), dtype="float32")
     assert "network" not in str(refused.value)
     assert [p for p in (tmp_path / "cache" / "models").iterdir() if not p.name.endswith(".lock")] == []
+    not_gguf = tmp_path / "config.gguf"  # a file that is no GGUF at all: its reason ended in "file.." (helper 68)
+    not_gguf.write_text('{"model_type": "llama"}', encoding="utf-8")
+    with pytest.raises(ValueError, match="could not be read as a model") as refused:
+        load_model(str(not_gguf), dtype="float32")
+    assert ".." not in str(refused.value), refused.value

@@ -288,6 +288,13 @@ def test_bench_writes_html_from_outside_the_repository(tmp_path, tiny_folder):
     assert "Speed-up vs temperature" in html and "PaSS, " in html
 
 
+def test_bench_html_refuses_a_report_nested_too_deeply(tmp_path, capsys):
+    """Arrays nested 100,000 deep: a RecursionError traceback (helper 68); now one line, exit 2."""
+    (tmp_path / "deep.json").write_text('{"summary": ' + "[" * 100_000 + "]" * 100_000 + "}", encoding="utf-8")
+    assert bench_html.main([str(tmp_path / "deep.json"), str(tmp_path / "deep.html")]) == 2
+    assert "nested too deeply to be a benchmark report" in capsys.readouterr().err
+
+
 def test_bench_html_command_line(tmp_path, capsys):
     assert bench_html.main(["only-one-argument"]) == 2
     assert "usage: python -m playground.bench_html" in capsys.readouterr().err

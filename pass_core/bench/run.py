@@ -39,6 +39,9 @@ from pass_core.bench.peers import PEERS, check_peers, generate_peer, wall_time_n
 
 WARMUP_TOKENS = 8
 
+#: The most runs per prompt and method (``--repeats``).
+MAX_REPEATS = 1000
+
 
 def is_ar_like(name: str) -> bool:
     """True for AR on any backend and for the peers: runs that do not depend on L."""
@@ -149,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         low = [f"{name} {value}" for name, value in given.items() if value is not None and value < 1]
         if low:  # --limit 0 once ran nothing and exited 0
             raise ValueError(f"{', '.join(low)}: --repeats, --limit and --threads must be at least 1.")
+        if args.repeats > MAX_REPEATS:  # 1e9 built its schedule for minutes, in gigabytes, before the first run
+            raise ValueError(f"--repeats {args.repeats:,}: at most {MAX_REPEATS:,} runs per prompt and method.")
         base = DecodeSettings(max_new_tokens=args.max_new_tokens, top_k=args.top_k, top_p=args.top_p,
                               seed=args.seed, fused=args.fused)
         for n in lookaheads:

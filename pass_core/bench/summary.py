@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from pass_core.decoding.events import StepEvent, compare_outputs
 from pass_core.decoding.metrics import speedup, summarize
+from pass_core.decoding.settings import GREEDY_BELOW
 from pass_core.registry import BASELINE
 
 #: ``RunSummary`` fields copied into every summary entry.
@@ -130,15 +131,15 @@ def aggregate(runs: list[BenchRun], lookaheads: list[int], temperatures: list[fl
                 sel = [r for r in runs_t if r.key.method == m and (r.key.num_lookahead in (None, n))]
                 if not sel:
                     continue
-                entry = _entry(sel, ar_t, ar_runs, t == 0, m_dtype)
+                entry = _entry(sel, ar_t, ar_runs, t < GREEDY_BELOW, m_dtype)
                 entry.update(backend=backends.get(m), fastest_ar=fastest, fastest_ar_tokens_per_s=fastest_rate,
                              speedup_vs_fastest_ar=_ratio(sel, [r for r in runs_t if r.key.method == fastest]),
                              speedup_same_backend=_ratio(sel, [r for r in runs_t if r.key.method == same])
                              if same else None,
-                             exact_match_reference=reference if t == 0 else None)
+                             exact_match_reference=reference if t < GREEDY_BELOW else None)
                 entry["by_category"] = {
                     c: {**_entry([r for r in sel if r.category == c], [r for r in ar_t if r.category == c],
-                                 ar_runs, t == 0, m_dtype),
+                                 ar_runs, t < GREEDY_BELOW, m_dtype),
                         "speedup_vs_fastest_ar": _ratio([r for r in sel if r.category == c],
                                                         [r for r in runs_t if r.key.method == fastest
                                                          and r.category == c])}

@@ -147,12 +147,12 @@ def offered_backends(device: torch.device) -> list[str]:
 
 class BusyCore:
     """A context manager: another process spinning on one core (the last one this process may use)."""
-
     def __enter__(self):
         pin = ""
         if hasattr(os, "sched_getaffinity"):
             pin = f"import os; os.sched_setaffinity(0, {{{sorted(os.sched_getaffinity(0))[-1]}}})\n"
-        self.proc = subprocess.Popen([sys.executable, "-c", pin + "while True: pass"])
+        quiet = "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN)\n"  # Ctrl-C: no traceback of it
+        self.proc = subprocess.Popen([sys.executable, "-c", quiet + pin + "while True: pass"])
         return self
 
     def __exit__(self, *exc):

@@ -14,6 +14,7 @@ from pass_core.drafters.files import ADAPTER_FORMAT, LOOKAHEAD_FORMAT
 from pass_core.runtime.outputs import check_output_path, file_name, json_with, safetensors_of
 from pass_core.training.checkpoint import check_checkpoint_slot, checkpoint_path, is_lookahead_checkpoint
 from pass_core.training.data import check_answers, read_prompts
+from pass_core.training.parallelspec_cli import MAX_LR
 
 #: The most tokens per draft position (the "registers" extension), L x R look-ahead rows in all.
 MAX_TOKENS_PER_DRAFT = 8
@@ -109,9 +110,9 @@ def check_arguments(args) -> None:
     if not low <= args.seed <= high:  # the page's seeds: a run is then replayed with the same number
         raise ValueError(f"--seed must be between {low} and {high:,}, got {args.seed}")
     bad_rates = [f"{name} {rate}" for name, rate in (("--lr", args.lr), ("--adapter-lr", args.adapter_lr))
-                 if not (math.isfinite(rate) and rate > 0)]
-    if bad_rates:
-        raise ValueError(f"{', '.join(bad_rates)}: a learning rate must be a positive number.")
+                 if not (math.isfinite(rate) and 0 < rate <= MAX_LR)]
+    if bad_rates:  # 1e300 overflowed in Adam, in a traceback; 1e30 wrote weights of 1e29 unsaid
+        raise ValueError(f"{', '.join(bad_rates)}: a learning rate must be a positive number, at most {MAX_LR:g}.")
     if args.adapter_alpha is not None and not (math.isfinite(args.adapter_alpha) and args.adapter_alpha > 0):
         raise ValueError(f"--adapter-alpha must be a positive number, got {args.adapter_alpha}")  # NaN: "diverged"
     given = [name for name, value, default in (("--adapter-lr", args.adapter_lr, ADAPTER_LR),

@@ -19,6 +19,11 @@ from pass_core.training.parallelspec_report import STEP_COSTS
 
 #: The most mask groups (anchors) per sequence and step: a training sequence is at most 320 tokens.
 MAX_ANCHORS = 320
+#: The most sequences a step may take (``--batch-size``): 100,000 ran the machine out of memory, unrefused.
+MAX_BATCH_SIZE = 512
+#: The largest learning rate taken (``--lr``, and the look-ahead trainer's): 1e300 overflowed in Adam in a
+#: traceback, and 1e30 wrote weights of 1e29 without a word.
+MAX_LR = 10.0
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -97,13 +102,15 @@ def check_arguments(args) -> None:
                 ("--sampled-copies", args.sampled_copies), ("--warmup", args.warmup)) if value < 0]
     if negative:  # the value given named, not the three options that take 0
         raise ValueError(f"{', '.join(negative)}: must be 0 or more.")
+    if args.batch_size > MAX_BATCH_SIZE:
+        raise ValueError(f"--batch-size must be at most {MAX_BATCH_SIZE} (sequences per step), got {args.batch_size}.")
     if args.anchors > MAX_ANCHORS:  # 100,000 ran out of memory in a traceback
         raise ValueError(f"--anchors must be at most {MAX_ANCHORS} (mask groups per sequence), got {args.anchors}.")
     low, high, _ = SETTING_RANGES["seed"]
     if not low <= args.seed <= high:  # as train's (the page's seeds)
         raise ValueError(f"--seed must be between {low} and {high:,}, got {args.seed}.")
-    if not args.lr > 0:
-        raise ValueError(f"--lr must be a positive learning rate, got {args.lr}.")
+    if not 0 < args.lr <= MAX_LR:
+        raise ValueError(f"--lr must be a positive learning rate, at most {MAX_LR:g}, got {args.lr}.")
     reals = {"--lr": args.lr, "--feature-weight": args.feature_weight,
              "--sampled-temperature": args.sampled_temperature, "--cost-per-draft": args.cost_per_draft,
              "--drafter-cost": args.drafter_cost}
