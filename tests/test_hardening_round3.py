@@ -128,7 +128,9 @@ def test_a_diverging_training_run_saves_no_checkpoint(tiny_folder, tmp_path, mon
                         param.mul_(float("nan"))
 
     monkeypatch.setattr(torch.optim, "Adam", Diverging)
-    with pytest.raises(ValueError, match="Training diverged by step 2: the tensor 'param' holds NaN or inf"):
+    with pytest.raises(ValueError, match="Training diverged by step 2: the tensor 'param' holds NaN or inf, so no "
+                       "checkpoint was written. Train again with a lower learning rate, or lower values of the "
+                       "options that scale the loss or the updates if you raised them \\(--position-decay"):
         run_train(tiny_folder, tmp_path, "--steps", "6")
     assert not (tmp_path / "la.safetensors").exists() and not (tmp_path / "la.ckpt.safetensors").exists()
 
@@ -512,9 +514,13 @@ def test_out_of_range_draft_ids_raise(bad):
 
 # --- 9. a damaged checkpoint ends --resume with a message ----------------------------------------------------
 
-@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "other"])
 def test_a_damaged_checkpoint_is_named_with_how_to_start_afresh(tiny_folder, tmp_path, capsys, damage):
-    """Before: --resume ended in a raw SafetensorError traceback."""
+    """Before: --resume ended in a raw SafetensorError traceback. A file that is no checkpoint at all (bytes, or a
+    safetensors file of other tensors) is named so, with what works: it was called damaged, with the advice to run
+    without --resume, which then refused it as no checkpoint (helper 68)."""
+    from safetensors.torch import save_file
+
     from pass_core.training import lookahead as train_mod
     from pass_core.training.checkpoint import checkpoint_path
     from test_train import TEXT, run_train
@@ -523,12 +529,18 @@ def test_a_damaged_checkpoint_is_named_with_how_to_start_afresh(tiny_folder, tmp
     ckpt = checkpoint_path(tmp_path / "la.safetensors")
     data = ckpt.read_bytes()
     ckpt.write_bytes(b"\x00garbage" * 10 if damage == "garbage" else data[: len(data) // 2])
+    if damage == "other":
+        save_file({"x": torch.zeros(2)}, str(ckpt))
     (tmp_path / "data.txt").write_text(TEXT)
     code = train_mod.main(["--model", str(tiny_folder), "--num-lookahead", "2", "--out", str(tmp_path / "la.safetensors"),
                            "--data", str(tmp_path / "data.txt"), "--steps", "4", "--eval-prompts", "0",
                            "--eval-sequences", "0", "--gen-tokens", "8", "--resume"])
     err = capsys.readouterr().err
-    assert code == 2 and str(ckpt) in err and "without --resume" in err and "Traceback" not in err
+    assert code == 2 and str(ckpt) in err and "Traceback" not in err
+    if damage == "truncated":
+        assert "without --resume" in err, err
+    else:
+        assert "is not a training checkpoint" in err and "Give --out another name, or move that file" in err, err
 
 
 def test_drafter_checkpoints_of_two_outputs_of_the_same_name_differ(tmp_path):
@@ -566,8 +578,8 @@ def test_a_damaged_drafter_checkpoint_is_named_before_the_data(tiny_folder, tmp_
         saved = {"drafter": {"masks": torch.zeros(4, 8)}, "optimizer": {}, "step": 3, "history": "[]",
                  "generator": torch.Generator().get_state(), "train_s": 1.0}
         torch.save(saved, ckpt)
-        with pytest.raises(ValueError, match="was written by a run with --num-draft 5 \\(this run: 3\\): give the "
-                                             "same to continue it, so --resume cannot continue from it"):
+        with pytest.raises(ValueError, match="was written by a run with --num-draft 5 \\(this run: 3\\), so --resume "
+                                             "cannot continue from it. Give the same to continue it, or start"):
             parallelspec.main(["--model", str(tiny_folder), "--out", str(out), "--resume", "--threads", "1"])
         # another model of the same shapes, other feature layers or another draft vocabulary continued unsaid (or
         # failed in load_state_dict after the data): each option is named
@@ -576,7 +588,8 @@ def test_a_damaged_drafter_checkpoint_is_named_before_the_data(tiny_folder, tmp_
         with pytest.raises(ValueError) as err:
             parallelspec.main(["--model", str(tiny_folder), "--out", str(out), "--resume", "--threads", "1"])
         assert (f"--model other-model (this run: {tiny_folder}), --feature-layers -1 1 (this run: -1), "
-                "--draft-vocab 100 (this run: 8192): give the same") in str(err.value), err.value
+                "--draft-vocab 100 (this run: 8192), so --resume cannot continue from it. Give the same") in \
+            str(err.value), err.value
     finally:
         ckpt.unlink()
 

@@ -212,7 +212,8 @@ def test_train_cli_checkpoints_and_resumes(tiny_folder, tmp_path, monkeypatch, c
     # a checkpoint at step 4 with --steps 2: refused, as the look-ahead trainer does (it wrote a report of "2
     # training steps" over a drafter of 4), and the file and its report stay as they were
     before = out.with_suffix(".report.json").read_text()
-    with pytest.raises(ValueError, match="is at step 4 already, and --steps is 2: give more --steps to train on"):
+    with pytest.raises(ValueError, match=r"is at step 4 already, and --steps is 2, so --resume cannot continue from "
+                                         r"it\. Give more --steps to train on, or start afresh"):
         main(common + ["--steps", "2", "--resume"])
     assert out.with_suffix(".report.json").read_text() == before
 

@@ -137,8 +137,8 @@ def test_a_mismatched_checkpoint_is_refused_before_the_data_is_made(tiny_folder,
     1`` (found by the CLI helper): each option that differs is named."""
     run_train(tiny_folder, tmp_path, "--steps", "4", "--stop-at", "2")
     monkeypatch.setattr(train_mod, "load_sequences", lambda *a, **k: pytest.fail("the data was made first"))
-    with pytest.raises(ValueError, match=r"was written by a run with --num-lookahead 2 \(this run: 3\): give the "
-                                         r"same to continue it, so --resume cannot continue from it"):
+    with pytest.raises(ValueError, match=r"was written by a run with --num-lookahead 2 \(this run: 3\), so --resume "
+                                         r"cannot continue from it\. Give the same to continue it, or start afresh"):
         run_train(tiny_folder, tmp_path, "--steps", "4", "--resume", "--num-lookahead", "3")
     with pytest.raises(ValueError, match=r"--shared False \(this run: True\)"):
         run_train(tiny_folder, tmp_path, "--steps", "4", "--resume", "--shared")
@@ -146,7 +146,8 @@ def test_a_mismatched_checkpoint_is_refused_before_the_data_is_made(tiny_folder,
     shutil.copytree(tiny_folder, other)  # the same shapes: its checkpoint's tensors fit
     with pytest.raises(ValueError, match=f"--model {tiny_folder} \\(this run: {other}\\)"):
         run_train(other, tmp_path, "--steps", "4", "--resume")
-    with pytest.raises(ValueError, match=r"is at step 2 already, and --steps is 2: give more --steps to train on"):
+    with pytest.raises(ValueError, match=r"is at step 2 already, and --steps is 2, so --resume cannot continue from "
+                                         r"it\. Give more --steps to train on, or start afresh: run"):
         run_train(tiny_folder, tmp_path, "--steps", "2", "--resume")
     # the same folder spelled otherwise is the same model (it was refused as another one): the run goes on to
     # make its data (which this test's stand-in refuses)

@@ -64,10 +64,12 @@ def is_lookahead_checkpoint(path: Path) -> bool:
     return "step" in meta and "args" in meta
 
 
-def _afresh(path: Path, problem: str) -> ValueError:
-    return ValueError(f"The training checkpoint {str(path)!r} {problem}, so --resume cannot continue from it. Start "
-                      "afresh: run the same command without --resume (the checkpoint is then overwritten), or "
-                      "delete the file.")
+def _afresh(path: Path, problem: str, fix: str = "") -> ValueError:
+    """``problem``, then ``fix`` (what continues it) or starting afresh (read as one sentence, a fix inside the
+    problem did not: "... give more --steps to train on, so --resume cannot continue from it. Start afresh ...")."""
+    return ValueError(f"The training checkpoint {str(path)!r} {problem}, so --resume cannot continue from it. "
+                      + (f"{fix}, or start afresh" if fix else "Start afresh") + ": run the same command without "
+                      "--resume (the checkpoint is then overwritten), or delete the file.")
 
 
 def _refuse_non_finite(tensors: dict[str, torch.Tensor], step: int, trained=()) -> None:
@@ -75,7 +77,9 @@ def _refuse_non_finite(tensors: dict[str, torch.Tensor], step: int, trained=()) 
     bad = non_finite({name: tensors[name] for name in trained}) or non_finite(tensors)
     if bad is not None:
         raise ValueError(f"Training diverged by step {step}: the tensor {bad!r} holds NaN or inf, so no checkpoint "
-                         "was written. Train again with a lower learning rate.")
+                         "was written. Train again with a lower learning rate, or lower values of the options that "
+                         "scale the loss or the updates if you raised them (--position-decay, --adapter-alpha, "
+                         "--feature-weight).")
 
 
 def save_checkpoint(path: Path, params: dict[str, torch.Tensor], opt: torch.optim.Adam, step: int, args,
@@ -121,6 +125,9 @@ def load_checkpoint(path: Path, params: dict[str, torch.Tensor], opt: torch.opti
             another model of the same shapes continued unsaid) or has reached ``--steps`` already; or it was written
             for other trained tensors (e.g. another adapter rank).
     """
+    if path.is_file() and not is_lookahead_checkpoint(path):  # was "damaged", then refused as not a checkpoint
+        raise ValueError(f"{str(path)!r}, where --out's training checkpoint goes, is not a training checkpoint: "
+                         "--resume cannot continue from it. Give --out another name, or move that file.")
     try:
         with safe_open(str(path), framework="pt") as handle:
             meta = handle.metadata() or {}
@@ -131,7 +138,7 @@ def load_checkpoint(path: Path, params: dict[str, torch.Tensor], opt: torch.opti
         raise _afresh(path, f"is damaged ({type(err).__name__}: {err})") from err
     _refuse_other_options(path, saved, args, RESUME_SAME)
     if args is not None and step >= args.steps:  # a report of --steps 1 over 2 steps of training
-        raise _afresh(path, f"is at step {step} already, and --steps is {args.steps}: give more --steps to train on")
+        raise _afresh(path, f"is at step {step} already, and --steps is {args.steps}", "Give more --steps to train on")
     if non_finite(tensors) is not None:
         raise _afresh(path, f"holds NaN or inf in {non_finite(tensors)!r}")
     for name, param in params.items():
@@ -169,7 +176,7 @@ def _refuse_other_options(path: Path, saved: dict, args, keys: tuple[str, ...]) 
     differ = [f"--{key.replace('_', '-')} {_option(saved[key])} (this run: {_option(getattr(args, key))})"
               for key in keys if args is not None and key in saved and not _same(saved[key], getattr(args, key))]
     if differ:
-        raise _afresh(path, f"was written by a run with {', '.join(differ)}: give the same to continue it")
+        raise _afresh(path, f"was written by a run with {', '.join(differ)}", "Give the same to continue it")
 
 
 #: The ParallelSpec training options a ``--resume`` must share with the run that wrote the checkpoint: the target
@@ -238,8 +245,8 @@ def read_drafter_checkpoint(path: Path, args=None) -> dict:
         saved["num_draft"] = masks.shape[0] + 1
     _refuse_other_options(path, saved, args, DRAFTER_RESUME_SAME)  # else a state_dict error, or none at all
     if args is not None and int(ckpt["step"]) >= args.steps:  # it wrote a report of --steps over more steps
-        raise _afresh(path, f"is at step {int(ckpt['step'])} already, and --steps is {args.steps}: give more --steps "
-                            "to train on")
+        raise _afresh(path, f"is at step {int(ckpt['step'])} already, and --steps is {args.steps}",
+                      "Give more --steps to train on")
     return ckpt
 
 
