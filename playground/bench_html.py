@@ -206,12 +206,16 @@ def main(argv: list[str] | None = None) -> int:
     OUT failed (a full disk)."""
     argv = sys.argv[1:] if argv is None else argv
     usage = "usage: python -m playground.bench_html BENCH.json OUT.html"
-    if argv in (["-h"], ["--help"]):  # it printed the usage as an error, exit 2
+    if "-h" in argv or "--help" in argv:  # it printed the usage as an error, exit 2 (with a second word: "--help:
+        # No such file or directory")
         print(f"{usage}\n\nDraw the Plotly figures of a benchmark report (python -m pass_core.bench --json "
               "BENCH.json) into one HTML file.")
         return 0
     if len(argv) != 2:
         print(usage, file=sys.stderr)
+        return 2
+    if "" in argv:  # "error: : No such file or directory"
+        print(f"error: give a file name, not '' ({usage.removeprefix('usage: ')})", file=sys.stderr)
         return 2
     if all(map(os.path.exists, argv)) and os.path.samefile(*argv):  # the report was replaced by its HTML
         print(f"error: {argv[1]} is the report itself: give the HTML file another name", file=sys.stderr)

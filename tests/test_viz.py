@@ -300,6 +300,8 @@ def test_bench_html_command_line(tmp_path, capsys):
     assert "usage: python -m playground.bench_html" in capsys.readouterr().err
     assert bench_html.main(["--help"]) == 0  # was the usage as an error, exit 2
     assert capsys.readouterr().out.startswith("usage: python -m playground.bench_html BENCH.json OUT.html\n\nDraw")
+    assert bench_html.main(["--help", "x"]) == 0 and "usage:" in capsys.readouterr().out  # "--help: No such file"
+    assert bench_html.main(["", ""]) == 2 and "give a file name, not ''" in capsys.readouterr().err
     (tmp_path / "b.json").write_text(json.dumps(fake_report()), encoding="utf-8")
     assert bench_html.main([str(tmp_path / "b.json"), str(tmp_path / "b.html")]) == 0
     assert "Per-position acceptance" in (tmp_path / "b.html").read_text(encoding="utf-8")
