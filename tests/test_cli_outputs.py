@@ -235,6 +235,21 @@ def test_drafter_trainer_refuses_bad_arguments_first(no_model, args, message):
         main(args)
 
 
+def test_the_same_file_for_training_and_held_out_prompts_is_noted(no_model, tmp_path, capsys):
+    """``train_drafter --train-prompts p.jsonl --heldout-prompts p.jsonl`` measured its "held-out" agreement and its
+    confidence gate on training prompts, unsaid (helper 68): a note says so before the model loads."""
+    from pass_core.training import parallelspec
+
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": "Hello there"}\n{"prompt": "Tell me a joke"}\n', encoding="utf-8")
+    out = ["--out", str(tmp_path / "d.safetensors")]
+    for heldout, noted in ((prompts, True), (tmp_path / "." / "p.jsonl", True), (None, False)):
+        args = ["--train-prompts", str(prompts), *(["--heldout-prompts", str(heldout)] if heldout else [])]
+        with pytest.raises(AssertionError, match="a model was loaded"):  # the checks passed: the model would load
+            parallelspec.main([*out, *args])
+        assert ("note: --heldout-prompts is the --train-prompts file" in capsys.readouterr().err) == noted, heldout
+
+
 def test_adapter_options_without_adapters_are_noted(no_model, tmp_path, capsys):
     """``--adapter-lr`` and ``--adapter-alpha`` apply to the adapters only: with ``--adapter-rank 0`` (the default)
     they changed nothing, unsaid; now a note says so before the model loads (``no_model``: it stops there)."""

@@ -129,6 +129,10 @@ def check_arguments(args) -> None:
                 read_prompts(prompts)
         except ValueError as err:  # the option named too: "Prompt file ... does not exist" named none
             raise ValueError(f"{option}: {err}") from None
+    if args.train_prompts and args.heldout_prompts and Path(args.train_prompts).resolve() == \
+            Path(args.heldout_prompts).resolve():  # taken unsaid (helper 68)
+        print("note: --heldout-prompts is the --train-prompts file: the held-out agreement and the confidence gate "
+              "are then measured on training prompts.", file=sys.stderr)
     if args.out:
         check_output_path(args.out, "--out", "drafter.safetensors", "a drafter is saved as a safetensors file",
                           safetensors_of(PARALLELSPEC_FORMAT))  # not a model's weights
