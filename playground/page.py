@@ -107,7 +107,9 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
 
     # session -> the step-through buttons of that session's live race, and its slow-motion delay (seconds); on ZeroGPU
     # the race runs in another process, out of the buttons' reach (they act on the finished race). slots: who races.
-    controls, delays, slots = {}, {}, RaceSlots()  # type: dict[str, StepControl], dict[str, float], RaceSlots
+    controls: dict[str, StepControl] = {}
+    delays: dict[str, float] = {}
+    slots = RaceSlots()
 
     @gpu(duration=gpu_duration)
     def run_on_device(request: RaceRequest, run_note="", control=None):

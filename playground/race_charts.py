@@ -105,14 +105,14 @@ def pane_colours(key: str) -> dict[str, str]:
     return {label: c for label, c in TOKEN_COLORS.items() if (label == target) == (method.drafter is None)}
 
 
-def rejected_css_selector() -> str:
-    """CSS selector of a rejected draft's text in a ``gr.HighlightedText`` pane.
+def style_rgb(hex_colour: str) -> str:
+    """"#RRGGBB" as the "r, g, b" that gradio writes into a ``gr.HighlightedText`` token's style attribute."""
+    return ", ".join(str(int(hex_colour[i:i + 2], 16)) for i in (1, 3, 5))
 
-    Gradio writes each token's colour into its style attribute as ``rgb``-style components.
-    """
-    hex_colour = TOKEN_COLORS[TOKEN_LABELS["rejected"]]
-    rgb = ", ".join(str(int(hex_colour[i:i + 2], 16)) for i in (1, 3, 5))
-    return f'.token-pane .token[style*="{rgb}"] .text'
+
+def rejected_css_selector() -> str:
+    """CSS selector of a rejected draft's text in a ``gr.HighlightedText`` pane (by its colour, ``style_rgb``)."""
+    return f'.token-pane .token[style*="{style_rgb(TOKEN_COLORS[TOKEN_LABELS["rejected"]])}"] .text'
 
 
 def _layout(x_title: str, y_title: str, revision: str = "race", **extra) -> dict:

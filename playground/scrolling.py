@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import json
 
-from playground.race_charts import STEP_MARK_CSS_SELECTOR, TOKEN_COLORS
+from playground.race_charts import STEP_MARK_CSS_SELECTOR, TOKEN_COLORS, style_rgb
 
 #: Client-side, once the page has loaded (``launch(js=...)``): each token in a pane says its kind in a tooltip and in
 #: its name for a screen reader ("accepted draft: the"), a step mark is named "end of a step", and each accordion's
 #: button says whether it is open (``aria-expanded``). Colour alone told exact, accepted, resampled and bonus tokens
 #: apart, a screen reader read every token by its text alone, and Settings never said it was folded (helper 69).
 #: Done again 150 ms after the page changes (gradio redraws the panes at every update).
-PAGE_JS = ("() => { const kinds = " + json.dumps({", ".join(str(int(c[i:i + 2], 16)) for i in (1, 3, 5)): label
-                                                  for label, c in TOKEN_COLORS.items()}) + "; const set = (e, a, v) =>"
+PAGE_JS = ("() => { const kinds = " + json.dumps({style_rgb(c): label for label, c in TOKEN_COLORS.items()})
+           + "; const set = (e, a, v) =>"
            " { if (e.getAttribute(a) !== v) e.setAttribute(a, v); }; const mark = () => { for (const t of document."
            "querySelectorAll('.token-pane .token')) { const style = t.getAttribute('style') || ''; const kind = "
            "Object.keys(kinds).find(c => style.includes(c)); if (kind) { set(t, 'title', kinds[kind]); set(t, "

@@ -127,7 +127,7 @@ def model_key(loaded) -> str:
     """``loaded``'s part of the cache key: its name, a folder or file by its absolute path ("model" named every
     folder of that name), and its parameter count (a model of another size saved under the same name)."""
     name, path = loaded.name, Path(loaded.name).expanduser()
-    if name.strip() and (path.is_dir() or path.is_file()):
+    if name.strip() and path.exists():
         name = str(path.resolve())
     model = getattr(loaded, "model", None)
     return name if model is None else f"{name} ({sum(p.numel() for p in model.parameters()):,} parameters)"
@@ -147,6 +147,7 @@ def offered_backends(device: torch.device) -> list[str]:
 
 class BusyCore:
     """A context manager: another process spinning on one core (the last one this process may use)."""
+
     def __enter__(self):
         pin = ""
         if hasattr(os, "sched_getaffinity"):

@@ -72,6 +72,11 @@ def _afresh(path: Path, problem: str, fix: str = "") -> ValueError:
                       "--resume (the checkpoint is then overwritten), or delete the file.")
 
 
+#: The largest learning rate either trainer takes (``--lr``, ``--adapter-lr``): 1e300 overflowed in Adam in a
+#: traceback, and 1e30 wrote weights of 1e29 without a word.
+MAX_LR = 10.0
+
+
 def _refuse_non_finite(tensors: dict[str, torch.Tensor], step: int, trained=()) -> None:
     """Raise ValueError when a tensor holds NaN or inf, naming a ``trained`` one first (before its moments)."""
     bad = non_finite({name: tensors[name] for name in trained}) or non_finite(tensors)

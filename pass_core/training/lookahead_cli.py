@@ -12,9 +12,8 @@ from pass_core.decoding.settings import SETTING_RANGES
 from pass_core.runtime.models import DEFAULT_MODEL
 from pass_core.drafters.files import ADAPTER_FORMAT, LOOKAHEAD_FORMAT
 from pass_core.runtime.outputs import check_output_path, file_name, json_with, safetensors_of
-from pass_core.training.checkpoint import check_checkpoint_slot, checkpoint_path, is_lookahead_checkpoint
+from pass_core.training.checkpoint import MAX_LR, check_checkpoint_slot, checkpoint_path, is_lookahead_checkpoint
 from pass_core.training.data import check_answers, read_prompts
-from pass_core.training.parallelspec_cli import MAX_LR
 
 #: The most tokens per draft position (the "registers" extension), L x R look-ahead rows in all.
 MAX_TOKENS_PER_DRAFT = 8

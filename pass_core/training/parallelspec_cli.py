@@ -12,7 +12,7 @@ from pass_core.decoding.settings import SETTING_RANGES
 from pass_core.runtime.models import DEFAULT_MODEL
 from pass_core.drafters.files import PARALLELSPEC_FORMAT
 from pass_core.runtime.outputs import check_output_path, file_name, json_with, safetensors_of
-from pass_core.training.checkpoint import check_checkpoint_slot, drafter_checkpoint_path
+from pass_core.training.checkpoint import MAX_LR, check_checkpoint_slot, drafter_checkpoint_path
 from pass_core.training.corpora import corpus_path
 from pass_core.training.data import check_answers, check_generation_length, read_prompts
 from pass_core.training.parallelspec_report import STEP_COSTS
@@ -21,9 +21,6 @@ from pass_core.training.parallelspec_report import STEP_COSTS
 MAX_ANCHORS = 320
 #: The most sequences a step may take (``--batch-size``): 100,000 ran the machine out of memory, unrefused.
 MAX_BATCH_SIZE = 512
-#: The largest learning rate taken (``--lr``, and the look-ahead trainer's): 1e300 overflowed in Adam in a
-#: traceback, and 1e30 wrote weights of 1e29 without a word.
-MAX_LR = 10.0
 
 
 def parse_args(argv=None) -> argparse.Namespace:
