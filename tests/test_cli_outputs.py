@@ -227,6 +227,7 @@ def test_generate_refuses_a_trace_name_that_is_not_a_json_file(no_model, tmp_pat
     (["--train-prompts", "missing.jsonl"], r"^--train-prompts: Prompt file 'missing.jsonl' does not exist"),
     (["--batch-size", "100000"], r"^--batch-size must be at most 512"),  # ran the machine out of memory (helper 68)
     (["--lr", "1e300"], r"^--lr must be a positive learning rate, at most 10, got 1e\+300"),  # a traceback in AdamW
+    (["--answers", ""], r"^--answers '': use CORPUS:COUNT"),  # taken as no answers (helper 68)
 ])
 def test_drafter_trainer_refuses_bad_arguments_first(no_model, args, message):
     from pass_core.training.parallelspec import main
@@ -334,7 +335,9 @@ def test_an_output_folder_that_cannot_be_made_is_refused_even_for_root(no_model,
     (["--answers", "chitchat:5,reddit:3"], r"--answers 'reddit:3'"),
     (["--checkpoint-every", "0"], r"--checkpoint-every 0: must be at least 1"),  # a ZeroDivisionError after step 1
     (["--stop-at", "0", "--steps", "-2"], r"--steps -2, --stop-at 0: must be at least 1"),  # a checkpoint at step 0
-    (["--position-decay", "nan"], r"--position-decay must be a positive number, got nan"),  # trained to "diverged"
+    (["--position-decay", "nan"], r"--position-decay must be a positive number, at most 1, got nan"),  # "diverged"
+    (["--position-decay", "1e6"], r"--position-decay must be a positive number, at most 1, got 1000000.0 \(above 1"),
+    (["--answers", ""], r"--answers '': use CORPUS:COUNT"),  # taken as no answers (helper 68)
     # found by the CLI helper: --eval-tokens 0 was refused after training, by a message that named no option;
     # --adapter-alpha nan trained to "diverged" (blamed on the learning rate); the others were taken as given
     (["--eval-tokens", "0"], r"--eval-tokens must be between 1 and 1024 \(the decoder's max new tokens\), got 0"),

@@ -217,6 +217,23 @@ def test_data_that_is_not_utf8_is_refused_with_its_name(tiny_folder, tmp_path, m
                                        "offset 3): save it as UTF-8 text.\n")
 
 
+def test_a_json_document_as_data_or_prompts_is_refused_by_both_trainers(tiny_folder, tmp_path, monkeypatch, capsys):
+    """A .json file (a JSON document such as a ShareGPT export) was read as plain text, one training row a line, so
+    its brackets and keys were trained on (helper 68): refused before the model loads, with the two forms taken."""
+    from pass_core.training import parallelspec
+
+    data = tmp_path / "chats.json"
+    data.write_text('[\n  {"prompt": "Hello there"}\n]\n', encoding="utf-8")
+    monkeypatch.setattr(train_mod, "load_model", lambda *a, **k: pytest.fail("the model loaded before the check"))
+    assert train_mod.main(["--model", str(tiny_folder), "--out", str(tmp_path / "la.safetensors"),
+                           "--data", str(data)]) == 2
+    assert capsys.readouterr().err == (f"error: --data: {str(data)!r} is a .json file: give a .jsonl file (one JSON "
+                                       "object a line, with a 'prompt' or a 'text' field) or a .txt file (one text a "
+                                       "line).\n")
+    with pytest.raises(ValueError, match=r"^--train-prompts: .*chats.json' is a .json file: give a .jsonl file"):
+        parallelspec.main(["--out", str(tmp_path / "d.safetensors"), "--train-prompts", str(data)])
+
+
 def test_init_from_seeds_the_first_rows(tiny_folder, tmp_path):
     (tmp_path / "small").mkdir()
     (tmp_path / "big").mkdir()

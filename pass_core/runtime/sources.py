@@ -125,10 +125,14 @@ def _dequantise(gguf: Path, folder: Path, progress) -> None:
             tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
             model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     except Exception as err:  # a file cut short said only "cannot reshape array of size 214336 into shape (49152,612)"
+        with open(gguf, "rb") as handle:
+            magic = handle.read(4)
+        advice = (f"it is no GGUF file (a GGUF's first bytes are b'GGUF', this one's {magic!r}): give the .gguf "
+                  "file of a model" if magic != b"GGUF" else "A file cut short (an interrupted download or copy) or "
+                  "damaged fails so: compare its size with the original's and use a complete copy")  # (helper 68)
         raise ValueError(f"{gguf.name} ({gguf.stat().st_size:,} bytes) could not be read as a model: "
-                         f"{str(err).splitlines()[0].rstrip('.') if str(err) else type(err).__name__}. A file "
-                         "cut short (an interrupted download or copy) or damaged fails so: compare its size with the "
-                         "original's and use a complete copy") from err
+                         f"{str(err).splitlines()[0].rstrip('.') if str(err) else type(err).__name__}. "
+                         f"{advice[0].upper()}{advice[1:]}") from err
     # transformers marks GGUF-loaded models as quantised and refuses to save them;
     # the weights are plain dequantised tensors by now, so drop that flag.
     model.hf_quantizer = None

