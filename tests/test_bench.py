@@ -183,6 +183,11 @@ def test_load_suite(tmp_path, monkeypatch):
     bad.write_text('{"category": "chat", "prompt": "hi"}\n{"category": "chat"}\n', encoding="utf-8")
     with pytest.raises(ValueError, match="line 2"):
         load_suite(str(bad))
+    bad.write_text('{"category": {"a": 1}, "prompt": "hi"}\n', encoding="utf-8")  # a category "{'a': 1}" (helper 68)
+    with pytest.raises(ValueError, match=r'line 1: the category is dict {"a": 1}: give it as text'):
+        load_suite(str(bad))
+    bad.write_text('{"category": null, "prompt": "hi"}\n', encoding="utf-8")
+    assert load_suite(str(bad))[0].category == "uncategorised"
     with pytest.raises(ValueError, match="not found"):
         load_suite(str(tmp_path / "missing.jsonl"))
     with pytest.raises(ValueError, match="is a folder: give the .jsonl file itself"):  # said "does not exist"

@@ -26,7 +26,7 @@ def load_suite(suite: str) -> list[BenchPrompt]:
 
     Raises:
         ValueError: a missing file, a folder, a file that cannot be read or is not UTF-8 text, a line that is not
-            ``{"category", "prompt"}`` JSON, no prompts.
+            ``{"category", "prompt"}`` JSON, a category that is not text, no prompts.
     """
     path = assets_dir() / "bench" / f"{suite}.jsonl" if suite in SUITES else Path(suite).expanduser()
     if path.is_dir():  # it said "does not exist"
@@ -50,6 +50,9 @@ def load_suite(suite: str) -> list[BenchPrompt]:
             raise ValueError(f"{path}, line {n}: not JSON ({err.msg}).") from err
         if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
             raise ValueError(f'{path}, line {n}: expected {{"category": ..., "prompt": "non-empty text"}}.')
+        if not isinstance(row.get("category", ""), (str, type(None))):  # {"a": 1} was a category "{'a': 1}"
+            raise ValueError(f"{path}, line {n}: the category is {type(row['category']).__name__} "
+                             f"{json.dumps(row['category'])[:40]}: give it as text (or leave it out).")
         prompts.append(BenchPrompt(str(row.get("category") or "uncategorised"), row["prompt"]))
     if not prompts:
         raise ValueError(f"Suite {path} holds no prompts.")
