@@ -78,8 +78,7 @@ def check_arguments(args) -> None:
         ValueError: L outside 1..8, a count such as --stop-at below 1, --eval-tokens outside 1..1024, one such as
             --eval-prompts below 0, a seed outside the page's range, a --position-decay outside (0, 1], a learning
             rate or --adapter-alpha that is not a positive number, a bad ``--answers``, an ``--out`` or ``--report``
-            that cannot be written, a
-            ``--data`` file that is missing, not UTF-8 text or malformed.
+            that cannot be written, a ``--data`` file that is missing, not UTF-8 text, a .json document or malformed.
     """
     counts = {"--steps": args.steps, "--batch-positions": args.batch_positions, "--stop-at": args.stop_at,
               "--tokens-per-draft": args.tokens_per_draft, "--checkpoint-every": args.checkpoint_every,
