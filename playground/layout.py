@@ -61,7 +61,8 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
                     stop_btn = gr.Button("Stop", variant="stop")
                     # pressed by the page after Stop's reply (``scrolling.CANCEL_RACE_JS``), never by a visitor
                     cancel_btn = gr.Button("cancel race", visible="hidden", elem_id="cancel-race")
-                gr.Examples(examples=[[e] for e in EXAMPLES], inputs=[prompt], label="examples", elem_id="examples")
+                gr.Examples(examples=[[e] for e in EXAMPLES], inputs=[prompt], label="examples", elem_id="examples",
+                            api_visibility="private")  # gradio made it callable: bad indexes logged tracebacks
                 # placed under both columns, right above the panes (below: on a phone the lessons and Settings
                 # stood between the step buttons and the tokens they outline); made here for the lessons' wiring
                 slow_motion = gr.Slider(0, MAX_STEP_DELAY_S, value=0, step=0.05, elem_id="slow-motion",

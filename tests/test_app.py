@@ -106,6 +106,13 @@ def test_default_race_fills_its_panes_metrics_and_charts(tiny):
 RACE_PLOTS = ("latency", "cumulative", "histogram", "positions", "theory", "cost")
 
 
+def test_only_race_replay_and_lab_are_callable_through_the_api(demo):
+    """The API offers the race, the replay and the lab; every other listener is private. Gradio's examples made
+    ``/load_example`` callable, undocumented: an index of 10**9 or None logged a traceback (helper 71)."""
+    callable_ = {fn.api_name: fn.api_visibility for fn in demo.fns.values() if fn.api_visibility != "private"}
+    assert callable_ == {"race": "public", "replay": "public", "lab": "public"}
+
+
 def test_the_race_plots_are_hidden_until_a_race_draws_them(tiny, demo, fixed_pass_cost):
     """Before the first race the page stood six empty plot boxes (each with a placeholder icon) over the sentences
     that say what will appear there, and a race with a token tree an empty tree plot until its first tree step:
