@@ -402,9 +402,10 @@ def test_model_holder_with_loaded_model(tiny, monkeypatch):
             "tokens: fp32 1t 9.0 ms.") in holder.status()
 
 
-def test_model_holder_warms_each_method_up_before_it_says_ready(tiny, monkeypatch):
-    """Issue 12 item 6: without a warm-up the first step of a race held one-time set-up costs. Each registered
-    method now decodes a few tokens once after the load, before the page says ready, and the time is stated."""
+def test_model_holder_warms_each_method_up_before_it_says_ready(tiny, monkeypatch, capsys):
+    """Without a warm-up the first step of a race held one-time set-up costs. Each registered method now decodes
+    a few tokens once after the load, before the page says ready, and the time is stated. The server's log says
+    when the model is ready (it said only gradio's "Running on local URL": helper 71)."""
     from pass_core.runtime import holder as model_holder
     from pass_core.registry import Method
 
@@ -420,6 +421,8 @@ def test_model_holder_warms_each_method_up_before_it_says_ready(tiny, monkeypatc
     assert seen == [(key, False) for key in METHODS]  # every method, all before "ready"
     assert holder.warmup_s > 0 and not holder.warmup_problems
     assert f"in {holder.warmup_s:.1f} s" in holder.status() and holder.headline() == "**Ready:** tiny-llama-0."
+    assert re.search(r"^Model ready: tiny-llama-0 \(loaded, warmed up and its pass cost measured in [\d.]+ s\): "
+                     r"races and the lab run now\.$", capsys.readouterr().out, re.M)
     seen.clear()  # a page that offers fewer methods (another model) warms up only those
     page.ModelHolder("tiny", loaded=tiny, methods=("ar", "prompt-lookup")).warm_up(tiny)
     assert seen == [("ar", True), ("prompt-lookup", True)]

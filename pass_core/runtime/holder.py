@@ -70,6 +70,7 @@ class ModelHolder:
         return self
 
     def _load(self) -> None:
+        start = time.perf_counter()
         try:
             loaded = load_model(self.name, device=self.device, dtype=self.dtype, progress=self._set_progress)
             if self.backend:
@@ -87,6 +88,10 @@ class ModelHolder:
             if warning:
                 print(f"warning: pass cost c(w): {warning}", file=sys.stderr)
             self.loaded = loaded
+            # the server's log said only gradio's "Running on local URL": a first race through the API waited 30 s
+            # unexplained (helper 71)
+            print(f"Model ready: {loaded.display_name} (loaded, warmed up and its pass cost measured in "
+                  f"{time.perf_counter() - start:.1f} s): races and the lab run now.", flush=True)
         except Exception as err:  # noqa: BLE001 - shown in the status line; the app keeps serving
             self.error = f"{type(err).__name__}: {err}"
             print(f"error: the model could not be loaded: {self.error} (the page still serves replays)",
