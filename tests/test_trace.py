@@ -120,6 +120,12 @@ def test_bad_traces_are_refused_by_name(tiny, tmp_path):
         bad = json.loads(json.dumps(good))
         bad["methods"]["pass"]["events"][1][field] = value
         cases[f"event-{field}-{value}"] = (json.dumps(bad), at + message)
+    # a step time left out (0 by default) or below its parts: the step counted as free, PaSS's tokens/s rose from
+    # 10.2 to 11.4 (helper 71)
+    bad = json.loads(json.dumps(good))
+    del bad["methods"]["pass"]["events"][1]["step_s"]
+    cases["event-no-step_s"] = (json.dumps(bad), at + r"step_s' is 0\.0: a step's time holds its drafting and "
+                                                    r"verification \([\d.e-]+ \+ [\d.e-]+ s\), so it is at least")
     # drafts and the inspector's top-n lists: a replay showed q = 5.000 and p = -2.000 in the inspector
     at = r"malformed field \(the field 'methods\.pass\.events\[1\]\."
     for field, value, message in (("q", 5.0, r"drafts\[0\]\.q' is 5\.0: a probability, a number from 0 to 1\)"),

@@ -87,11 +87,16 @@ DECISION_SLACK = 1e-6
 
 def _check_consistent(event: StepEvent, name: str) -> None:
     """Raise ValueError, naming the field, where an event's parts contradict each other as no run writes them: a
-    step without tokens (each yields one at least), tokens labelled accepted or rejected in other numbers than the
+    step without tokens (each yields one at least), a step time below its drafting and verification times, tokens labelled accepted or rejected in other numbers than the
     drafts so decided, a draft decided against its own u and min(1, p/q) (``DraftRecord.acceptance_probability``),
     an inspected position outside 0 (PaSS's exact token) .. the deepest draft's + 1 (the bonus position)."""
     if not event.tokens:
         raise ValueError(f"the field '{name}.tokens' is empty: every step yields one token at least")
+    parts = event.drafting_s + event.verification_s
+    if event.step_s < parts * (1 - 1e-9):  # a step_s left out (0) counted the step as free: tokens/s rose (helper 71)
+        raise ValueError(f"the field '{name}.step_s' is {event.step_s!r}: a step's time holds its drafting and "
+                         f"verification ({event.drafting_s!r} + {event.verification_s!r} s), so it is at least their "
+                         "sum")
     labels, decisions = [t.label for t in event.tokens], [d.decision for d in event.drafts]
     for kind in ("accepted", "rejected"):
         if labels.count(kind) != decisions.count(kind):
