@@ -683,3 +683,26 @@ def test_tree_events_survive_a_trace_and_old_traces_load(tiny, tmp_path):
         event.pop("tree_parents")
     with pytest.raises(ValueError, match=r"drafts\[\d+\]\.position' is \d+: drafts are d_1, d_2, \.\.\. in order"):
         load_trace(orphaned)
+
+
+def test_tree_entries_that_contradict_each_other_or_their_steps_are_refused(tiny):
+    """A race writes one tree entry per tree-capable method, whose steps hold at most its N drafts. A hand-made
+    trace with 18 entries of PaSS (pass+tree1 .. pass+tree64, each holding the 8-node steps) replayed in one pane
+    with 18 metric lines (helper 71)."""
+    from pass_core.teaching.trace import load_trace, make_trace, trace_to_dict
+
+    settings = DecodeSettings(max_new_tokens=16, num_lookahead=3, tree_nodes=8)
+    events = run(tiny, "pass", PROMPTS[0], settings, tree_drafter(tiny, "pass", settings))
+    assert max(len(e.drafts) for e in events) > 4
+    chains = settings.with_(tree_nodes=0)  # as the page writes a race's settings: its tree entries race beside
+    good = trace_to_dict(make_trace(tiny, PROMPTS[0], chains, {"ar": run(tiny, "ar", PROMPTS[0], chains),
+                                                                "pass+tree8": events}))
+    assert list(load_trace(good).events) == ["ar", "pass+tree8"]
+    ar, entry = good["methods"]["ar"], good["methods"]["pass+tree8"]
+    for methods, message in (
+            ({"ar": ar, "pass+tree8": entry, "pass+tree16": entry},
+             r"method 'pass' has two token-tree entries, 'pass\+tree8' and 'pass\+tree16': a race runs one per method"),
+            ({"ar": ar, "pass+tree4": entry}, r"'methods\.pass\+tree4\.events\[\d+\]\.drafts' holds \d+ drafts, but "
+                                              r"the entry 'pass\+tree4' is a tree of 4 nodes")):
+        with pytest.raises(ValueError, match=message):
+            load_trace(json.loads(json.dumps(dict(good, methods=methods))))

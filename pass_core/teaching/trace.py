@@ -118,8 +118,9 @@ def load_trace(source: str | Path | dict) -> Trace:
             ``MAX_TRACE_DEPTH``, another schema version, a missing or malformed field (a number that is NaN,
             Infinity or out of its setting's range, or a prompt over ``text.MAX_PROMPT_CHARS``, included), a
             method that is not registered or a variant other than a token-tree entry ("parallelspec+tree8"), an
-            event whose 'method' is not the one it is listed under, a method whose steps took 0 s in all, or a
-            method that commits more than ``max_new_tokens`` tokens; the message names the file and what is wrong.
+            event whose 'method' is not the one it is listed under, a method whose steps took 0 s in all, a
+            method that commits more than ``max_new_tokens`` tokens, or token-tree entries that contradict each
+            other or their steps (``_check_tree_entries``); the message names the file and what is wrong.
     """
     where = "the trace" if isinstance(source, dict) else repr(str(source))
     if isinstance(source, dict):
@@ -187,7 +188,31 @@ def load_trace(source: str | Path | dict) -> Trace:
         if made > settings.max_new_tokens:
             raise ValueError(f"{where}: method {key!r} commits {made:,} tokens, but its settings stop a run at "
                              f"max_new_tokens = {settings.max_new_tokens:,}.")
+    _check_tree_entries(events, where)
     return trace
+
+
+def _check_tree_entries(events: dict, where: str) -> None:
+    """Raise ValueError where the token-tree entries contradict each other or their own steps as no race writes
+    them: a step with more drafts than its entry's N nodes, or two entries of one method (the page has one tree pane
+    per method: 18 entries of PaSS replayed in one pane and 18 metric lines, helper 71). (A race's trace keeps its
+    settings' ``tree_nodes`` at 0: the page races its tree entries beside the chain methods.)"""
+    from pass_core.registry import tree_entry_nodes  # here: the registry imports the decoding modules
+
+    seen: dict[str, str] = {}
+    for key, evs in events.items():
+        nodes = tree_entry_nodes(key)
+        if nodes is None:
+            continue
+        base = key.partition("+")[0]
+        if base in seen:
+            raise ValueError(f"{where}: method {base!r} has two token-tree entries, {seen[base]!r} and {key!r}: a "
+                             "race runs one per method.")
+        seen[base] = key
+        big = next((i for i, e in enumerate(evs) if len(e.drafts) > nodes), None)
+        if big is not None:
+            raise ValueError(f"{where}: the field 'methods.{key}.events[{big}].drafts' holds {len(evs[big].drafts)} "
+                             f"drafts, but the entry {key!r} is a tree of {nodes} nodes.")
 
 
 def _backend(model: dict, where: str) -> tuple[str, bool, str]:
