@@ -77,9 +77,10 @@ def pass_cost_markdown(curve: dict, points: dict[str, tuple[float, float, float]
     for key, (width, tokens, cost) in (points or {}).items():
         if key != "ar":
             verdict = "faster than AR" if tokens > cost else "slower than AR"
-            wide = "N + 1, the tree's nodes and the root" if "+tree" in key else "k + 1"
+            most = "N + 1, the tree's nodes and the root" if "+tree" in key else "k + 1"  # "N + 1 = 5.4" misread
             lines.append(f"**{short_name(key)}**: {tokens:.2f} tokens per step for {cost:.2f} AR steps "
-                         f"(verification pass of mean width {wide} = {width:.1f}): {tokens / cost:.2f}x, {verdict}.")
+                         f"(verification passes {width:.1f} wide on average, at most {most}; a gated or cut step "
+                         f"verifies fewer): {tokens / cost:.2f}x, {verdict}.")
     return "  \n".join(lines)
 
 

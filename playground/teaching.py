@@ -149,7 +149,7 @@ def inspector_figure(event: StepEvent, token_index: int, decode=str, mark: str =
     if label in ("accepted", "rejected"):
         position = 1 + sum(t.label in ("accepted", "rejected") for t in event.tokens[:token_index])
         entry = by_position.get(position)
-        p_name = f"p at depth {position} (the parent's)" if event.tree_parents else f"p_{position}"  # a tree node
+        p_name = f"p at depth {position} (computed at its parent)" if event.tree_parents else f"p_{position}"
         # a tree node's q is its own, one-hot at its token (the depth's recorded q is the accepted path's node: a
         # rejected sibling drew both at 1.0 as one "law")
         q_name, q_top = (("q (one-hot at this node)", TopN((), ())) if event.tree_parents else

@@ -88,9 +88,10 @@ def test_cost_points_and_cost_chart():
                                          "ParallelSpec: cost per step (1.50 AR steps)"]
     text = pass_cost_markdown(curve, points)
     assert "c(2) = 1.10, c(4) = 1.20, c(8) = 1.50" in text and "1.33x, faster than AR" in text
-    assert "(verification pass of mean width k + 1 = 4.0)" in text
-    tree = pass_cost_markdown(curve, {"parallelspec+tree8": (9.0, 2.4, 1.6)})  # a tree's width is N + 1, not k + 1
-    assert "(verification pass of mean width N + 1, the tree's nodes and the root = 9.0)" in tree, tree
+    assert "(verification passes 4.0 wide on average, at most k + 1; a gated or cut step verifies fewer)" in text
+    # a tree's width is N + 1 at most, not k + 1; "mean width N + 1 ... = 5.4" of a tree of 8 read as a wrong sum
+    tree = pass_cost_markdown(curve, {"parallelspec+tree8": (5.4, 2.4, 1.6)})
+    assert "(verification passes 5.4 wide on average, at most N + 1, the tree's nodes and the root; a gated" in tree
     assert "busy" not in text  # no load recorded (an older curve): no warning
 
 

@@ -116,7 +116,10 @@ def test_bad_traces_are_refused_by_name(tiny, tmp_path):
                                   # a step of 1e300 s printed 300-digit numbers in the replay's run line
                                   ("verification_s", 1e300, r"verification_s' is 1e\+300: a time in seconds, from 0"),
                                   ("drafting_s", "fast", "drafting_s' is 'fast'"),
-                                  ("tree_parents", [5], r"tree_parents' is \[5\]: one parent per draft")):
+                                  ("tree_parents", [5], r"tree_parents' is \[5\]: one parent per draft"),
+                                  # int()'s "invalid literal for int() with base 10: 'a'" named no field (helper 70)
+                                  ("tree_parents", "abc", r"tree_parents' is 'abc': a list of whole numbers, one "),
+                                  ("tree_parents", [0.5], r"tree_parents' is \[0\.5\]: a list of whole numbers")):
         bad = json.loads(json.dumps(good))
         bad["methods"]["pass"]["events"][1][field] = value
         cases[f"event-{field}-{value}"] = (json.dumps(bad), at + message)

@@ -159,7 +159,8 @@ def test_node_choices_and_the_node_inspector_show_the_nodes_numbers():
     assert f"q(x) = {d.q:.4f}, p(x) = {d.p:.4f}, p_res(x) = {d.p_res:.4f}" in text
     assert "| **3** | 0 | 2 | `'D'` | 1.0000 | 0.5000 | 0.5700 |" in text
     # the p of D's parent A, at depth 2, named so ("p_2" did not say the subscript is the node's depth)
-    assert fig is not None and [b.name for b in fig.data][0] == "p at depth 2 (the parent's)"
+    # ("p at depth 1 (the parent's)" of a depth-1 node read as the depth of its parent, the root: helper 70)
+    assert fig is not None and [b.name for b in fig.data][0] == "p at depth 2 (computed at its parent)"
     # the node marked by its name (the chain's "d_2" named a draft a tree has several of), the one series in a legend
     assert [a.text for a in fig.layout.annotations] == ["node 3"] and fig.layout.showlegend
     # a rejected node beside the accepted path: its q alone, one bar at its token (the depth's recorded q is the

@@ -89,7 +89,9 @@ METRIC_FORMULAS: dict[str, str] = {
     "mean_accepted_tokens": "tokens of verification steps / verification steps, counts the resampled or bonus "
                             "token and PaSS's exact token, not only accepted drafts (Spec-Bench; AR = 1.00)",
     "accepted_drafts_per_step": "accepted drafts / verification steps (gpt-fast; AR = 0)",
-    "acceptance_rate": "accepted drafts / judged drafts (the accepted ones and the first rejected one of each step)",
+    "acceptance_rate": "accepted drafts / judged drafts (a chain: the accepted ones and the first rejected one of "
+                       "each step; a token tree: every node verification tried, rejected siblings included, so a "
+                       "tree's α reads lower than a chain's of the same drafter)",
     "drafted_acceptance_rate": "accepted drafts / drafted tokens (counts never-judged drafts as failures)",
     "per_position_unconditional": "verification steps where draft i was accepted / verification steps",
     "per_position_conditional": "accepted at position i / verification steps that reached position i",

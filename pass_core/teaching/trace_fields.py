@@ -54,7 +54,11 @@ def read_event(d: dict, name: str = "event", step: int | None = None) -> StepEve
     d["tokens"] = tuple(_token(t, f"{name}.tokens[{j}]") for j, t in enumerate(d["tokens"]))
     d["drafts"] = tuple(_draft(x, f"{name}.drafts[{j}]") for j, x in enumerate(d.get("drafts", ())))
     d["inspection"] = tuple(_position(p, f"{name}.inspection[{j}]") for j, p in enumerate(d.get("inspection", ())))
-    d["tree_parents"] = tuple(int(i) for i in d.get("tree_parents", ()))  # absent from traces before token trees
+    parents = d.get("tree_parents", ())  # absent from traces before token trees
+    if not isinstance(parents, (list, tuple)) or any(type(i) is not int for i in parents):  # "abc": int()'s error
+        raise ValueError(f"the field '{name}.tree_parents' is {parents!r}: a list of whole numbers, one parent per "
+                         "draft, each -1 (the root) or an earlier draft's index")
+    d["tree_parents"] = tuple(parents)
     event = StepEvent(**d)
     if step is not None and (type(event.step) is not int or event.step != step):
         raise ValueError(f"the field '{name}.step' is {event.step!r}: steps are numbered 1, 2, 3, ... in order, "
