@@ -28,7 +28,8 @@ from playground.race_text import baseline_label
 from playground.race_view import METRIC_LABELS, race_view
 from playground.stepping import StepControl, newest_css, paused_updates, step_line
 from playground.theory_view import theory_view
-from playground.tree_race import TREE_PANES, tree_count, tree_outputs, tree_pane_values, tree_problem, with_trees
+from playground.tree_race import (NO_TREE_METHOD, TREE_PANES, tree_count, tree_outputs, tree_pane_values,
+                                  tree_problem, with_trees)
 
 UPDATE_INTERVAL_S = 0.5  # at most 2 page updates per second of wall time at the start of a race (UI cost <= 5 %)
 CHART_EVERY = 4  # charts redraw on every 4th page update (figures are the browser's heaviest work)
@@ -187,6 +188,9 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
                      trace_path="", **show)
         decoders = {key: METHODS[key].decode(loaded, prompt, settings, found[key]) for key in keys}
         decoders, note = with_trees(loaded, prompt, settings, keys, found, decoders, note, r.tree_nodes)
+        if note.endswith(f"{NO_TREE_METHOD}."):  # the toast went and the drafter line is folded (helper 70)
+            show["run_note"] = "  \n".join(filter(None, (run_note, f"Token tree: {NO_TREE_METHOD}, so this race "
+                                                                    "ran chains only.")))
         events = {key: [] for key in decoders}  # a tree entry races beside its method (``tree_race``)
         last, updates, tokens = float("-inf"), 0, 0
         last_chart, chart_draws = float("-inf"), 0  # slow motion's chart redraws

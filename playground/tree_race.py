@@ -110,9 +110,13 @@ def with_trees(loaded, prompt: str, settings: DecodeSettings, keys, found: dict,
            "size, which may still be slower than its chain): " if nodes == TREE_AUTO else "")
     if lines:
         return out, note + f"  \n**Token tree:** {how}{', '.join(lines)}."
-    drafting = ", ".join(METHODS[key].short_name for key in TREE_PANES)
-    gr.Warning(f"Token tree: no ticked method drafts trees ({drafting} do), so this race has no tree run: tick one.")
-    return out, note + f"  \n**Token tree:** no ticked method drafts trees ({drafting} do)."
+    gr.Warning(f"Token tree: {NO_TREE_METHOD}, so this race has no tree run: tick one.")
+    return out, note + f"  \n**Token tree:** {NO_TREE_METHOD}."
+
+
+#: Why a race asked for a token tree has none (said in a toast, the drafter line and the run line).
+NO_TREE_METHOD = (f"no ticked method drafts trees ({', '.join(METHODS[key].short_name for key in TREE_PANES)} "
+                  "do)")
 
 
 def tree_outputs(events: dict, show_rejected: bool, charts_now: bool = True, revision: str = "race") -> tuple:

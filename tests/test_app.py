@@ -113,6 +113,16 @@ def test_only_race_replay_and_lab_are_callable_through_the_api(demo):
     assert callable_ == {"race": "public", "replay": "public", "lab": "public"}
 
 
+def test_a_tree_with_no_tree_method_ticked_is_said_in_the_run_line(tiny):
+    """A token tree asked for beside AR and prompt lookup only was said in a toast, which goes, and in the folded
+    drafter line: the finished race's run line says it too (helper 70)."""
+    with pytest.warns(UserWarning, match="no ticked method drafts trees"):
+        outs = run(tiny, methods=["ar", "prompt-lookup"], tree_nodes=8, max_new_tokens=4)
+    assert "Token tree: no ticked method drafts trees (PaSS, PaSS+adapters, ParallelSpec do), so this race ran " \
+           "chains only." in outs[-1]["run_info"], outs[-1]["run_info"]
+    assert "Token tree" not in run(tiny, methods=["ar", "prompt-lookup"], max_new_tokens=4)[-1]["run_info"]
+
+
 def test_the_race_plots_are_hidden_until_a_race_draws_them(tiny, demo, fixed_pass_cost):
     """Before the first race the page stood six empty plot boxes (each with a placeholder icon) over the sentences
     that say what will appear there, and a race with a token tree an empty tree plot until its first tree step:
