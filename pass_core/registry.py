@@ -130,7 +130,7 @@ METHODS: dict[str, Method] = {m.key: m for m in (
            trained_for=lambda name: ships(shipped_adapters_path, name, SHIPPED_MAX_LOOKAHEAD),
            drafter=lambda la, s: LookaheadDrafter(la, fused=s.fused, tree=shipped_tree("pass-lora", s.tree_nodes))),
     Method("parallelspec", "ParallelSpec (parallel drafter)", "ParallelSpec", _ORANGE,
-           "a one-layer parallel drafter proposes k drafts in one pass from k [MASK] tokens (Xiao et al. 2024)",
+           "a one-layer parallel drafter proposes k drafts in one pass from k − 1 [MASK] tokens (Xiao et al. 2024)",
            file_option="drafter", resolve=resolve_drafter, tree=True,
            trained_for=lambda name: ships(shipped_drafter_path, name, SHIPPED_MAX_DRAFTS),
            drafter=lambda d, s: ParallelSpecDrafter(d, tree=shipped_tree("parallelspec", s.tree_nodes))),

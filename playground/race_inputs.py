@@ -115,8 +115,8 @@ def method_offer(model_name: str | None, default_race, untrained: bool = False) 
 
 #: The numeric inputs in the order of the race's arguments: setting -> (label, step, hint shown after the range).
 NUMERIC_INPUTS: dict[str, tuple[str, float, str]] = {
-    "num_lookahead": ("look-ahead tokens L", 1, "drafts per step: L learned [LA] tokens (PaSS), k [MASK] tokens "
-                                                "(ParallelSpec)"),
+    "num_lookahead": ("look-ahead tokens L", 1, "drafts per step: L learned [LA] tokens (PaSS), k drafts from "
+                                                "k − 1 [MASK] tokens (ParallelSpec)"),
     "temperature": ("temperature", 0.05, f"0 = greedy, as is any value below {GREEDY_BELOW:g}"),
     "top_k": ("top-k", 1, "0 = off"),
     "top_p": ("top-p", 0.01, "1 = off"),
