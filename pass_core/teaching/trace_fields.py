@@ -91,9 +91,10 @@ DECISION_SLACK = 1e-6
 
 def _check_consistent(event: StepEvent, name: str) -> None:
     """Raise ValueError, naming the field, where an event's parts contradict each other as no run writes them: a
-    step without tokens (each yields one at least), a step time below its drafting and verification times, tokens labelled accepted or rejected in other numbers than the
-    drafts so decided, a draft decided against its own u and min(1, p/q) (``DraftRecord.acceptance_probability``),
-    an inspected position outside 0 (PaSS's exact token) .. the deepest draft's + 1 (the bonus position)."""
+    step without tokens (each yields one at least), a step time below its drafting and verification times, tokens
+    labelled accepted or rejected in other numbers than the drafts so decided, a draft decided against its own u and
+    min(1, p/q) (``DraftRecord.acceptance_probability``), an inspected position outside 0 (PaSS's exact token) ..
+    the deepest draft's + 1 (the bonus position)."""
     if not event.tokens:
         raise ValueError(f"the field '{name}.tokens' is empty: every step yields one token at least")
     parts = event.drafting_s + event.verification_s
