@@ -185,8 +185,8 @@ def inspector_outputs(markdown: str, figure=None) -> tuple:
 
 def wire_tree(ui: SimpleNamespace, holder) -> None:
     """The node chooser fills the token inspector (``tree_inspector.inspect_node``); a token clicked in a tree pane
-    fills it with its node (``inspect_tree_pane``), and a token clicked in it or in a method's pane empties the
-    chooser (it named a node the inspector no longer shows); Previous and Next, which move the tree figure to
+    fills it with its node (``inspect_tree_pane``) and moves the tree figure and the chooser to its step, and a token
+    clicked in it or in a method's pane empties the chooser (it named a node the inspector no longer shows); Previous and Next, which move the tree figure to
     another step and empty the chooser, put the inspector of a chosen node back to its hint (it kept a node of
     the step shown before). ``ui``: the page's components (``layout.lay_out``); ``holder``: the page's
     ``ModelHolder`` (decodes token ids for the inspector's axis when the race was run on its model)."""
@@ -205,21 +205,39 @@ def wire_tree(ui: SimpleNamespace, holder) -> None:
         def handler(state, show_rejected, evt: gr.SelectData):
             entry = entry_for(state["events"], f"{key}+tree") if state else None
             if entry is None or entry not in state["events"] or not isinstance(evt.index, int):
-                return inspector_outputs(INSPECTOR_HINT)
-            events = events_upto(state["events"], state.get("position"))[entry]
-            return inspector_outputs(*inspect_tree_pane(events, entry, evt.index, show_rejected, namer(state)))
+                return (*inspector_outputs(INSPECTOR_HINT), gr.skip(), gr.skip())
+            shown = events_upto(state["events"], state.get("position"))
+            events = shown[entry]
+            inspected = inspector_outputs(*inspect_tree_pane(events, entry, evt.index, show_rejected, namer(state)))
+            step = clicked_step(events, evt.index, show_rejected)
+            if step is None or not events[step].tree_parents:  # a chain step, a mark: the figure stays
+                return (*inspected, gr.skip(), gr.skip())
+            # the figure and the chooser move to the clicked token's tree step (the inspector named node 4 of step 2
+            # under a figure of step 25: helper 70); Previous, Next and the race's next update move them on again
+            shown = {**shown, entry: events[:step + 1]}
+            return (*inspected, shown_plot(tree_figure(shown, f"click-{entry}-{step}")),
+                    gr.update(choices=node_choices(shown), value=None, interactive=True))
         return handler
 
     # preprocess=False: the chooser's value arrives as sent (its choices change with every step)
     parts.node.input(on_node, [state, parts.node], inspector, api_visibility="private", queue=False,
                      preprocess=False)
     for key, pane in zip(TREE_PANES, parts.panes):
-        pane.select(on_pane(key), [state, show_rejected], inspector, api_visibility="private", queue=False)
+        pane.select(on_pane(key), [state, show_rejected], [*inspector, parts.plot, parts.node],
+                    api_visibility="private", queue=False)
     for pane in (*ui.panes, *parts.panes):  # in the browser: no round trip to the server
         pane.select(None, None, parts.node, js="() => null", api_visibility="private", queue=False)
     for button in (ui.previous_btn, ui.next_btn):  # the chooser's value as it was when pressed
         button.click(lambda choice: inspector_outputs(INSPECTOR_HINT) if choice else (gr.skip(), gr.skip()),
                      parts.node, inspector, api_visibility="private", queue=False, preprocess=False)
+
+
+def clicked_step(events: list, index: int, show_rejected: bool) -> int | None:
+    """The index in ``events`` of the step whose token is entry ``index`` of the pane (``pane_entries``), or None
+    for a step mark or an index off the pane."""
+    entries = pane_entries(events, show_rejected)
+    hit = entries[index][2] if 0 <= index < len(entries) else None
+    return hit[0] if hit is not None else None
 
 
 def inspect_tree_pane(events: list, entry: str, index: int, show_rejected: bool, decode=str) -> tuple:

@@ -701,6 +701,32 @@ def test_the_inspector_plot_shows_only_with_a_selected_token(tiny, demo):
     assert text == page.INSPECTOR_HINT and hidden["visible"] is False
 
 
+def test_a_token_clicked_in_a_tree_pane_moves_the_tree_figure_to_its_step(tiny, demo, fixed_pass_cost):
+    """A token of an earlier tree step clicked in a tree pane: the inspector showed its node, while the tree figure
+    above it kept the newest step's tree, and the chooser that step's nodes (helper 70). The figure and the chooser
+    move to the clicked step; a click on a chain step (PaSS's first, before any tree) leaves them."""
+    from playground.race_panes import pane_entries
+    from playground.tree_race import clicked_step
+
+    pane = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "pane-pass-tree")
+    select = next(fn for fn in demo.fns.values() if (pane._id, "select") in [tuple(t) for t in fn.targets] and fn.fn)
+    state = run(tiny, methods=["ar", "pass"], tree_nodes=8, max_new_tokens=24, inspect=True)[-1]["state"]
+    events = state["events"]["pass+tree8"]
+    trees = [j for j, e in enumerate(events) if e.tree_parents]
+    assert len(trees) >= 2, "the race made fewer than two tree steps"
+    index = next(i for i in range(len(pane_entries(events, True))) if clicked_step(events, i, True) == trees[0])
+    text, _, figure, chooser = select.fn(state, True, gr.SelectData(None, {"index": index, "value": None}))
+    step = events[trees[0]].step
+    assert text.startswith("Selected:") and f"step {step}" in text
+    titles = [a.text for a in figure["value"].layout.annotations if "PaSS" in (a.text or "")]
+    assert titles and all(f"step {step}<br>" in t for t in titles), titles  # not the newest tree step
+    assert chooser["choices"] and all(value.endswith(f"|{step}") for _, value in chooser["choices"]), chooser
+    chain = next(i for i in range(len(pane_entries(events, True))) if clicked_step(events, i, True) is not None
+                 and not events[clicked_step(events, i, True)].tree_parents)
+    outputs = select.fn(state, True, gr.SelectData(None, {"index": chain, "value": None}))
+    assert is_skip(outputs[2]) and is_skip(outputs[3])
+
+
 def test_a_race_waits_for_a_pass_cost_measurement_and_a_measurement_is_refused_during_a_race():
     """A race pressed one second after *Re-measure pass cost* used to run beside the measurement: the curve came
     out non-physical and the race slower, and neither said why. Now the race waits for the measurement's end."""
