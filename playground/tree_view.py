@@ -28,6 +28,8 @@ TREE_HINT = ("*The tree of drafts of the step the page shows: the root (the pend
              "open. A tree is cut at the drafter's depth (L or k) and at the tokens left, so a step can hold fewer "
              "nodes than chosen. Pause, Next, Previous and a token clicked in a tree pane move it; choose a node "
              "below to inspect it.*")
+
+
 def tree_step(events: list[StepEvent]) -> StepEvent | None:
     """The latest tree step of one method's events (the step-through's current state), or None."""
     return next((e for e in reversed(events) if e.tree_parents), None)
