@@ -186,10 +186,11 @@ def inspector_outputs(markdown: str, figure=None) -> tuple:
 def wire_tree(ui: SimpleNamespace, holder) -> None:
     """The node chooser fills the token inspector (``tree_inspector.inspect_node``); a token clicked in a tree pane
     fills it with its node (``inspect_tree_pane``) and moves the tree figure and the chooser to its step, and a token
-    clicked in it or in a method's pane empties the chooser (it named a node the inspector no longer shows); Previous and Next, which move the tree figure to
-    another step and empty the chooser, put the inspector of a chosen node back to its hint (it kept a node of
-    the step shown before). ``ui``: the page's components (``layout.lay_out``); ``holder``: the page's
-    ``ModelHolder`` (decodes token ids for the inspector's axis when the race was run on its model)."""
+    clicked in it or in a method's pane empties the chooser (it named a node the inspector no longer shows);
+    Previous and Next, which move the tree figure to another step and empty the chooser, put the inspector of a
+    chosen node back to its hint (it kept a node of the step shown before). ``ui``: the page's components
+    (``layout.lay_out``); ``holder``: the page's ``ModelHolder`` (decodes token ids for the inspector's axis when the
+    race was run on its model)."""
     parts, state, show_rejected, inspector = ui.tree, ui.state, ui.show_rejected, [ui.inspector_md, ui.inspector_plot]
     def namer(state):
         return token_namer(state["events"], holder.token_text if state.get("own_model", True) and holder.loaded
