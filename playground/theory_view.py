@@ -59,7 +59,8 @@ THEORY_WAITING = ("*Theory beside measurement appears once a drafting method has
                   "step after its prefill (AR's steps are the unit of cost).*")
 #: After the lines of a race with token trees: the chain's law (section 2.3) does not describe a tree step.
 TREES_LEFT_OUT = ("*Token-tree runs are left out here: the truncated-geometric law is a chain's, and a tree step's "
-                  "expected tokens depend on its shape (the pass-cost chart shows their tokens and cost per step).*")
+                  "expected tokens depend on its shape (the pass-cost chart shows their tokens and cost per step "
+                  "once this machine's curve is measured).*")
 #: Shown before the first race.
 THEORY_BEFORE_RACE = "*Theory beside measurement appears after a race with AR and a drafting method.*"
 

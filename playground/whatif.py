@@ -8,10 +8,11 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from pass_core.registry import METHODS
+from pass_core.registry import METHODS, tree_entry_nodes
 from pass_core.teaching.theory import check_theory
 from pass_core.teaching.whatif import (FLAT_CURVE, H200_CURVE, WhatIfRow, parse_curve, speedup_with_overhead,
                                        step_overhead, what_if)
+from playground.race_charts import short_name
 from playground.style import AXIS, BOTTOM_LEGEND
 
 #: Cost-curve presets as the radio shows them.
@@ -188,4 +189,11 @@ def whatif_view(alpha, k, preset: str, typed: str, drafter_cost, state: dict | N
     text = whatif_markdown(rows, alpha, k, name, drafter_cost, points, preset == MACHINE)
     overhead = overhead_line((state or {}).get("events"), machine, next((r for r in rows if r.k == k), None)) \
         if preset == MACHINE and points else ""
-    return whatif_figure(rows, k, points, preset == MACHINE), "  \n".join(filter(None, (text, overhead)))
+    trees = [short_name(key) for key in (state or {}).get("events") or {} if tree_entry_nodes(key)]
+    left_out = f"{TREES_LEFT_OUT} Left out: {', '.join(trees)}." if trees else ""  # they were, unsaid (helper 70)
+    return whatif_figure(rows, k, points, preset == MACHINE), "  \n".join(filter(None, (text, overhead, left_out)))
+
+
+#: After a race with token trees: the panel's formula is a chain's (and PaSS's two-pass loop's).
+TREES_LEFT_OUT = ("*Token-tree runs are left out here: the formula is a chain's, and a tree step's expected tokens "
+                  "depend on its shape.*")

@@ -140,6 +140,10 @@ def test_this_runs_points_are_marked_on_their_loop():
     assert len(diamonds) == 2 and {t.yaxis for t in diamonds} == {"y"}, [t.yaxis for t in diamonds]
     assert "on this machine, not with the flat c(w) = 1 curve: its diamond marks the tokens per step only" in text
     assert whatif.run_points({"pass": events["pass"]}) == {}  # no AR: no unit of cost
+    assert "left out" not in text  # no tree runs; with one, the panel says it leaves them out (it did, unsaid)
+    _, trees = whatif.whatif_view(0.5, 3, whatif.FLAT, "", 0.0, dict(state, events={**events, "pass+tree8": []}))
+    assert trees.endswith("*Token-tree runs are left out here: the formula is a chain's, and a tree step's expected "
+                          "tokens depend on its shape.* Left out: PaSS +tree8."), trees
     # the chain's curve in no method's colour, the two-pass loop's in PaSS's (they were PaSS's green and AR's blue)
     curves = {t.name: t.line.color for t in fig.data if t.mode == "lines+markers"}
     assert curves["PaSS two-pass loop"] == METHODS["pass"].colour
