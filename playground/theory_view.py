@@ -89,6 +89,13 @@ def theory_view(events: dict[str, list[StepEvent]], revision: str = "race") -> t
         return None, THEORY_WAITING
     fig = theory_figure(checks, {k: METHODS[k].short_name for k in checks}, {k: METHODS[k].colour for k in checks},
                         revision)
-    trees = [short_name(key) for key in events if tree_entry_nodes(key)]
+    left_out = trees_left_out(events, TREES_LEFT_OUT)
     return fig, theory_markdown(checks, {k: METHODS[k].short_name for k in checks}) + (
-        f"  \n{TREES_LEFT_OUT} Left out: {', '.join(trees)}." if trees else "")
+        f"  \n{left_out}" if left_out else "")
+
+
+def trees_left_out(events: dict | None, why: str) -> str:
+    """``why``, then the race's token-tree entries by name ("Left out: PaSS +tree8."), or "" for a race without
+    any: the theory and the what-if panel describe chains."""
+    trees = [short_name(key) for key in events or {} if tree_entry_nodes(key)]
+    return f"{why} Left out: {', '.join(trees)}." if trees else ""

@@ -233,11 +233,16 @@ def wire_tree(ui: SimpleNamespace, holder) -> None:
                      parts.node, inspector, api_visibility="private", queue=False, preprocess=False)
 
 
-def clicked_step(events: list, index: int, show_rejected: bool) -> int | None:
-    """The index in ``events`` of the step whose token is entry ``index`` of the pane (``pane_entries``), or None
-    for a step mark or an index off the pane."""
+def pane_hit(events: list, index: int, show_rejected: bool) -> tuple[int, int] | None:
+    """(index in ``events`` of the step, index in its tokens) of entry ``index`` of the pane (``pane_entries``),
+    or None for a step mark or an index off the pane."""
     entries = pane_entries(events, show_rejected)
-    hit = entries[index][2] if 0 <= index < len(entries) else None
+    return entries[index][2] if 0 <= index < len(entries) else None
+
+
+def clicked_step(events: list, index: int, show_rejected: bool) -> int | None:
+    """The index in ``events`` of the step that entry ``index`` of the pane belongs to (``pane_hit``), or None."""
+    hit = pane_hit(events, index, show_rejected)
     return hit[0] if hit is not None else None
 
 
@@ -246,8 +251,7 @@ def inspect_tree_pane(events: list, entry: str, index: int, show_rejected: bool,
     pane shows them): a token of a tree step as its node (``inspect_node``: the step's node table and the tree
     rule; the chain's inspector named d_1, d_2 rows that a tree has several of, and gave the chain's rule), PaSS's
     exact token and a step mark as in any pane (``teaching.inspect_selection``). Returns (markdown, figure)."""
-    entries = pane_entries(events, show_rejected)
-    hit = entries[index][2] if 0 <= index < len(entries) else None
+    hit = pane_hit(events, index, show_rejected)
     choice = pane_node(events[hit[0]], hit[1]) if hit is not None else None
     node = inspect_node({entry: events[:hit[0] + 1]}, f"{entry}|{choice}", decode) if choice is not None else None
     return node if node is not None else inspect_selection(events, entry, index, show_rejected, decode)

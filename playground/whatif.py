@@ -8,12 +8,12 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from pass_core.registry import METHODS, tree_entry_nodes
+from pass_core.registry import METHODS
 from pass_core.teaching.theory import check_theory
 from pass_core.teaching.whatif import (FLAT_CURVE, H200_CURVE, WhatIfRow, parse_curve, speedup_with_overhead,
                                        step_overhead, what_if)
-from playground.race_charts import short_name
 from playground.style import AXIS, BOTTOM_LEGEND
+from playground.theory_view import trees_left_out
 
 #: Cost-curve presets as the radio shows them.
 MACHINE, H200, FLAT, TYPED = ("this machine (measured)", "H200 GPU (shipped)", "flat (GPU-like)", "typed in")
@@ -189,8 +189,7 @@ def whatif_view(alpha, k, preset: str, typed: str, drafter_cost, state: dict | N
     text = whatif_markdown(rows, alpha, k, name, drafter_cost, points, preset == MACHINE)
     overhead = overhead_line((state or {}).get("events"), machine, next((r for r in rows if r.k == k), None)) \
         if preset == MACHINE and points else ""
-    trees = [short_name(key) for key in (state or {}).get("events") or {} if tree_entry_nodes(key)]
-    left_out = f"{TREES_LEFT_OUT} Left out: {', '.join(trees)}." if trees else ""  # they were, unsaid (helper 70)
+    left_out = trees_left_out((state or {}).get("events"), TREES_LEFT_OUT)  # they were, unsaid (helper 70)
     return whatif_figure(rows, k, points, preset == MACHINE), "  \n".join(filter(None, (text, overhead, left_out)))
 
 
