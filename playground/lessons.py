@@ -1,4 +1,4 @@
-"""The "Start here" lessons: six presets for a class, each a prompt, the methods to race and their settings, one
+"""The "Start here" lessons: seven presets for a class, each a prompt, the methods to race and their settings, one
 question to answer before pressing Run, and what to look at after it, with the metrics of the finished race that
 answer it (the same strings as the metric boxes) and the finish view. Pure data and markdown; no Gradio
 (``teaching_panels.lesson_strip`` builds the strip).
@@ -44,6 +44,8 @@ class Lesson:
             all but the lesson that asks to pause at a token (a delay left on from it made the next lessons' races
             take minutes).
         ask: the question's heading ("Predict, before Run" for a guess; a lesson answered during its race says so).
+        tree_nodes: the token-tree setting (``tree_race.TREE_CHOICES``' value): ``CHAIN`` but for the lesson on
+            token trees, which adds an N-node tree entry beside each ticked tree-capable method.
     """
 
     title: str
@@ -59,22 +61,24 @@ class Lesson:
     lab: bool = False
     slow_motion_s: float = 0.0
     ask: str = "Predict, before Run"
+    tree_nodes: int = CHAIN
 
     def values(self) -> list:
         """The race's inputs in ``build_demo``'s order: prompt, the six numeric settings, show rejected drafts,
-        fused, methods, chat template, cost-aware draft lengths, token tree (``CHAIN``: a tree left on from an
-        earlier race would add tree entries the lesson does not talk about)."""
+        fused, methods, chat template, cost-aware draft lengths, token tree (``CHAIN`` but for the tree lesson: a
+        tree left on from an earlier race would add tree entries the lesson does not talk about)."""
         numbers = {**_DEFAULTS, **self.settings}
         return [self.prompt, *(numbers[name] for name in ("num_lookahead", "temperature", "top_k", "top_p",
                                                             "max_new_tokens", "seed")),
-                True, self.fused, list(self.methods), self.chat_template, self.auto_drafts, CHAIN]
+                True, self.fused, list(self.methods), self.chat_template, self.auto_drafts, self.tree_nodes]
 
     def preset_line(self) -> str:
         """What picking the lesson set, in one italic line: the methods it races (the panes of the others are
         hidden) and every setting it changes from the page's defaults (``values`` sets the others to them), e.g.
         "*Set for you: AR and PaSS; temperature 1, top-k 20; slow motion 0.5 s per step; every other setting at its
-        default.*". A lab lesson sets no race: the line says what the lab runs (``run_lab``'s own settings; it said
-        "Set for you: AR and PaSS; ... max new tokens 24", which the lab never reads)."""
+        default.*" (the tree lesson: "...; token tree 8 nodes; ..."). A lab lesson sets no race: the line says what
+        the lab runs (``run_lab``'s own settings; it said "Set for you: AR and PaSS; ... max new tokens 24", which the
+        lab never reads)."""
         if self.lab:
             lab = {name: p.default for name, p in inspect.signature(run_lab).parameters.items()}
             return (f"*The lab sets itself: every method and the broken rule continue the lab's prompt by "
@@ -84,7 +88,8 @@ class Lesson:
         methods = and_join(names)
         settings = [f"{NUMERIC_INPUTS[name][0]} {value:g}" for name, value in self.settings.items()]
         settings += [label for flag, label in ((self.fused, "fused step on"), (not self.chat_template,
-                     "chat template off"), (self.auto_drafts, "cost-aware draft lengths on")) if flag]
+                     "chat template off"), (self.auto_drafts, "cost-aware draft lengths on"),
+                     (self.tree_nodes != CHAIN, f"token tree {self.tree_nodes} nodes")) if flag]
         parts = [methods, ", ".join(settings)] + ([f"slow motion {self.slow_motion_s:g} s per step"]
                                                   if self.slow_motion_s else [])
         return f"*Set for you: {'; '.join(filter(None, parts))}; every other setting at its default.*"
@@ -135,6 +140,17 @@ LESSONS = (
            "Compare the **draft acceptance rate** (α on the judged drafts) and **tokens per forward pass**: prompt "
            "lookup proposes the continuation of the text it has already seen, so on a copy task its drafts are "
            "right far more often than the trained drafters'.", {}, ("acceptance_rate", "tokens_per_forward_pass")),
+    Lesson("7 · Chain or tree?", "Write a Python function that adds two numbers and explain it.",
+           ("ar", "parallelspec"),
+           "ParallelSpec races twice: with its chain of k drafts, and with a **token tree** of 8 nodes (set for "
+           "you), which tries other candidates where the first one is refused. **Will the tree accept more tokens "
+           "per step? Will it finish sooner?**",
+           "Compare **mean accepted tokens per verification step**: a tree tries several siblings at each depth, so "
+           "it usually keeps more per step (its **draft acceptance rate** counts every node tried, so it is lower). "
+           "Then **tokens/s**: a tree step verifies all N + 1 tokens in one pass, wider than the chain's k + 1, and "
+           "on a CPU a wider pass costs more (**Pass cost on this machine**), which can eat the gain. Click a token "
+           "of the tree pane to see its step's tree under **Token tree of this step**.", {},
+           ("mean_accepted_tokens", "acceptance_rate", "tokens_per_s"), tree_nodes=8),
 )
 
 #: The strip's text before a lesson is chosen.

@@ -39,7 +39,8 @@ def lesson_strip(offered=None, slow_motion: gr.Slider | None = None):
     then fills the race's ``inputs`` (``Lesson.values``'s order) and the ``slow_motion`` slider
     (``Lesson.slow_motion_s``), and shows its question and what to look at after the run."""
     titles = [lesson.title for lesson in LESSONS if offered is None or set(lesson.methods) <= set(offered)]
-    label = "Start here: six short lessons" if len(titles) == len(LESSONS) else "Start here: lessons"
+    # counted, not written out: it said "six short lessons" above seven
+    label = f"Start here: {len(titles)} short lesson{'s' * (len(titles) != 1)}" if titles else "Start here: lessons"
     with gr.Accordion(label, open=True, elem_id="lessons"):
         choice = gr.Radio(titles, value=None, label="lessons", show_label=False, elem_id="lesson-choice",
                           visible=bool(titles))  # a label, though hidden: screen readers read gradio's "Radio" else

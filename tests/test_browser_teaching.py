@@ -18,9 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from pass_core.registry import METHODS
+from pass_core.registry import METHODS, tree_entry
 from pass_core.teaching.trace import load_trace
 from playground.lessons import AFTER_LAB_PENDING, LESSONS
+from playground.race_charts import short_name
+from playground.tree_race import TREE_CHOICES, TREE_PANES
 from servers import free_port
 from test_browser import snapshot, PANES_IN_VIEW, new_page, open_settings  # noqa: F401 (new_page: a fixture, a fresh
 # context of the run's Chromium)
@@ -100,7 +102,7 @@ def trace_rates(page, tmp_path) -> dict[str, float]:
     rates = {}
     for key, events in trace.events.items():
         committed = sum(t.committed for e in events for t in e.tokens)
-        rates[METHODS[key].short_name] = committed / sum(e.step_s for e in events)
+        rates[short_name(key)] = committed / sum(e.step_s for e in events)  # a tree entry: "ParallelSpec +tree8"
     return rates
 
 
@@ -112,14 +114,15 @@ SLIDERS_AS_BOXES = ("() => { const aids = [...document.querySelectorAll('#settin
 
 
 def test_each_lesson_asks_first_then_explains_with_its_race_numbers(new_page, tiny_page_url, tmp_path):  # noqa: F811
-    """For each of the six lessons: choosing it fills the prompt and the methods and shows its question, and not yet
+    """For each of the seven lessons: choosing it fills the prompt and the methods and shows its question, and not yet
     what to look at; after Run (cut to ``LESSON_TOKENS`` new tokens) the strip shows what to look at with this
     race's numbers, equal to the metric boxes', whose tokens/s equal the downloaded trace's (committed tokens /
     summed step time); and the finish view, in the run line and the strip, names the method with the highest
     tokens/s in the metric box. The lab's lesson sets no race and answers after Run lab, with its verdicts. Run again:
     the question comes back while the race runs, then the new numbers. At this desktop width the strip, the finish
     view (after lesson 1) and the what-if panel (at the end) fit the page (``fits_the_width``). A token tree chosen
-    before is set back to a chain by the lesson (it would race tree entries the lesson does not talk about)."""
+    before is set back to a chain by the lesson (it would race tree entries the lesson does not talk about); the
+    tree lesson sets 8 nodes, and its race has the tree entry beside the chain."""
     page = open_page(new_page, tiny_page_url, 1400)
     labels = {"tokens_per_s": "tokens/s", "speedup": "speed-up vs AR", "tokens_per_forward_pass":
               "tokens per forward pass", "mean_accepted_tokens": "mean accepted tokens per verification step",
@@ -133,8 +136,9 @@ def test_each_lesson_asks_first_then_explains_with_its_race_numbers(new_page, ti
         page.locator("#lesson-choice").get_by_label(lesson.title, exact=True).check()
         page.wait_for_function("q => document.querySelector('#lesson-text').innerText.replace(/\\s+/g, ' ')"
                                ".includes(q)", arg=plain(lesson.predict), timeout=10_000)
-        page.wait_for_function("() => document.querySelector('#input-tree_nodes input').value === 'chain (no tree)'",
-                               timeout=5_000)
+        tree_value = next(label for label, value in TREE_CHOICES if value == lesson.tree_nodes)
+        page.wait_for_function("v => document.querySelector('#input-tree_nodes input').value === v",
+                               arg=tree_value, timeout=5_000)  # a chain but for the tree lesson's 8 nodes
         assert plain(lesson.after) not in shown(page, "#lesson-text"), lesson.title  # not before the race
         if lesson.lab:  # it sets no race (the lab reads none of the race's settings): answered after Run lab
             assert plain(lesson.preset_line()) in shown(page, "#lesson-text"), lesson.title
@@ -169,7 +173,9 @@ def test_each_lesson_asks_first_then_explains_with_its_race_numbers(new_page, ti
         for key in lesson.numbers:  # the strip quotes this race's metric boxes
             assert f"{labels[key]}: " + " ".join(metric_box(page, labels[key]).split()) in text, (lesson.title, key)
         rates = per_method(metric_box(page, "tokens/s"))
-        assert set(rates) == {METHODS[key].short_name for key in lesson.methods}, lesson.title
+        entries = [*lesson.methods, *(tree_entry(key, lesson.tree_nodes) for key in lesson.methods
+                                      if lesson.tree_nodes and key in TREE_PANES)]
+        assert set(rates) == set(map(short_name, entries)), lesson.title
         raced_s = time.monotonic() - started
         for name, rate in trace_rates(page, tmp_path).items():  # the boxes are this race's
             assert rates[name] == pytest.approx(rate, abs=0.051), (lesson.title, name)

@@ -26,7 +26,10 @@ def test_each_lesson_is_a_valid_race_with_a_question(lesson):
     assert len(values) == 13  # build_demo's race inputs and the token tree
     prompt, num_lookahead, temperature, top_k, top_p, max_new_tokens, seed, show, fused, methods, chat, auto, tree \
         = values
-    assert tree == TREE_CHOICES[0][1] == 0  # a chain: a tree left on from an earlier race is set off
+    # a chain (a tree left on from an earlier race is set off), but for the lesson on token trees
+    assert tree == lesson.tree_nodes in [value for _, value in TREE_CHOICES]
+    assert (tree != TREE_CHOICES[0][1] == 0) == ("**token tree**" in lesson.predict), lesson.title
+    assert not tree or any(METHODS[key].tree for key in lesson.methods), lesson.title  # a tree entry races
     # slow motion waits after every step of every method: at most about a minute of a class's time in waits alone
     # (lesson 2 at 96 tokens took about 100 s on the embedded model)
     assert lesson.slow_motion_s * max_new_tokens * len(lesson.methods) <= 60, lesson.title
@@ -53,10 +56,12 @@ def test_each_lesson_is_a_valid_race_with_a_question(lesson):
     for name, value in lesson.settings.items():
         assert f"{NUMERIC_INPUTS[name][0]} {value:g}" in preset, (name, preset)
     assert ("slow motion" in preset) == (lesson.slow_motion_s > 0), preset
+    assert ("token tree" in preset) == bool(tree) and (not tree or f"token tree {tree} nodes" in preset), preset
 
 
-def test_five_or_six_lessons_and_an_unknown_one():
-    assert 5 <= len(LESSONS) <= 6 and len({lesson.title for lesson in LESSONS}) == len(LESSONS)
+def test_five_to_seven_lessons_one_on_trees_and_an_unknown_one():
+    assert 5 <= len(LESSONS) <= 7 and len({lesson.title for lesson in LESSONS}) == len(LESSONS)
+    assert sum(lesson.tree_nodes != 0 for lesson in LESSONS) == 1  # the tree lesson (helper 70 found none)
     assert lesson_markdown(None) == LESSON_HINT and lesson_values("no such lesson") is None
     # the sampled lessons sample, the others are greedy (their texts can be compared token for token)
     sampled = {lesson.title for lesson in LESSONS if lesson.values()[2] > 0}
@@ -89,6 +94,20 @@ def test_after_the_race_the_lesson_quotes_its_numbers_and_names_the_fastest():
         for key in lesson.numbers:
             assert view.metrics[key].splitlines()[0] in text, (lesson.title, key)
         assert text.endswith(finish)
+
+
+def test_the_tree_lesson_quotes_the_tree_entry_beside_its_chain():
+    """The tree lesson after a race of AR, ParallelSpec and its tree entry (as the page races it): the numbers it
+    quotes name the chain and the tree entry, and the mean accepted tokens per step of each."""
+    lesson = next(one for one in LESSONS if one.tree_nodes)
+    entry = f"parallelspec+tree{lesson.tree_nodes}"
+    events = {"ar": _run("ar", 8, 1.0), "parallelspec": _run("parallelspec", 8, 0.8), entry: _run(entry, 8, 0.9)}
+    text = lesson_markdown(lesson.title, events)
+    numbers = text.split("**This run:** ")[1]
+    assert lesson.after in text and "mean_accepted_tokens" in lesson.numbers
+    assert f"ParallelSpec +tree{lesson.tree_nodes} " in numbers and "ParallelSpec " in numbers, numbers
+    mean = race_view(events, True, True, False, True, with_figures=False).metrics["mean_accepted_tokens"]
+    assert mean.splitlines()[0] in numbers, (mean, numbers)
 
 
 def test_the_finish_view_waits_for_the_end_and_two_methods():

@@ -171,6 +171,7 @@ def test_an_emptied_lab_n_box_is_called_empty_and_the_lesson_choice_has_a_name()
     import gradio as gr
 
     from playground.race_inputs import LAB_MIN_RUNS, MAX_RUNS, lab_runs_problem
+    from playground.lessons import LESSONS
     from playground.teaching_panels import lesson_strip
 
     for empty in (None, ""):
@@ -181,6 +182,9 @@ def test_an_emptied_lab_n_box_is_called_empty_and_the_lesson_choice_has_a_name()
         lesson_strip()
     radios = [b for b in demo.blocks.values() if isinstance(b, gr.Radio) and b.elem_id == "lesson-choice"]
     assert [r.label for r in radios] == ["lessons"] and not radios[0].show_label
+    strip = [b for b in demo.blocks.values() if isinstance(b, gr.Accordion) and b.elem_id == "lessons"]
+    assert [a.label for a in strip] == [f"Start here: {len(radios[0].choices)} short lessons"]  # it said "six" for 7
+    assert len(radios[0].choices) == len(LESSONS)
 
 
 def test_a_token_of_part_of_a_character_says_why_it_shows_the_replacement_sign():
