@@ -146,10 +146,11 @@ LESSONS = (
            "you), which tries other candidates where the first one is refused. **Will the tree accept more tokens "
            "per step? Will it finish sooner?**",
            "Compare **mean accepted tokens per verification step**: a tree tries several siblings at each depth, so "
-           "it usually keeps more per step (its **draft acceptance rate** counts every node tried, so it is lower). "
-           "Then **tokens/s**: a tree step verifies all N + 1 tokens in one pass, wider than the chain's k + 1, and "
-           "on a CPU a wider pass costs more (**Pass cost on this machine**), which can eat the gain. Click a token "
-           "of the tree pane to see its step's tree under **Token tree of this step**.", {},
+           "it usually keeps more per step, and its bars in **acceptance by position** (the depth, for a tree) "
+           "usually stand higher; its **draft acceptance rate** counts every node tried, so it is lower. Then "
+           "**tokens/s**: a tree step verifies up to N + 1 tokens in one pass, wider than the chain's k + 1, and on "
+           "a CPU a wider pass costs more (**Pass cost on this machine**), which can eat the gain. Click a token of "
+           "the tree pane to see its step's tree under **Token tree of this step**.", {},
            ("mean_accepted_tokens", "acceptance_rate", "tokens_per_s"), tree_nodes=8),
 )
 

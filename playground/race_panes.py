@@ -47,6 +47,15 @@ def pane_entries(events: list[StepEvent], show_rejected: bool = True,
     return out
 
 
+def entry_source(entries: list, index: int) -> tuple[int, int] | None:
+    """(index into the events, index into that event's tokens) of entry ``index`` of ``pane_entries``' list; for a
+    step mark, of the first entry of the step it opens (a mark is never last: a step that adds no entry adds no
+    mark); None for an index off the pane."""
+    if not 0 <= index < len(entries):
+        return None
+    return entries[index][2] or next(where for _, _, where in entries[index:] if where is not None)
+
+
 def pane_text(value: list[tuple[str, str | None]]) -> str:
     """The text of a pane value (``highlighted_tokens``) without its step marks and newline marks (``pane_piece``)."""
     return "".join(text for text, label in value if label is not None).replace(NEWLINE_MARK + "\n", "\n")

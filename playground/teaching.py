@@ -18,7 +18,7 @@ from pass_core.runtime.machine_load import busy_line
 from pass_core.teaching.trace import Trace
 
 from playground.race_inputs import hide_paths
-from playground.race_panes import pane_entries
+from playground.race_panes import entry_source, pane_entries
 from playground.style import BOTTOM_LEGEND, GRID, number
 # the lab's views moved to lab_view.py; re-exported for the page, the handlers and the tests
 from playground.lab_view import (LAB_DEFAULT_RUNS, LAB_INTRO, LAB_PROMPT, LAB_WAITING, lab_figure,  # noqa: F401
@@ -236,8 +236,7 @@ def inspect_selection(events: list[StepEvent], key: str, index: int, show_reject
     base, *variants = key.split("+")  # a tree entry "pass+tree8": PaSS's label, "+tree8"
     method = METHODS.get(base)
     name = " +".join([method.label, *variants]) if method else key
-    # a step mark opens the step after it (a mark is never last: a step that adds no entry adds no mark)
-    e, t = entries[index][2] or next(where for _, _, where in entries[index:] if where is not None)
+    e, t = entry_source(entries, index)  # a step mark: the step it opens
     body = inspector_markdown(events[e], name, lookahead=bool(method and method.fusable))
     if entries[index][2] is None:  # the step's table, no figure: a distribution belongs to a token
         return (f"Selected: the mark before step {events[e].step}. Click one of its tokens for the distribution it "

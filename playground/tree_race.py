@@ -20,7 +20,7 @@ from pass_core.runtime.pass_cost import usable_pass_cost
 from pass_core.teaching.race import events_upto
 from playground.plot_boxes import shown_plot
 from playground.race_charts import pane_colours, short_name
-from playground.race_panes import highlighted_tokens, pane_entries
+from playground.race_panes import entry_source, highlighted_tokens, pane_entries
 from playground.race_inputs import chosen_methods, whole
 from playground.teaching import INSPECTOR_HINT, inspect_selection, token_namer
 from playground.tree_inspector import inspect_node, node_choices
@@ -211,13 +211,17 @@ def wire_tree(ui: SimpleNamespace, holder) -> None:
             events = shown[entry]
             inspected = inspector_outputs(*inspect_tree_pane(events, entry, evt.index, show_rejected, namer(state)))
             step = clicked_step(events, evt.index, show_rejected)
-            if step is None or not events[step].tree_parents:  # a chain step, a mark: the figure stays
+            if step is None or not events[step].tree_parents:  # a chain step: the figure stays
                 return (*inspected, gr.skip(), gr.skip())
             # the figure and the chooser move to the clicked token's tree step (the inspector named node 4 of step 2
-            # under a figure of step 25: helper 70); Previous, Next and the race's next update move them on again
+            # under a figure of step 25: helper 70), or a step mark's (the step the inspector then shows: the
+            # figure stayed, helper 73); Previous, Next and the race's next update move them on again
             shown = {**shown, entry: events[:step + 1]}
+            choices = node_choices(shown)
+            node = clicked_node(events, entry, evt.index, show_rejected)  # the chooser names it (it stood empty)
             return (*inspected, shown_plot(tree_figure(shown, f"click-{entry}-{step}")),
-                    gr.update(choices=node_choices(shown), value=None, interactive=True))
+                    gr.update(choices=choices, value=node if node in {v for _, v in choices} else None,
+                              interactive=True))
         return handler
 
     # preprocess=False: the chooser's value arrives as sent (its choices change with every step)
@@ -241,9 +245,18 @@ def pane_hit(events: list, index: int, show_rejected: bool) -> tuple[int, int] |
 
 
 def clicked_step(events: list, index: int, show_rejected: bool) -> int | None:
-    """The index in ``events`` of the step that entry ``index`` of the pane belongs to (``pane_hit``), or None."""
-    hit = pane_hit(events, index, show_rejected)
+    """The index in ``events`` of the step that entry ``index`` of the pane belongs to (``pane_hit``), a step mark's
+    the step it opens (the token inspector shows that step for a mark), or None off the pane."""
+    hit = entry_source(pane_entries(events, show_rejected), index)
     return hit[0] if hit is not None else None
+
+
+def clicked_node(events: list, entry: str, index: int, show_rejected: bool) -> str | None:
+    """The node chooser's value ("entry|node|step", ``tree_inspector.node_choices``) of the token at entry ``index``
+    of tree entry ``entry``'s pane (``pane_node``); None for a step mark, PaSS's exact token or a chain step."""
+    hit = pane_hit(events, index, show_rejected)
+    node = pane_node(events[hit[0]], hit[1]) if hit is not None else None
+    return f"{entry}|{node}|{events[hit[0]].step}" if node is not None else None
 
 
 def inspect_tree_pane(events: list, entry: str, index: int, show_rejected: bool, decode=str) -> tuple:

@@ -188,6 +188,16 @@ def test_each_lesson_asks_first_then_explains_with_its_race_numbers(new_page, ti
         assert finish.group(0) in text, lesson.title  # the strip ends with the same finish view
         if lesson is LESSONS[0]:  # the strip and the finish view fit a desktop's width
             fits_the_width(page, 1400, (("#lessons", "lessons"), ("#run-line", "finish")))
+    # the arrow keys move through the lessons, round at the ends (gradio names each radio on its own, so they did
+    # nothing: helper 73); each lesson reached is chosen, its question shown
+    radios = page.locator("#lesson-choice input[type=radio]")
+    radios.nth(len(LESSONS) - 1).focus()
+    for key, lesson in (("ArrowDown", LESSONS[0]), ("ArrowUp", LESSONS[-1])):
+        page.keyboard.press(key)
+        page.wait_for_function("q => document.querySelector('#lesson-text').innerText.replace(/\\s+/g, ' ')"
+                               ".includes(q)", arg=plain(lesson.predict), timeout=10_000)
+        assert page.locator("#lesson-choice").get_by_label(lesson.title, exact=True).is_checked(), key
+        assert page.get_by_label("prompt", exact=True).input_value() == lesson.prompt, key
     # the same lesson raced again: its question comes back while the race runs (the strip kept the numbers of the
     # race before until the next race had finished), then this race's numbers
     page.get_by_role("button", name="Run").click()

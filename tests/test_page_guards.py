@@ -704,9 +704,10 @@ def test_the_inspector_plot_shows_only_with_a_selected_token(tiny, demo):
 def test_a_token_clicked_in_a_tree_pane_moves_the_tree_figure_to_its_step(tiny, demo, fixed_pass_cost):
     """A token of an earlier tree step clicked in a tree pane: the inspector showed its node, while the tree figure
     above it kept the newest step's tree, and the chooser that step's nodes (helper 70). The figure and the chooser
-    move to the clicked step; a click on a chain step (PaSS's first, before any tree) leaves them."""
+    move to the clicked step, the chooser naming the clicked node; a step mark moves them to the step it opens (as
+    the inspector); a click on a chain step (PaSS's first, before any tree) leaves them."""
     from playground.race_panes import pane_entries
-    from playground.tree_race import clicked_step
+    from playground.tree_race import clicked_step, pane_node
 
     pane = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "pane-pass-tree")
     select = next(fn for fn in demo.fns.values() if (pane._id, "select") in [tuple(t) for t in fn.targets] and fn.fn)
@@ -714,13 +715,30 @@ def test_a_token_clicked_in_a_tree_pane_moves_the_tree_figure_to_its_step(tiny, 
     events = state["events"]["pass+tree8"]
     trees = [j for j, e in enumerate(events) if e.tree_parents]
     assert len(trees) >= 2, "the race made fewer than two tree steps"
-    index = next(i for i in range(len(pane_entries(events, True))) if clicked_step(events, i, True) == trees[0])
+    entries = pane_entries(events, True)
+    index = next(i for i, (_, _, hit) in enumerate(entries) if hit and hit[0] == trees[0]  # a node (not PaSS's exact
+                 and pane_node(events[hit[0]], hit[1]) is not None)  # token, nor the step mark)
+    assert clicked_step(events, index, True) == trees[0]
     text, _, figure, chooser = select.fn(state, True, gr.SelectData(None, {"index": index, "value": None}))
     step = events[trees[0]].step
     assert text.startswith("Selected:") and f"step {step}" in text
     titles = [a.text for a in figure["value"].layout.annotations if "PaSS" in (a.text or "")]
     assert titles and all(f"step {step}<br>" in t for t in titles), titles  # not the newest tree step
     assert chooser["choices"] and all(value.endswith(f"|{step}") for _, value in chooser["choices"]), chooser
+    # the chooser names the clicked token's node (it stood empty under the figure: helper 73)
+    hit = entries[index][2]
+    node = pane_node(events[hit[0]], hit[1])
+    assert chooser["value"] == f"pass+tree8|{node}|{step}" in dict(map(reversed,
+                                                                                           chooser["choices"]))
+    # a step mark before a later tree step: the inspector shows that step, and the figure moves there too (it
+    # stayed on the step clicked before: helper 73)
+    mark = next(i for i, (_, label, where) in enumerate(entries) if where is None and entries[i + 1][2][0] == trees[1])
+    text, _, figure, chooser = select.fn(state, True, gr.SelectData(None, {"index": mark, "value": None}))
+    later = events[trees[1]].step
+    assert text.startswith(f"Selected: the mark before step {later}.")
+    titles = [a.text for a in figure["value"].layout.annotations if "PaSS" in (a.text or "")]
+    assert titles and all(f"step {later}<br>" in t for t in titles), titles
+    assert chooser["value"] is None and all(value.endswith(f"|{later}") for _, value in chooser["choices"])
     chain = next(i for i in range(len(pane_entries(events, True))) if clicked_step(events, i, True) is not None
                  and not events[clicked_step(events, i, True)].tree_parents)
     outputs = select.fn(state, True, gr.SelectData(None, {"index": chain, "value": None}))
