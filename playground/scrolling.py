@@ -8,14 +8,17 @@ import json
 
 from playground.race_charts import STEP_MARK_CSS_SELECTOR, TOKEN_COLORS, style_rgb
 
-#: Client-side: an arrow key on a radio button focuses and clicks the next (down, right) or previous (up, left)
-#: enabled radio of its group (its fieldset), going round at the ends.
-RADIO_ARROWS_JS = ("document.addEventListener('keydown', ev => { const r = ev.target; const step = {ArrowDown: 1, "
-                   "ArrowRight: 1, ArrowUp: -1, ArrowLeft: -1}[ev.key]; if (!step || !(r instanceof HTMLInputElement) "
-                   "|| r.type !== 'radio' || !r.closest('fieldset')) return; const group = [...r.closest('fieldset')"
-                   ".querySelectorAll('input[type=radio]:not(:disabled)')]; const next = group[(group.indexOf(r) + "
-                   "step + group.length) % group.length]; ev.preventDefault(); next.focus(); if (!next.checked) "
-                   "next.click(); });")
+#: Client-side: an arrow key on a radio button (any arrow) or a tab (left, right) focuses and clicks the next (down,
+#: right) or previous (up, left) enabled one of its group (its fieldset, its tab list), going round at the ends.
+ARROW_KEYS_JS = ("document.addEventListener('keydown', ev => { const el = ev.target; const tab = el instanceof "
+                 "Element && el.getAttribute('role') === 'tab'; const radio = el instanceof HTMLInputElement && "
+                 "el.type === 'radio'; const step = (tab ? {ArrowRight: 1, ArrowLeft: -1} : {ArrowDown: 1, "
+                 "ArrowRight: 1, ArrowUp: -1, ArrowLeft: -1})[ev.key]; const box = tab ? el.closest('[role=tablist]')"
+                 " : radio ? el.closest('fieldset') : null; if (!step || !box) return; const group = [...box."
+                 "querySelectorAll(tab ? '[role=tab]:not(:disabled)' : 'input[type=radio]:not(:disabled)')].filter("
+                 "e => e.offsetParent !== null); const next = group[(group.indexOf(el) + step + group.length) % "
+                 "group.length]; ev.preventDefault(); next.focus(); if (!(next.checked || next.getAttribute("
+                 "'aria-selected') === 'true')) next.click(); });")
 
 
 #: Client-side, once the page has loaded (``launch(js=...)``): each token in a pane says its kind in a tooltip and in
@@ -23,9 +26,9 @@ RADIO_ARROWS_JS = ("document.addEventListener('keydown', ev => { const r = ev.ta
 #: button says whether it is open (``aria-expanded``). Colour alone told exact, accepted, resampled and bonus tokens
 #: apart, a screen reader read every token by its text alone, and Settings never said it was folded (helper 69).
 #: Done again 150 ms after the page changes (gradio redraws the panes at every update). The arrow keys move through
-#: a radio group (the lessons, the what-if curves): gradio names each radio on its own, so they did nothing (helper
-#: 73); the radio reached is clicked, as a click would choose it.
-PAGE_JS = ("() => { " + RADIO_ARROWS_JS + " const kinds = "
+#: a radio group (the lessons, the what-if curves) and the tabs (``ARROW_KEYS_JS``): gradio names each radio on its
+#: own, so they did nothing (helper 73), and its tabs take no arrow keys (helper 69).
+PAGE_JS = ("() => { " + ARROW_KEYS_JS + " const kinds = "
            + json.dumps({style_rgb(c): label for label, c in TOKEN_COLORS.items()})
            + "; const set = (e, a, v) =>"
            " { if (e.getAttribute(a) !== v) e.setAttribute(a, v); }; const mark = () => { for (const t of document."

@@ -394,8 +394,8 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
     desktop), no legend covers its chart's plot area, and each step button's label stays on one line.
 
     Then download that race's trace, reload the page, upload the trace and press Replay: the replayed panes equal
-    the original panes and the theory sentences are back. Then the lab tab's Run lab fills its table, with a pass
-    for every method and a fail for the broken rule. Saves browser-layout-WIDTH.png, browser-replay-WIDTH.png and
+    the original panes and the theory sentences are back. Then on the lab tab (reached by the right arrow key on
+    the Race tab) Run lab fills its table, with a pass for every method and a fail for the broken rule. Saves browser-layout-WIDTH.png, browser-replay-WIDTH.png and
     browser-lab-WIDTH.png."""
     with in_process_page(new_page, race_page_url, width, settings_open=False) as page:
         prompt = page.get_by_label("prompt", exact=True).bounding_box()
@@ -490,7 +490,13 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
         assert "PaSS: α = " in page.locator("#theory-sentences").inner_text()
         page.locator(".js-plotly-plot").nth(4).wait_for(timeout=30_000)  # 4 race charts and the theory chart
         snapshot(page, f"browser-replay-{width}.png", full_page=True)
-        page.get_by_role("tab", name="Losslessness lab").click()
+        # to the lab's tab by keyboard: the right arrow on the Race tab (gradio's tabs took no arrow keys: helper 69)
+        page.get_by_role("tab", name="Race").focus()
+        page.keyboard.press("ArrowRight")
+        lab_tab = page.get_by_role("tab", name="Losslessness lab")
+        page.wait_for_function("t => t.getAttribute('aria-selected') === 'true'", arg=lab_tab.element_handle(),
+                               timeout=5_000)
+        assert lab_tab.evaluate("t => t === document.activeElement")
         from playground.race_inputs import lab_runs_problem
 
         runs = page.locator("#lab-runs input")  # N = 10 typed: refused by name and kept (a slider made it 30)
