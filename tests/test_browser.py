@@ -395,8 +395,8 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
 
     Then download that race's trace, reload the page, upload the trace and press Replay: the replayed panes equal
     the original panes and the theory sentences are back. Then on the lab tab (reached by the right arrow key on
-    the Race tab) Run lab fills its table, with a pass for every method and a fail for the broken rule. Saves browser-layout-WIDTH.png, browser-replay-WIDTH.png and
-    browser-lab-WIDTH.png."""
+    the Race tab) Run lab fills its table, with a pass for every method and a fail for the broken rule. Saves
+    browser-layout-WIDTH.png, browser-replay-WIDTH.png and browser-lab-WIDTH.png."""
     with in_process_page(new_page, race_page_url, width, settings_open=False) as page:
         prompt = page.get_by_label("prompt", exact=True).bounding_box()
         assert prompt["y"] + prompt["height"] < 800, f"the prompt is below the first screen at {width} px"
