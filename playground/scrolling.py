@@ -21,14 +21,27 @@ ARROW_KEYS_JS = ("document.addEventListener('keydown', ev => { const el = ev.tar
                  "'aria-selected') === 'true')) next.click(); });")
 
 
+#: Client-side: once the run line says a race has finished, its first two lines ("Finished." and the finish view)
+#: go into a live region of their own (``role=status``, ``#race-announcer``, hidden but to screen readers), which a
+#: screen reader reads out: nothing said a race had ended (helper 69). The run line itself is not live: during a race
+#: it changes every half second.
+ANNOUNCE_JS = ("const live = Object.assign(document.createElement('div'), {id: 'race-announcer'}); live.setAttribute("
+               "'role', 'status'); live.style.cssText = 'position:absolute;width:1px;height:1px;overflow:hidden;"
+               "clip:rect(0 0 0 0);white-space:nowrap;'; document.body.appendChild(live); let said = ''; "
+               "const announce = () => { const r = document.querySelector('#run-line'); const line = r ? "
+               "r.innerText.trim() : ''; const done = /^Finished\\./.test(line) ? line.split('\\n').filter(x => "
+               "x.trim()).slice(0, 2).join(' ') : ''; if (done !== said) { said = done; live.textContent = done; } };")
+
+
 #: Client-side, once the page has loaded (``launch(js=...)``): each token in a pane says its kind in a tooltip and in
 #: its name for a screen reader ("accepted draft: the"), a step mark is named "end of a step", and each accordion's
 #: button says whether it is open (``aria-expanded``). Colour alone told exact, accepted, resampled and bonus tokens
 #: apart, a screen reader read every token by its text alone, and Settings never said it was folded (helper 69).
 #: Done again 150 ms after the page changes (gradio redraws the panes at every update). The arrow keys move through
 #: a radio group (the lessons, the what-if curves) and the tabs (``ARROW_KEYS_JS``): gradio names each radio on its
-#: own, so they did nothing (helper 73), and its tabs take no arrow keys (helper 69).
-PAGE_JS = ("() => { " + ARROW_KEYS_JS + " const kinds = "
+#: own, so they did nothing (helper 73), and its tabs take no arrow keys (helper 69); a finished race is announced
+#: (``ANNOUNCE_JS``).
+PAGE_JS = ("() => { " + ARROW_KEYS_JS + " " + ANNOUNCE_JS + " const kinds = "
            + json.dumps({style_rgb(c): label for label, c in TOKEN_COLORS.items()})
            + "; const set = (e, a, v) =>"
            " { if (e.getAttribute(a) !== v) e.setAttribute(a, v); }; const mark = () => { for (const t of document."
@@ -36,7 +49,8 @@ PAGE_JS = ("() => { " + ARROW_KEYS_JS + " const kinds = "
            "Object.keys(kinds).find(c => style.includes(c)); if (kind) { set(t, 'title', kinds[kind]); set(t, "
            "'aria-label', kinds[kind] + ': ' + (t.querySelector('.text')?.textContent ?? '')); } else if (t.matches("
            + repr(STEP_MARK_CSS_SELECTOR) + ")) set(t, 'aria-label', 'end of a step'); } for (const b of document."
-           "querySelectorAll('button.label-wrap')) set(b, 'aria-expanded', String(b.classList.contains('open'))); };"
+           "querySelectorAll('button.label-wrap')) set(b, 'aria-expanded', String(b.classList.contains('open'))); "
+           "announce(); };"
            " let due = null; new MutationObserver(() => { if (!due) due = setTimeout(() => { due = null; mark(); }, "
            "150); }).observe(document.body, {subtree: true, childList: true, characterData: true, attributes: true, "
            "attributeFilter: ['class', 'style']}); mark(); }")
