@@ -489,3 +489,26 @@ def test_a_category_with_a_bar_or_a_line_break_stays_one_column():
     assert header == "| method | L | T | a\\|b c | code |", header
     widths = {line.replace("\\|", "").count("|") for line in (header, rule, *rows)}
     assert widths == {6}, (header, rule, rows)
+
+
+def test_greedy_notes_name_each_entrys_own_dtype_and_a_real_difference_as_a_bug():
+    """The closing note of a float32 run with "@bf16" entries (the Intel Xeon report of RESULTS.md, 2026-12-07):
+    bfloat16 AR and ParallelSpec differ from float32 AR at near-ties within bfloat16 rounding, because their weights
+    round differently (the note said "within float32 rounding" and blamed wide passes, which AR has none of). On the
+    run's own dtype a near-tie is blamed on wide and one-token passes; a difference that is no near-tie is a bug."""
+    from pass_core.bench.summary import greedy_notes
+
+    report = json.loads((Path(__file__).resolve().parent.parent / "experiments" / "results-2026-12-07"
+                         / "quick-t1-xeon.json").read_text(encoding="utf-8"))
+    notes, bugs = greedy_notes(report["summary"], report["machine"]["dtype"])
+    assert bugs == [] and len(notes) == 1, (notes, bugs)
+    assert notes[0].startswith("note: greedy output differs from AR for ar@bf16 L=3,T=0, parallelspec@bf16 L=3,T=0 "
+                               "only at near-ties within bfloat16 rounding (their bfloat16 weights"), notes
+    assert "float32 AR they are compared with" in notes[0] and "wide" not in notes[0]
+    same = {"exact_match_rate": 0.5, "runs": 4, "near_tie_differences": 2, "backend": None}
+    assert greedy_notes({"pass": {"L=3,T=0": same}}, "bfloat16") == (
+        ["note: greedy output differs from AR for pass L=3,T=0 only at near-ties within bfloat16 rounding (wide and "
+         "one-token passes round differently; use float32)."], [])
+    wrong = {**same, "near_tie_differences": 1}  # one of the two differences is no near-tie
+    assert greedy_notes({"pass": {"L=3,T=0": wrong}, "ar": {"L=3,T=0": {**same, "exact_match_rate": 1.0}}},
+                        "float32") == ([], ["pass L=3,T=0"])

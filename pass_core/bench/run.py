@@ -23,7 +23,8 @@ import torch
 
 from pass_core.runtime.backend_choice import BusyCore, choice_line
 from pass_core.runtime.backends import prepare_backend, resolve_backend, set_cpu_threads
-from pass_core.bench.summary import BenchRun, RunKey, aggregate, setting_key  # noqa: F401 (setting_key re-exported)
+from pass_core.bench.summary import (BenchRun, RunKey, aggregate, greedy_notes,  # noqa: F401 (setting_key re-exported)
+                                     setting_key)
 from pass_core.bench.report import HTML_MOVED, machine_info, markdown_report, training_records
 from pass_core.decoding.events import StepEvent, output_token_ids
 from pass_core.runtime.models import load_model, pick_device
@@ -262,14 +263,9 @@ def main(argv: list[str] | None = None) -> int:
         failed = True
         print("error: no run was made: every method was skipped (the reasons are above), so nothing was measured.",
               file=sys.stderr)
-    differ = [(f"{m} {k}", e) for m, d in report["summary"].items() for k, e in d.items()
-              if e["exact_match_rate"] is not None and e["exact_match_rate"] < 1.0]
-    ties = [name for name, e in differ if e["near_tie_differences"] == round((1 - e["exact_match_rate"]) * e["runs"])]
-    if ties:
-        print(f"note: greedy output differs from AR for {', '.join(ties)} only at near-ties within "
-              f"{report['machine']['dtype']} rounding (wide and one-token passes round differently; use float32).",
-              file=sys.stderr)
-    bad = [name for name, _ in differ if name not in ties]
+    tie_notes, bad = greedy_notes(report["summary"], report["machine"]["dtype"])
+    for note in tie_notes:
+        print(note, file=sys.stderr)
     if bad:
         print(f"BUG: greedy output differs from AR for {', '.join(bad)} (the decoders must be lossless).",
               file=sys.stderr)

@@ -146,3 +146,28 @@ def aggregate(runs: list[BenchRun], lookaheads: list[int], temperatures: list[fl
                     for c in categories if any(r.category == c for r in sel)}
                 summary.setdefault(m, {})[setting_key(n, t)] = blank_unseen(entry) if m in PEERS else entry
     return summary
+
+
+def greedy_notes(summary: dict, dtype: str) -> tuple[list[str], list[str]]:
+    """The benchmark's closing lines on greedy outputs that differ from fp32 AR's (``aggregate``'s
+    ``exact_match_rate`` below 1): (notes, bugs). An entry whose every difference is a near-tie within its own
+    dtype's rounding (``near_tie_differences``) is named in a note for its dtype, with the reason: on the run's
+    ``dtype``, wide and one-token passes round differently; on another (an "@bf16" entry of a float32 run), its
+    weights and passes round differently from the float32 AR it is compared with (the note said "within float32
+    rounding" and "wide and one-token passes" for bfloat16 AR, which has no wide pass). Any other difference is
+    a bug: "METHOD SETTING" names in ``bugs``."""
+    ties: dict[str, list[str]] = {}
+    bugs = []
+    for m, by_setting in summary.items():
+        for key, e in by_setting.items():
+            if e["exact_match_rate"] is None or e["exact_match_rate"] >= 1.0:
+                continue
+            if e["near_tie_differences"] != round((1 - e["exact_match_rate"]) * e["runs"]):
+                bugs.append(f"{m} {key}")
+                continue
+            ties.setdefault("bfloat16" if e.get("backend") == "bf16" else dtype, []).append(f"{m} {key}")
+    notes = [f"note: greedy output differs from AR for {', '.join(names)} only at near-ties within {kind} "
+             "rounding (" + ("wide and one-token passes round differently; use float32)." if kind == dtype else
+                f"their {kind} weights and passes round differently from the {dtype} AR they are compared with).")
+             for kind, names in ties.items()]
+    return notes, bugs
