@@ -24,13 +24,20 @@ ARROW_KEYS_JS = ("document.addEventListener('keydown', ev => { const el = ev.tar
 #: Client-side: once the run line says a race has finished, its first two lines ("Finished." and the finish view)
 #: go into a live region of their own (``role=status``, ``#race-announcer``, hidden but to screen readers), which a
 #: screen reader reads out: nothing said a race had ended (helper 69). The run line itself is not live: during a race
-#: it changes every half second.
+#: it changes every half second. Its lines are read from its markdown, line breaks and blocks, whether shown or not
+#: (on the lab's tab ``innerText`` ran them together) and without gradio's queue text over it (at Run it hid the
+#: old lines for a moment, and they were announced again: helper 74).
 ANNOUNCE_JS = ("const live = Object.assign(document.createElement('div'), {id: 'race-announcer'}); live.setAttribute("
                "'role', 'status'); live.style.cssText = 'position:absolute;width:1px;height:1px;overflow:hidden;"
                "clip:rect(0 0 0 0);white-space:nowrap;'; document.body.appendChild(live); let said = ''; "
-               "const announce = () => { const r = document.querySelector('#run-line'); const line = r ? "
-               "r.innerText.trim() : ''; const done = /^Finished\\./.test(line) ? line.split('\\n').filter(x => "
-               "x.trim()).slice(0, 2).join(' ') : ''; if (done !== said) { said = done; live.textContent = done; } };")
+               "const lines = el => { const out = ['']; const walk = n => { for (const c of n.childNodes) { if ("
+               "c.nodeType === 3) out[out.length - 1] += c.textContent; else if (c.nodeType === 1) { const block = "
+               "/^(BR|P|DIV|LI|UL|OL|H[1-6]|TABLE|TR|PRE|BLOCKQUOTE)$/.test(c.nodeName); if (block) out.push(''); "
+               "walk(c); if (block) out.push(''); } } }; walk(el); return out.map(x => x.replace(/\\s+/g, ' ')"
+               ".trim()).filter(x => x); }; const announce = () => { const r = document.querySelector('#run-line "
+               "[data-testid=markdown]'); const shown = r ? lines(r) : []; const done = /^Finished\\./.test(shown[0]"
+               " ?? '') ? shown.slice(0, 2).join(' ') : ''; if (done !== said) { said = done; live.textContent = "
+               "done; } };")
 
 
 #: Client-side, once the page has loaded (``launch(js=...)``): each token in a pane says its kind in a tooltip and in

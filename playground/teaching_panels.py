@@ -87,8 +87,10 @@ def lesson_strip(offered=None, slow_motion: gr.Slider | None = None):
                 return None, lesson_put_aside(title, changed, delay), None
             return gr.skip(), lesson_markdown(title), title
 
+        # always_last: a press while one is pending waits for it, and only the last runs then (arrow keys held
+        # down chose lesson 6 while its replies, out of order, left lesson 5's prompt and question: helper 74)
         choice.input(choose, choice, [text, *inputs, *([slow_motion] if slow_motion is not None else [])],
-                     queue=False, api_visibility="private", show_progress="hidden")
+                     queue=False, api_visibility="private", show_progress="hidden", trigger_mode="always_last")
         # a new race: the question again (the strip showed the race before's numbers while the next one ran or was
         # paused); wired before the race's own listener, so it answers before the race starts (see ``wire_panels``)
         run.click(question, [choice, *inputs, *([slow_motion] if slow_motion is not None else [])],

@@ -205,14 +205,15 @@ def wire_tree(ui: SimpleNamespace, holder) -> None:
     def on_pane(key: str):
         def handler(state, show_rejected, evt: gr.SelectData):
             entry = entry_for(state["events"], f"{key}+tree") if state else None
+            empty = gr.update(value=None)  # the chooser named a node the inspector no longer shows
             if entry is None or entry not in state["events"] or not isinstance(evt.index, int):
-                return (*inspector_outputs(INSPECTOR_HINT), gr.skip(), gr.skip())
+                return (*inspector_outputs(INSPECTOR_HINT), gr.skip(), empty)
             shown = events_upto(state["events"], state.get("position"))
             events = shown[entry]
             inspected = inspector_outputs(*inspect_tree_pane(events, entry, evt.index, show_rejected, namer(state)))
             step = clicked_step(events, evt.index, show_rejected)
             if step is None or not events[step].tree_parents:  # a chain step: the figure stays
-                return (*inspected, gr.skip(), gr.skip())
+                return (*inspected, gr.skip(), empty)
             # the figure and the chooser move to the clicked token's tree step (the inspector named node 4 of step 2
             # under a figure of step 25: helper 70), or a step mark's (the step the inspector then shows: the
             # figure stayed, helper 73); Previous, Next and the race's next update move them on again
@@ -230,7 +231,8 @@ def wire_tree(ui: SimpleNamespace, holder) -> None:
     for key, pane in zip(TREE_PANES, parts.panes):
         pane.select(on_pane(key), [state, show_rejected], [*inspector, parts.plot, parts.node],
                     api_visibility="private", queue=False)
-    for pane in (*ui.panes, *parts.panes):  # in the browser: no round trip to the server
+    for pane in ui.panes:  # in the browser: no round trip to the server (a tree pane's own listener sets the
+        # chooser: this one, run beside it, emptied the node it named, helper 74)
         pane.select(None, None, parts.node, js="() => null", api_visibility="private", queue=False)
     for button in (ui.previous_btn, ui.next_btn):  # the chooser's value as it was when pressed
         button.click(lambda choice: inspector_outputs(INSPECTOR_HINT) if choice else (gr.skip(), gr.skip()),

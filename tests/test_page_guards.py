@@ -742,7 +742,7 @@ def test_a_token_clicked_in_a_tree_pane_moves_the_tree_figure_to_its_step(tiny, 
     chain = next(i for i in range(len(pane_entries(events, True))) if clicked_step(events, i, True) is not None
                  and not events[clicked_step(events, i, True)].tree_parents)
     outputs = select.fn(state, True, gr.SelectData(None, {"index": chain, "value": None}))
-    assert is_skip(outputs[2]) and is_skip(outputs[3])
+    assert is_skip(outputs[2]) and outputs[3] == {"__type__": "update", "value": None}  # the chooser emptied
 
 
 def test_a_race_waits_for_a_pass_cost_measurement_and_a_measurement_is_refused_during_a_race():
