@@ -211,7 +211,7 @@ def wire_tree(ui: SimpleNamespace, holder) -> None:
             shown = events_upto(state["events"], state.get("position"))
             events = shown[entry]
             inspected = inspector_outputs(*inspect_tree_pane(events, entry, evt.index, show_rejected, namer(state)))
-            step = clicked_step(events, evt.index, show_rejected)
+            step, node = pane_click(events, entry, evt.index, show_rejected)
             if step is None or not events[step].tree_parents:  # a chain step: the figure stays
                 return (*inspected, gr.skip(), empty)
             # the figure and the chooser move to the clicked token's tree step (the inspector named node 4 of step 2
@@ -219,9 +219,8 @@ def wire_tree(ui: SimpleNamespace, holder) -> None:
             # figure stayed, helper 73); Previous, Next and the race's next update move them on again
             shown = {**shown, entry: events[:step + 1]}
             choices = node_choices(shown)
-            node = clicked_node(events, entry, evt.index, show_rejected)  # the chooser names it (it stood empty)
             return (*inspected, shown_plot(tree_figure(shown, f"click-{entry}-{step}")),
-                    gr.update(choices=choices, value=node if node in {v for _, v in choices} else None,
+                    gr.update(choices=choices, value=node if node in {v for _, v in choices} else None,  # named
                               interactive=True))
         return handler
 
@@ -246,19 +245,15 @@ def pane_hit(events: list, index: int, show_rejected: bool) -> tuple[int, int] |
     return entries[index][2] if 0 <= index < len(entries) else None
 
 
-def clicked_step(events: list, index: int, show_rejected: bool) -> int | None:
-    """The index in ``events`` of the step that entry ``index`` of the pane belongs to (``pane_hit``), a step mark's
-    the step it opens (the token inspector shows that step for a mark), or None off the pane."""
-    hit = entry_source(pane_entries(events, show_rejected), index)
-    return hit[0] if hit is not None else None
-
-
-def clicked_node(events: list, entry: str, index: int, show_rejected: bool) -> str | None:
-    """The node chooser's value ("entry|node|step", ``tree_inspector.node_choices``) of the token at entry ``index``
-    of tree entry ``entry``'s pane (``pane_node``); None for a step mark, PaSS's exact token or a chain step."""
-    hit = pane_hit(events, index, show_rejected)
+def pane_click(events: list, entry: str, index: int, show_rejected: bool) -> tuple[int | None, str | None]:
+    """Entry ``index`` clicked in tree entry ``entry``'s pane (``pane_entries``): (the index in ``events`` of the
+    step it shows, a step mark's the step it opens as in the token inspector, or None off the pane; the node
+    chooser's value "entry|node|step" of the clicked token's node, ``tree_inspector.node_choices``, or None for a
+    step mark, PaSS's exact token or a chain step)."""
+    entries = pane_entries(events, show_rejected)
+    source, hit = entry_source(entries, index), entries[index][2] if 0 <= index < len(entries) else None
     node = pane_node(events[hit[0]], hit[1]) if hit is not None else None
-    return f"{entry}|{node}|{events[hit[0]].step}" if node is not None else None
+    return (source[0] if source else None), (f"{entry}|{node}|{events[hit[0]].step}" if node is not None else None)
 
 
 def inspect_tree_pane(events: list, entry: str, index: int, show_rejected: bool, decode=str) -> tuple:

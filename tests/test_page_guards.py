@@ -707,7 +707,7 @@ def test_a_token_clicked_in_a_tree_pane_moves_the_tree_figure_to_its_step(tiny, 
     move to the clicked step, the chooser naming the clicked node; a step mark moves them to the step it opens (as
     the inspector); a click on a chain step (PaSS's first, before any tree) leaves them."""
     from playground.race_panes import pane_entries
-    from playground.tree_race import clicked_step, pane_node
+    from playground.tree_race import pane_click, pane_node
 
     pane = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "pane-pass-tree")
     select = next(fn for fn in demo.fns.values() if (pane._id, "select") in [tuple(t) for t in fn.targets] and fn.fn)
@@ -718,7 +718,7 @@ def test_a_token_clicked_in_a_tree_pane_moves_the_tree_figure_to_its_step(tiny, 
     entries = pane_entries(events, True)
     index = next(i for i, (_, _, hit) in enumerate(entries) if hit and hit[0] == trees[0]  # a node (not PaSS's exact
                  and pane_node(events[hit[0]], hit[1]) is not None)  # token, nor the step mark)
-    assert clicked_step(events, index, True) == trees[0]
+    assert pane_click(events, "pass+tree8", index, True)[0] == trees[0]
     text, _, figure, chooser = select.fn(state, True, gr.SelectData(None, {"index": index, "value": None}))
     step = events[trees[0]].step
     assert text.startswith("Selected:") and f"step {step}" in text
@@ -739,8 +739,8 @@ def test_a_token_clicked_in_a_tree_pane_moves_the_tree_figure_to_its_step(tiny, 
     titles = [a.text for a in figure["value"].layout.annotations if "PaSS" in (a.text or "")]
     assert titles and all(f"step {later}<br>" in t for t in titles), titles
     assert chooser["value"] is None and all(value.endswith(f"|{later}") for _, value in chooser["choices"])
-    chain = next(i for i in range(len(pane_entries(events, True))) if clicked_step(events, i, True) is not None
-                 and not events[clicked_step(events, i, True)].tree_parents)
+    steps = [pane_click(events, "pass+tree8", i, True)[0] for i in range(len(entries))]
+    chain = next(i for i, step in enumerate(steps) if step is not None and not events[step].tree_parents)
     outputs = select.fn(state, True, gr.SelectData(None, {"index": chain, "value": None}))
     assert is_skip(outputs[2]) and outputs[3] == {"__type__": "update", "value": None}  # the chooser emptied
 
