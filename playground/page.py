@@ -28,7 +28,7 @@ from playground.lab_handlers import lab_handler, lab_presser, lab_stopper, lab_v
 from playground.layout import lay_out
 from playground.page_guards import STEP_WAIT_S, STOPPED_NOTE, slow_motion_handler, stop_handler, stopped_frame, \
     wire_step_button  # noqa: F401  (STOPPED_NOTE re-exported)
-from playground.race_slots import MEASURING_NOTE, RaceSlots
+from playground.race_slots import MEASURING_NOTE, RaceSlots, calm_queue
 from playground.scrolling import CANCEL_RACE_JS, CLEAR_STEP_ECHO_JS, RUN_ECHO_JS, RUN_SCROLL_JS, \
     PAGE_JS, SCROLL_TO_INSPECTOR_JS, SCROLL_TO_LAB_JS, SCROLL_TO_PANES_JS, STOP_ECHO_JS
 from playground.plot_boxes import shown_plot
@@ -298,5 +298,4 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         polled = [ui.status, ui.model_md, ui.lookahead_md, ui.timer]
         for event in (ui.timer.tick, demo.load):
             event(poll, [ui.num_lookahead, ui.methods], polled, show_progress="hidden", **private)
-    demo.queue(max_size=QUEUE_MAX_SIZE)
-    return demo
+    return calm_queue(demo, QUEUE_MAX_SIZE)

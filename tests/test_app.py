@@ -330,6 +330,23 @@ def test_demo_builds_with_race_endpoint_and_limits(demo):
     assert demo._queue.max_size == page.QUEUE_MAX_SIZE
 
 
+def test_an_idle_queue_sleeps_20_ms_not_1(demo):
+    """The page's queue looks for work every ``QUEUE_IDLE_S`` (20 ms) and for progress every ``PROGRESS_IDLE_S``
+    (50 ms) when it has none, not gradio's 1 ms and 10 ms (an idle page's server took 8.7 % of a core); and gradio's
+    queue still reads those two attributes (a later gradio that renamed them would poll at its own pace unseen)."""
+    import inspect
+
+    from gradio.queueing import Queue
+
+    from playground.race_slots import PROGRESS_IDLE_S, QUEUE_IDLE_S
+
+    queue = demo._queue
+    assert (queue.sleep_when_free, queue.progress_update_sleep_when_free) == (QUEUE_IDLE_S, PROGRESS_IDLE_S)
+    assert (QUEUE_IDLE_S, PROGRESS_IDLE_S) == (0.02, 0.05)
+    assert "asyncio.sleep(self.sleep_when_free)" in inspect.getsource(Queue.start_processing)
+    assert "asyncio.sleep(self.progress_update_sleep_when_free)" in inspect.getsource(Queue.start_progress_updates)
+
+
 def test_remeasure_stands_above_the_cost_chart_it_draws(demo):
     """*Re-measure pass cost* comes first in its accordion: the chart it draws appears under it, so the button stays
     where it was pressed (under the chart, it moved down as the chart appeared)."""
