@@ -332,7 +332,7 @@ def test_demo_builds_with_race_endpoint_and_limits(demo):
 
 def test_an_idle_queue_sleeps_20_ms_not_1(demo):
     """The page's queue looks for work every ``QUEUE_IDLE_S`` (20 ms) and for progress every ``PROGRESS_IDLE_S``
-    (50 ms) when it has none, not gradio's 1 ms and 10 ms (an idle page's server took 8.7 % of a core); and gradio's
+    (50 ms) when it has none, not gradio's 1 ms and 10 ms (an idle page's server took about 8 % of a core); and gradio's
     queue still reads those two attributes (a later gradio that renamed them would poll at its own pace unseen)."""
     import inspect
 
