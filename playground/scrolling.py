@@ -26,7 +26,9 @@ ARROW_KEYS_JS = ("document.addEventListener('keydown', ev => { const el = ev.tar
 #: screen reader reads out: nothing said a race had ended (helper 69). The run line itself is not live: during a race
 #: it changes every half second. Its lines are read from its markdown, line breaks and blocks, whether shown or not
 #: (on the lab's tab ``innerText`` ran them together) and without gradio's queue text over it (at Run it hid the
-#: old lines for a moment, and they were announced again: helper 74).
+#: old lines for a moment, and they were announced again: helper 74). A refused setting's message (gradio's
+#: ``div.validation-error`` under the input, which no screen reader read) goes into a second region, ``role=alert``
+#: (``#error-announcer``), once per message that appears: a refused Run said nothing to a screen reader.
 ANNOUNCE_JS = ("const live = Object.assign(document.createElement('div'), {id: 'race-announcer'}); live.setAttribute("
                "'role', 'status'); live.style.cssText = 'position:absolute;width:1px;height:1px;overflow:hidden;"
                "clip:rect(0 0 0 0);white-space:nowrap;'; document.body.appendChild(live); let said = ''; "
@@ -37,7 +39,13 @@ ANNOUNCE_JS = ("const live = Object.assign(document.createElement('div'), {id: '
                ".trim()).filter(x => x); }; const announce = () => { const r = document.querySelector('#run-line "
                "[data-testid=markdown]'); const shown = r ? lines(r) : []; const done = /^Finished\\./.test(shown[0]"
                " ?? '') ? shown.slice(0, 2).join(' ') : ''; if (done !== said) { said = done; live.textContent = "
-               "done; } };")
+               "done; } warn(); }; const alarm = Object.assign(document.createElement('div'), {id: "
+               "'error-announcer'}); alarm.setAttribute('role', 'alert'); alarm.style.cssText = live.style.cssText; "
+               "document.body.appendChild(alarm); const warned = new WeakSet(); const warn = () => { const fresh = "
+               "[...document.querySelectorAll('div.validation-error')].filter(e => !warned.has(e)); if (!fresh."
+               "length) return; fresh.forEach(e => warned.add(e)); const text = fresh.map(e => e.textContent."
+               "replace(/\\s+/g, ' ').trim()).join(' '); alarm.textContent = ''; setTimeout(() => { "
+               "alarm.textContent = text; }, 50); };")
 
 
 #: Client-side, once the page has loaded (``launch(js=...)``): each token in a pane says its kind in a tooltip and in

@@ -189,11 +189,15 @@ def test_page_races_and_draws(app_server, new_page):
         mark = page.locator(f"#input-{name} div.validation-error")  # the message, under the label
         mark.wait_for(timeout=10_000)
         assert message in mark.inner_text(), (name, mark.inner_text())
+        # and said to a screen reader, in the page's alert region (each refusal's message once)
+        page.wait_for_function("m => document.querySelector('#error-announcer').textContent.includes(m)",
+                               arg=message, timeout=10_000)
         assert "validation-error" in box.get_attribute("class"), name  # and the box itself is marked
         assert box.input_value() == typed, name  # kept as typed: not clamped into the range
         if name == "max_new_tokens":
             snapshot(page, "browser-out-of-range.png", full_page=True)
         box.fill(good)
+    assert page.locator("#error-announcer").get_attribute("role") == "alert"  # read out at once, hidden on screen
     # refused with Settings folded again: Run unfolds Settings and shows the message (it showed nothing; helper 69)
     box = page.locator("#input-temperature input")
     good = box.input_value()
@@ -203,6 +207,8 @@ def test_page_races_and_draws(app_server, new_page):
     page.wait_for_function(EXPANDED, arg="false", timeout=5_000)  # and Settings says it is folded (it never did)
     page.get_by_role("button", name="Run").click()
     page.locator("#input-temperature div.validation-error").wait_for(state="visible", timeout=10_000)
+    page.wait_for_function("m => document.querySelector('#error-announcer').textContent.includes(m)",
+                           arg="temperature must be between 0 and 2, got 5", timeout=10_000)
     page.wait_for_function(MESSAGE_IN_VIEW, timeout=5_000)
     page.wait_for_function(EXPANDED, arg="true", timeout=5_000)
     box.fill(good)
