@@ -28,7 +28,8 @@ ARROW_KEYS_JS = ("document.addEventListener('keydown', ev => { const el = ev.tar
 #: (on the lab's tab ``innerText`` ran them together) and without gradio's queue text over it (at Run it hid the
 #: old lines for a moment, and they were announced again: helper 74). A refused setting's message (gradio's
 #: ``div.validation-error`` under the input, which no screen reader read) goes into a second region, ``role=alert``
-#: (``#error-announcer``), once per message that appears: a refused Run said nothing to a screen reader.
+#: (``#error-announcer``), once per message that appears: a refused Run said nothing to a screen reader. It empties
+#: once no message is left (a screen reader's user browsing the page met the message of a value fixed since).
 ANNOUNCE_JS = ("const live = Object.assign(document.createElement('div'), {id: 'race-announcer'}); live.setAttribute("
                "'role', 'status'); live.style.cssText = 'position:absolute;width:1px;height:1px;overflow:hidden;"
                "clip:rect(0 0 0 0);white-space:nowrap;'; document.body.appendChild(live); let said = ''; "
@@ -41,8 +42,9 @@ ANNOUNCE_JS = ("const live = Object.assign(document.createElement('div'), {id: '
                " ?? '') ? shown.slice(0, 2).join(' ') : ''; if (done !== said) { said = done; live.textContent = "
                "done; } warn(); }; const alarm = Object.assign(document.createElement('div'), {id: "
                "'error-announcer'}); alarm.setAttribute('role', 'alert'); alarm.style.cssText = live.style.cssText; "
-               "document.body.appendChild(alarm); const warned = new WeakSet(); const warn = () => { const fresh = "
-               "[...document.querySelectorAll('div.validation-error')].filter(e => !warned.has(e)); if (!fresh."
+               "document.body.appendChild(alarm); const warned = new WeakSet(); const warn = () => { const shown = "
+               "[...document.querySelectorAll('div.validation-error')]; if (!shown.length && alarm.textContent) "
+               "alarm.textContent = ''; const fresh = shown.filter(e => !warned.has(e)); if (!fresh."
                "length) return; fresh.forEach(e => warned.add(e)); const text = fresh.map(e => e.textContent."
                "replace(/\\s+/g, ' ').trim()).join(' '); alarm.textContent = ''; setTimeout(() => { "
                "alarm.textContent = text; }, 50); };")

@@ -231,6 +231,8 @@ def test_page_races_and_draws(app_server, new_page):
     for plot in RACE_PLOT_IDS[:4]:  # the race's four charts, drawn (the theory and cost views are checked apart)
         page.locator(f"#{plot} .js-plotly-plot .main-svg").first.wait_for(timeout=30_000)
     assert page.locator(".validation-error:visible").count() == 0  # the last mark went with the good value
+    # and the alert region went empty with it (it held the last refusal's message, of a value fixed since)
+    page.wait_for_function("() => document.querySelector('#error-announcer').textContent === ''", timeout=5_000)
     for key in ("ar", "pass", "parallelspec"):  # the default race
         pane = page.locator(f"#pane-{key}")
         assert pane.is_visible(), key
