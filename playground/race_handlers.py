@@ -36,7 +36,7 @@ CHART_EVERY = 4  # charts redraw on every 4th page update (figures are the brows
 THEORY_EVERY = 4  # during a race the theory view redraws with every 4th chart redraw (and at the end, when paused)
 SLOW_MOTION_CHART_GAP_S = 1.0  # slow motion shows every step in the panes, the charts at most once a second
 TOKENS_PER_EXTRA_S = 400  # each 400 tokens on the page add one update interval (0.5 s) between updates
-MAX_UPDATE_GAP_S = 2.5  # ...but never more: Stop (a cancel) takes effect at the next update
+MAX_UPDATE_GAP_S = 2.5  # ...but never more: on ZeroGPU Stop (a cancel) takes effect at the next update
 
 
 def user_error(message: str) -> gr.Error:
@@ -153,7 +153,8 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
     one (``tree_race.with_trees``). Yields the outputs of ``render`` at most
     every ``update_interval_s`` seconds of wall time (the gap grows by ``update_interval_s`` per
     ``TOKENS_PER_EXTRA_S`` tokens already shown, to at most ``MAX_UPDATE_GAP_S``, so that the browser keeps up;
-    Stop takes effect at the next update; the figures redraw on every ``CHART_EVERY``-th update),
+    the figures redraw on every ``CHART_EVERY``-th update), and at the step after Stop (``control.stopped``: the page
+    shows Stop's frame instead; at the next update Stop took up to 2.5 s),
     and once more at the end; ``run_note`` goes into the run line. ``inspect``: events carry the token
     inspector's data (``DecodeSettings.inspect``). The last yield offers the race as a JSON trace
     (``pass_core.trace``) to download. ``control``: the step-through buttons (``playground.stepping``): while paused the
@@ -214,7 +215,8 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
                     control.sleep(control.delay_s)
                 continue
             now = time.monotonic()
-            if now - last >= min(update_interval_s * (1 + tokens / TOKENS_PER_EXTRA_S), MAX_UPDATE_GAP_S):
+            stopping = control is not None and control.stopped  # Stop: a frame now, which the page turns into Stop's
+            if stopping or now - last >= min(update_interval_s * (1 + tokens / TOKENS_PER_EXTRA_S), MAX_UPDATE_GAP_S):
                 last = now
                 charts_now = updates % CHART_EVERY == 0
                 theory_now = updates % (CHART_EVERY * THEORY_EVERY) == 0

@@ -435,6 +435,23 @@ def test_stop_ends_a_paused_or_slow_race_at_once(tiny, monkeypatch):
         outs.close()
 
 
+def test_stop_reaches_a_full_speed_race_at_its_next_step_not_its_next_update(tiny):
+    """A race at full speed yields a frame every 0.5-2.5 s (``UPDATE_INTERVAL_S`` .. ``MAX_UPDATE_GAP_S``), and Stop
+    took effect at the next one (1-2.3 s after the press, helper 75): after Stop the race yields at its next step.
+    With updates 1,000 s apart, the frame after Stop holds one step more than the frame before it."""
+    control = StepControl()
+    outs = page.race_handler(tiny, RaceRequest("Hello there", 2, 0.0, 0, 1.0, 40, 0), update_interval_s=1000.0,
+                             control=control)
+    first, second = next(outs), next(outs)  # "Racing…" with empty panes, then the first step (no update before it)
+    assert control.yielding(first[-1]) and control.yielding(second[-1])
+    steps = sum(map(len, second[-1]["events"].values()))
+    control.stop(wait_s=0.0)
+    after = next(outs)
+    assert sum(map(len, after[-1]["events"].values())) == steps + 1  # not the whole race, at its end
+    assert not control.yielding(after[-1])  # the page shows Stop's frame instead (``page_guards.stopped_frame``)
+    outs.close()
+
+
 def test_a_long_prompt_is_warned_about_before_its_prefill(tiny, monkeypatch, measured):
     measured.append(GOOD)  # 4.75 ms per token in its widest pass: the estimate is tokens x 4.75 ms
     monkeypatch.setattr(race_guards, "LONG_PREFILL_TOKENS", 60)  # the tiny model holds 512 positions
