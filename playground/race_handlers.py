@@ -35,6 +35,8 @@ UPDATE_INTERVAL_S = 0.5  # at most 2 page updates per second of wall time at the
 CHART_EVERY = 4  # charts redraw on every 4th page update (figures are the browser's heaviest work)
 THEORY_EVERY = 4  # during a race the theory view redraws with every 4th chart redraw (and at the end, when paused)
 SLOW_MOTION_CHART_GAP_S = 1.0  # slow motion shows every step in the panes, the charts at most once a second
+SLOW_MOTION_CHART_LAG_S = 0.1  # ...in a frame of their own this long after a step's (a redraw held the step's panes
+# back by up to 0.4 s of the browser's time: the steps came 0.2-0.9 s apart at 0.5 s per step)
 TOKENS_PER_EXTRA_S = 400  # each 400 tokens on the page add one update interval (0.5 s) between updates
 MAX_UPDATE_GAP_S = 2.5  # ...but never more: on ZeroGPU Stop (a cancel) takes effect at the next update
 
@@ -207,12 +209,15 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
             if control is not None and control.delay_s:  # slow motion: every step on the page, then a wait
                 now = time.monotonic()
                 charts_now = now - last_chart >= SLOW_MOTION_CHART_GAP_S  # a short delay redraws no chart per step
-                if charts_now:
+                yield render(events, show_rejected, settings.greedy, settings.fused, False, note, False, **show)
+                if charts_now:  # the figures in a frame of their own, once the browser has drawn the step's
                     last_chart, chart_draws = now, chart_draws + 1
-                yield render(events, show_rejected, settings.greedy, settings.fused, False, note, charts_now,
-                             theory_now=(chart_draws - 1) % THEORY_EVERY == 0, **show)
-                with off_the_clock(show["guards"]):
-                    control.sleep(control.delay_s)
+                    with off_the_clock(show["guards"]):
+                        control.sleep(min(SLOW_MOTION_CHART_LAG_S, control.delay_s / 2))
+                    yield render(events, show_rejected, settings.greedy, settings.fused, False, note, True,
+                                 theory_now=(chart_draws - 1) % THEORY_EVERY == 0, **show)
+                with off_the_clock(show["guards"]):  # a step every delay_s, however long its frames took
+                    control.sleep(control.delay_s - (time.monotonic() - now))
                 continue
             now = time.monotonic()
             stopping = control is not None and control.stopped  # Stop: a frame now, which the page turns into Stop's

@@ -160,13 +160,19 @@ def test_slow_motion_shows_every_step(tiny):
         tiny, RaceRequest("Hello there", 2, 0.0, 0, 1.0, 12, 0), update_interval_s=10.0, control=control)]
     elapsed = time.monotonic() - start
     steps = sum(map(len, outs[-1]["state"]["events"].values()))
-    assert len(outs) == 1 + steps + 1  # the opening, one update per step (the 10 s interval would allow one), the last
+    # the figures in frames of their own (a redraw held a step's panes back in the browser): the step's frame, then
+    # one with the same panes and the figures, at most once per SLOW_MOTION_CHART_GAP_S: the first step, then on time
+    # (the opening clears the previous race's figures before any step: not a step's redraw)
+    middle = outs[1:-1]
+    drawn = [i for i, out in enumerate(middle) if out["latency"] != gr.skip()]
+    assert len(outs) == 1 + steps + len(drawn) + 1  # the opening, one update per step (the 10 s interval would
+    # allow one) and per redraw, the last
     assert elapsed >= 0.02 * steps
     assert all(out["ar_tokens"] is not None for out in outs)  # the panes show every step
-    # ...the figures at most once per SLOW_MOTION_CHART_GAP_S: the first step, then on time, and at the end (the
-    # opening clears the previous race's figures before any step: not a step's redraw)
-    drawn = [i for i, out in enumerate(outs[1:-1]) if out["latency"] != gr.skip()]
-    assert drawn[0] == 0 and len(drawn) <= 1 + elapsed / SLOW_MOTION_CHART_GAP_S, (drawn, elapsed)
+    assert drawn and drawn[0] == 1 and len(drawn) <= 1 + elapsed / SLOW_MOTION_CHART_GAP_S, (drawn, elapsed)
+    for i in drawn:  # right after a step's frame, showing that step
+        assert middle[i - 1]["latency"] == gr.skip() and middle[i]["state"]["events"] == middle[i - 1]["state"]["events"]
+        assert middle[i]["ar_tokens"] == middle[i - 1]["ar_tokens"]
     assert outs[-1]["latency"] != gr.skip() and outs[-1]["theory"] != gr.skip()
 
 
