@@ -34,7 +34,7 @@ from playground.scrolling import CANCEL_RACE_JS, CLEAR_STEP_ECHO_JS, RUN_ECHO_JS
 from playground.plot_boxes import shown_plot
 from playground.race_inputs import RaceRequest, cap_for_zerogpu, hide_paths, method_offer, methods_problem, \
     on_zerogpu, whole
-from playground.race_view import HIDE_REJECTED_JS, METRIC_LABELS, PAGE_CSS  # noqa: F401  (re-exported)
+from playground.race_view import HIDE_REJECTED_JS, METRIC_LABELS, PAGE_CSS, page_theme  # noqa: F401  (re-exported)
 from playground.stepping import NEXT, PREVIOUS, RESUME, StepControl, step_position
 from playground.teaching import INSPECTOR_HINT, inspect_selection, token_namer
 from playground.teaching_panels import wire_panels
@@ -60,12 +60,9 @@ HELP_TEMPLATE = (Path(__file__).resolve().parents[1] / "assets" / "help" / "how-
 
 
 def launch_options() -> dict:
-    """``gr.Blocks.launch``'s keyword arguments wherever the page is served: the Soft theme with darker labels and range
-    lines (their contrast was 3.6:1 and 2.5:1, under WCAG's 4.5:1), ``PAGE_CSS``, ``PAGE_JS``, errors shown, uploads
-    above a trace's maximum size refused, ``STATE_SESSIONS`` races kept."""
-    theme = gr.themes.Soft().set(block_info_text_color="*neutral_600", block_title_text_color="*primary_700",
-                                 block_label_text_color="*primary_700")
-    return dict(theme=theme, css=PAGE_CSS, js=PAGE_JS, show_error=True, max_file_size=MAX_TRACE_BYTES,
+    """``gr.Blocks.launch``'s keyword arguments wherever the page is served: ``page_theme()``, ``PAGE_CSS``,
+    ``PAGE_JS``, errors shown, uploads above a trace's maximum size refused, ``STATE_SESSIONS`` races kept."""
+    return dict(theme=page_theme(), css=PAGE_CSS, js=PAGE_JS, show_error=True, max_file_size=MAX_TRACE_BYTES,
                 state_session_capacity=STATE_SESSIONS)
 
 
