@@ -47,12 +47,15 @@ def page_theme() -> gr.themes.Base:
     """Gradio's Soft theme with every text at WCAG's 4.5:1 or more (axe-core 4.14 found these under it): labels and
     info lines (3.6:1), subdued text (2.5:1: a slider's two ends, the upload's "- or -", the footer), white on
     indigo (4.46:1: Run, the ticked methods; Run lab under the pointer 2.98:1) and the accent (4.46:1: the chosen
-    tab's name)."""
+    tab's name); in dark mode (Gradio follows the system's) the same, and a pane's tokens and legend on white, as
+    their half-transparent colours were chosen for (on the dark page black on them read 2.7-4.3:1, white 3.8:1)."""
     return gr.themes.Soft().set(block_info_text_color="*neutral_600", block_title_text_color="*primary_700",
                                 block_label_text_color="*primary_700", body_text_color_subdued="*neutral_600",
                                 button_primary_background_fill="*primary_600",
                                 button_primary_background_fill_hover="*primary_700",
-                                checkbox_label_background_fill_selected="*primary_600", color_accent="*primary_600")
+                                checkbox_label_background_fill_selected="*primary_600", color_accent="*primary_600",
+                                button_primary_background_fill_dark="*primary_600",
+                                button_primary_background_fill_hover_dark="*primary_700")
 
 
 #: Page CSS: tight token boxes; rejected drafts hidden at once in the browser while "show rejected drafts" is off
@@ -75,6 +78,8 @@ input[type=range]:focus-visible {{outline: 2px solid var(--color-accent) !import
 .token-pane .textfield {{font-size: 15px; line-height: 1.8}}
 .token-pane .token.highlighted {{margin: 0 1px 2px 0 !important; padding: 1px 1px !important}}
 .token-pane .text {{white-space: pre-wrap}}
+.dark .token-pane .textfield, .dark .token-pane .legend {{background: #fff; color: #000}}  /* tints for white */
+.dark [role=tab][aria-selected=true] {{color: var(--primary-400)}}  /* the accent is one colour in both modes */
 .token-pane .line-break + .line-break {{height: 1.2em}}
 {charts.STEP_MARK_CSS}
 {charts.rejected_css_selector()} {{text-decoration: line-through}}

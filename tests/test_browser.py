@@ -259,6 +259,13 @@ def test_page_races_and_draws(app_server, new_page):
     page.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=30_000)
     assert page.locator(".js-plotly-plot").count() >= 4
     snapshot(page, "browser.png", full_page=True)
+    # in dark mode (Gradio's, as a system set dark gets) every token, legend, Run and the chosen tab still read at
+    # 4.5:1 (``race_view.page_theme``: black on the tints laid over the dark page read 2.7:1)
+    page.evaluate("() => document.body.classList.add('dark')")
+    for selector in (".token-pane .highlighted .text", ".token-pane .legend-item", "button.primary",
+                     "[role=tab][aria-selected=true]", "#input-prompt [data-testid=block-info]"):
+        assert 4.5 <= page.evaluate(LOWEST_CONTRAST, selector) < float("inf"), selector
+    page.evaluate("() => document.body.classList.remove('dark')")
     # untick two methods: one method left, Run is refused at the input, with the reason; the race on show keeps its
     # panes (a finished pane went away at the untick while the metrics still spoke of it)
     page.get_by_label(METHODS["pass"].label, exact=True).uncheck()
@@ -411,13 +418,19 @@ ECHO_IN_VIEW = ("text => { const e = document.getElementById('step-echo-text'); 
                 "return e.textContent === text && r.top >= 0 && r.bottom <= window.innerHeight; }")
 #: Whether the Settings accordion's button says it is open (``scrolling.PAGE_JS``), as asked.
 EXPANDED = ("want => document.querySelector('#settings button.label-wrap').getAttribute('aria-expanded') === want")
-#: The contrast of a selector's text against the first background behind it that is not transparent (WCAG 2).
-CONTRAST = ("s => { const e = document.querySelector(s); const lum = c => { const v = c.match(/[\\d.]+/g).slice(0, 3)"
-            ".map(x => { x /= 255; return x <= 0.03928 ? x / 12.92 : ((x + 0.055) / 1.055) ** 2.4; }); return 0.2126 "
-            "* v[0] + 0.7152 * v[1] + 0.0722 * v[2]; }; let b = e; while (b && /rgba\\(.*, 0\\)|transparent/.test("
-            "getComputedStyle(b).backgroundColor)) b = b.parentElement; const bg = b ? getComputedStyle(b)"
-            ".backgroundColor : 'rgb(255, 255, 255)'; const [hi, lo] = [lum(getComputedStyle(e).color), lum(bg)]"
-            ".sort((x, y) => y - x); return (hi + 0.05) / (lo + 0.05); }")
+#: The contrast of an element's text against what is behind it (WCAG 2): its own and its ancestors' backgrounds,
+#: half-transparent ones laid over those below them (a token's tint), on white.
+RATIO = ("e => { const rgba = c => { const v = c.match(/[\\d.]+/g).map(Number); return [v[0], v[1], v[2], "
+         "v.length > 3 ? v[3] : 1]; }; const lum = v => { const l = v.slice(0, 3).map(x => { x /= 255; return x <= "
+         "0.03928 ? x / 12.92 : ((x + 0.055) / 1.055) ** 2.4; }); return 0.2126 * l[0] + 0.7152 * l[1] + 0.0722 * "
+         "l[2]; }; const layers = []; for (let b = e; b; b = b.parentElement) { const c = rgba(getComputedStyle(b)"
+         ".backgroundColor); if (c[3] > 0) layers.push(c); if (c[3] >= 1) break; } let bg = [255, 255, 255]; for "
+         "(const c of layers.reverse()) bg = bg.map((x, i) => c[i] * c[3] + x * (1 - c[3])); const [hi, lo] = "
+         "[lum(rgba(getComputedStyle(e).color)), lum(bg)].sort((x, y) => y - x); return (hi + 0.05) / (lo + 0.05); }")
+#: The contrast of a selector's first match.
+CONTRAST = f"s => ({RATIO})(document.querySelector(s))"
+#: The lowest contrast of a selector's matches (Infinity when none).
+LOWEST_CONTRAST = f"s => Math.min(...[...document.querySelectorAll(s)].map({RATIO}))"
 #: A pane's tokens: [kind named in their tooltip, name, text, the "r, g, b" of their colour ("" for step marks)].
 TOKEN_NAMES = ("s => [...document.querySelectorAll(s + ' .token')].map(t => [t.title, t.getAttribute('aria-label'), "
                "t.querySelector('.text')?.textContent ?? '', (/background-color: rgba?\\((\\d+, \\d+, \\d+)/"
