@@ -31,6 +31,16 @@ from playground.teaching_panels import lesson_strip, whatif_accordion
 from playground.tree_race import tree_panel, tree_setting
 
 
+#: The page's sections as a screen reader's heading keys (H) list them, each an ``<h2>`` hidden from sight (the page
+#: had one heading, its title, so nothing led to the panes or the charts but reading the whole page: helper 69).
+HEADINGS = ("Prompt and lessons", "Step-through", "Token panes", "Metrics", "Charts", "Losslessness lab")
+
+
+def heading(text: str) -> None:
+    """Place ``<h2>text</h2>`` (one of ``HEADINGS``), out of sight and in no room (``PAGE_CSS``: ``.sr-heading``)."""
+    gr.HTML(f"<h2>{text}</h2>", elem_classes="sr-heading")
+
+
 def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_template: str) -> SimpleNamespace:
     """Place the page's components (inside the caller's ``gr.Blocks``) and return them by name.
 
@@ -52,6 +62,7 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
         model_md = gr.Markdown(hide_paths(holder.status()), elem_id="model-line")
         lookahead_md = gr.Markdown(lookahead_text, elem_id="drafter-line")
     with gr.Tab("Race", id="race"):
+        heading(HEADINGS[0])
         with gr.Row():
             with gr.Column(scale=3):
                 prompt = gr.Textbox(label="prompt", lines=4, placeholder="Type a prompt, or pick an example below.",
@@ -98,6 +109,7 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
                                           info="each step verifies 0..L drafts, chosen from this "
                                                "machine's pass cost and the acceptance so far")
             tree_nodes = tree_setting()  # token trees beside the chains (playground/tree_race.py)
+        heading(HEADINGS[1])
         with gr.Row():
             with gr.Column(scale=3):
                 with gr.Row(elem_id="step-through"):  # step-through: the state after each step of the race
@@ -113,6 +125,7 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
                 gr.HTML('<div id="step-echo-text" aria-live="polite"></div>', elem_id="step-echo", padding=False)
             with gr.Column(scale=2):
                 slow_motion.render()
+        heading(HEADINGS[2])
         with gr.Row(equal_height=True):
             panes = [gr.HighlightedText(label=m.label, color_map=pane_colours(key), show_legend=True,
                                         show_inline_category=False, combine_adjacent=False,
@@ -127,12 +140,14 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
             inspector_md = gr.Markdown(INSPECTOR_HINT, elem_id="inspector-text")
             inspector_plot = gr.Plot(label="the selected token's distributions: target p, drafter q",
                                      elem_id="inspector-plot", visible=False)  # shown with a selected token
+        heading(HEADINGS[3])
         greedy_md = gr.Markdown(elem_id="greedy-check")
         with gr.Row():
             metrics = [gr.Textbox(label=label, info=METRIC_FORMULAS[key], interactive=False, min_width=180)
                        for key, label in METRIC_LABELS.items()]
         run_md = gr.Markdown(elem_id="run-line")
         # every plot hidden until it has a figure (``plot_boxes.shown_plot``): six empty boxes stood here
+        heading(HEADINGS[4])
         with gr.Row():  # each chart at least 420 px wide: on a phone they stack in one column
             latency_plot = gr.Plot(label="latency per step", min_width=420, visible=False, elem_id="latency-plot")
             cumulative_plot = gr.Plot(label="tokens vs compute time", min_width=420, visible=False,
@@ -164,6 +179,7 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
         with gr.Accordion("How to read this", open=False):
             gr.Markdown(help_text(help_template), elem_id="how-to-read")
     with gr.Tab("Losslessness lab", id="lab"):
+        heading(HEADINGS[5])
         gr.Markdown(LAB_INTRO)
         with gr.Row(equal_height=True):
             lab_prompt = gr.Textbox(LAB_PROMPT, label="prompt for the lab", lines=1, scale=3)

@@ -70,9 +70,12 @@ def page_theme() -> gr.themes.Base:
 #: onto two lines) and a line over the inspector saying that its table scrolls sideways (``INSPECTOR_SWIPE``); the
 #: step buttons' answer under them takes no room while empty; each chart's toolbar (on hover) keeps download, zoom,
 #: pan and reset (selection, lasso, zoom in / out, autoscale and Plotly's logo do nothing useful here, and on a phone
-#: their ten buttons ran under the chart's label); a focused slider ringed (gradio's showed no focus at all).
+#: their ten buttons ran under the chart's label); a focused slider ringed (gradio's showed no focus at all); the
+#: section headings for screen readers (``layout.HEADINGS``) out of sight, in no room and no gap.
 PAGE_CSS = f"""
 .range-aid .head {{display: none}}
+.sr-heading {{height: 0; width: 1px; overflow: hidden; clip-path: inset(50%); white-space: nowrap;
+              margin-top: calc(-1 * var(--layout-gap)) !important}}  /* no room, and no gap */
 input[type=range]:focus-visible {{outline: 2px solid var(--color-accent) !important; outline-offset: 2px}}
 .token-pane {{min-height: 220px}}
 .token-pane .textfield {{font-size: 15px; line-height: 1.8}}

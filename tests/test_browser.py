@@ -25,6 +25,7 @@ import pytest
 from pass_core.registry import METHODS
 from playground import race_charts as charts
 from playground import race_panes as panes
+from playground.layout import HEADINGS
 from playground.race_inputs import NUMERIC_INPUTS
 from playground.replay import NO_TRACE_YET
 from playground.race_view import INSPECTOR_SWIPE
@@ -479,6 +480,16 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
         slider = page.locator("#slow-motion").bounding_box()
         assert 0 <= pane["y"] - (slider["y"] + slider["height"]) < 60, (slider, pane)  # nothing in between
         assert 0 <= pane["y"] - (steps["y"] + steps["height"]) < 250, (steps, pane)
+        # the sections as headings for a screen reader (there was one, the title), each right before its section
+        # and taking no room (the layout above is measured with them in)
+        firsts = ["#input-prompt", "#step-through", "#pane-ar", "#greedy-check", "#theory-sentences"]
+        for name, before, first in zip(HEADINGS[:5], ["#page-title", *firsts], firsts):
+            found = page.get_by_role("heading", name=name, level=2)  # 4: following, 2: preceding
+            assert found.count() == 1 and found.evaluate("(h, [a, b]) => h.compareDocumentPosition(document."
+                                                         "querySelector(a)) === 2 && h.compareDocumentPosition("
+                                                         "document.querySelector(b)) === 4", [before, first]), name
+        assert page.evaluate("() => [...document.querySelectorAll('h2')].map(h => h.closest('.sr-heading')"
+                             ".getBoundingClientRect().height)") == [0] * 5
         if width < 600:  # Stop beside Run answers in view, under the step buttons (on a phone only the run line
             # said so, 4,600 px below it)
             page.get_by_role("button", name="Stop", exact=True).click()
@@ -566,6 +577,7 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
         page.wait_for_function("t => t.getAttribute('aria-selected') === 'true'", arg=lab_tab.element_handle(),
                                timeout=5_000)
         assert lab_tab.evaluate("t => t === document.activeElement")
+        assert page.get_by_role("heading", name=HEADINGS[5], level=2).count() == 1
         from playground.race_inputs import lab_runs_problem
 
         runs = page.locator("#lab-runs input")  # N = 10 typed: refused by name and kept (a slider made it 30)
