@@ -34,6 +34,7 @@ from playground.scrolling import CANCEL_RACE_JS, CLEAR_STEP_ECHO_JS, RUN_ECHO_JS
 from playground.plot_boxes import shown_plot
 from playground.race_inputs import RaceRequest, cap_for_zerogpu, hide_paths, method_offer, methods_problem, \
     on_zerogpu, whole
+from playground.idle_frames import app_middleware
 from playground.race_view import HIDE_REJECTED_JS, METRIC_LABELS, PAGE_CSS, page_theme  # noqa: F401  (re-exported)
 from playground.stepping import NEXT, PREVIOUS, RESUME, StepControl, step_position
 from playground.teaching import INSPECTOR_HINT, inspect_selection, token_namer
@@ -61,9 +62,10 @@ HELP_TEMPLATE = (Path(__file__).resolve().parents[1] / "assets" / "help" / "how-
 
 def launch_options() -> dict:
     """``gr.Blocks.launch``'s keyword arguments wherever the page is served: ``page_theme()``, ``PAGE_CSS``,
-    ``PAGE_JS``, errors shown, uploads above a trace's maximum size refused, ``STATE_SESSIONS`` races kept."""
+    ``PAGE_JS``, errors shown, uploads above a trace's maximum size refused, ``STATE_SESSIONS`` races kept, and
+    ``idle_frames``' script in the page's HTML before Gradio's (an idle tab kept 12 % of a core busy)."""
     return dict(theme=page_theme(), css=PAGE_CSS, js=PAGE_JS, show_error=True, max_file_size=MAX_TRACE_BYTES,
-                state_session_capacity=STATE_SESSIONS)
+                state_session_capacity=STATE_SESSIONS, app_kwargs=dict(middleware=app_middleware()))
 
 
 def gpu(duration):

@@ -300,6 +300,13 @@ def open_settings(page) -> None:
     seed.wait_for(state="visible", timeout=10_000)
 
 
+#: Counts, in ``window.trackerFrames``, the frames that Gradio's status trackers ask the browser for (run before the
+#: page's scripts: ``idle_frames.EarlyScript``'s script wraps this count in turn).
+COUNT_TRACKER_FRAMES = ("(() => { const raf = window.requestAnimationFrame.bind(window); window.trackerFrames = 0; "
+                        "window.requestAnimationFrame = cb => { if (/statustracker/.test(new Error().stack)) "
+                        "window.trackerFrames++; return raf(cb); }; })()")
+
+
 @contextlib.contextmanager
 def in_process_page(new_page, race_page_url, width: int, step_delay_s: float = 0.0, settings_open: bool = True):
     """A page ``width`` px wide on the module's in-process server, loaded and ready, with Settings unfolded unless
@@ -309,6 +316,7 @@ def in_process_page(new_page, race_page_url, width: int, step_delay_s: float = 0
     slow_down(step_delay_s)
     try:
         page = new_page(width)
+        page.add_init_script(COUNT_TRACKER_FRAMES)
         page.goto(url)
         page.get_by_text("Ready:").first.wait_for(timeout=60_000)
         if settings_open:
@@ -455,6 +463,7 @@ LAB_PROGRESS_READABLE = ("() => { const box = (s) => document.querySelector('#la
 @pytest.mark.parametrize("width", [390, 1400])
 def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, tmp_path, width, fixed_pass_cost):
     """The layout at a phone's and a desktop's width, then the race's trace, its replay and the lab, on one page.
+    First, the page loaded and idle asks the browser for no frames (``playground.idle_frames``).
 
     Layout: at 400 px the header used to fill the first screen and push the prompt below it (then the examples
     pushed Run below it), the charts sat side by side and their legends covered the axes; on a desktop the unfolded
@@ -468,6 +477,12 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
     the Race tab) Run lab fills its table, with a pass for every method and a fail for the broken rule. Saves
     browser-layout-WIDTH.png, browser-replay-WIDTH.png and browser-lab-WIDTH.png."""
     with in_process_page(new_page, race_page_url, width, settings_open=False) as page:
+        # an idle page's status trackers ask for a frame or two, not 60 a second for ever (Gradio's loading tracker
+        # did: ``playground.idle_frames``; 93 in these 1.5 s)
+        page.wait_for_timeout(1_500)  # the trackers of the load's own events done
+        before = page.evaluate("() => window.trackerFrames")
+        page.wait_for_timeout(1_500)
+        assert page.evaluate("() => window.trackerFrames") - before < 10, "an idle page's tracker asks for frames"
         prompt = page.get_by_label("prompt", exact=True).bounding_box()
         assert prompt["y"] + prompt["height"] < 800, f"the prompt is below the first screen at {width} px"
         run = page.get_by_role("button", name="Run").bounding_box()  # the ten examples pushed it 1,000 px down
