@@ -1,33 +1,35 @@
-"""An idle page asks the browser for no frames: a fix, from outside Gradio, for a timer Gradio leaves running.
+"""An idle page asks the browser for no frames: a fix, from outside Gradio, for timers Gradio leaves running.
 
-Gradio 6 shows a status tracker while the app loads and removes it once loaded, but the tracker's elapsed-time timer,
-a ``requestAnimationFrame`` loop started while it was pending, never stops: every open tab then has the browser draw
-60 frames a second for nothing. Measured on the Intel Xeon in headless Chromium, an idle tab of this page cost 1.1-1.2
-core-seconds per 10 s (12 % of a core, forever; the same on a bare ``gr.Blocks`` page), and 0.01-0.05 with that loop
-stopped. The tracker's code keeps ``requestAnimationFrame`` as it was when its module loaded, before any ``head=`` or
-``js=`` script of a page runs, so ``STOP_LEAKED_TIMER_JS`` must run earlier: ``EarlyScript`` writes it into the
-page's HTML in front of Gradio's own scripts (``launch_options`` adds it).
+A Gradio 6 status tracker counts the seconds of a pending event with a ``requestAnimationFrame`` loop that only its
+own next status change stops. A tracker removed while pending never gets one: the one shown while the page loads
+(removed once loaded), or a chart's when a step-through frame hides that chart. Each such loop has the browser draw
+60 frames a second for ever. Measured on the Intel Xeon in headless Chromium, an idle tab of this page cost 1.1-1.2
+core-seconds per 10 s (12 % of a core; the same on a bare ``gr.Blocks`` page), and 0.01-0.11 with the loop ended;
+after Next on a finished race two loops ran (133 tracker frames a second). The tracker's code keeps
+``requestAnimationFrame`` as it was when its module loaded, before any ``head=`` or ``js=`` script of a page runs,
+so ``STOP_LEAKED_TIMER_JS`` must run earlier: ``EarlyScript`` writes it into the page's HTML in front of Gradio's own
+scripts (``launch_options`` adds it).
 
-``STOP_LEAKED_TIMER_JS`` follows each chain of frame requests (a request made inside a frame's callback belongs to
-that callback's chain) and marks the chains begun before the app had drawn itself (no ``gradio-app main`` yet). Once
-the app is drawn, the next request of a marked chain made from the status tracker's code is not passed on, which
-ends that loop; every other chain runs as before: the trackers of a race, begun after the load, keep their timers,
-and Svelte's animation loop is never in a marked chain of the tracker's. If a later Gradio stops the timer itself,
-nothing is left for this to do.
+``STOP_LEAKED_TIMER_JS`` does not pass on a frame asked for by a tracker's timer itself (the tracker's code is the
+caller) while no tracker on the page shows a timer or a bar: that ends every such loop, and a tracker on show keeps
+counting (a queued race's wait, the lab's and the pass-cost measurement's bars were checked). Frames asked for
+through Svelte's animation loop are always passed on: holding back one of those would stop that loop for the whole
+page. Left: a tracker's spinner removed while pending animates on through that loop (after Next on a finished race,
+9-12 % of a core until Resume or the next race; 29-38 % with both loops before). If a later Gradio stops its timers
+itself, nothing is left for this to do.
 """
 
 from __future__ import annotations
 
 from starlette.middleware import Middleware
 
-#: Client-side, before Gradio's scripts (``EarlyScript``): ends the frame loops of the status tracker that showed while
-#: the app loaded (see the module's docstring).
+#: Client-side, before Gradio's scripts (``EarlyScript``): a frame asked for by a status tracker's timer itself is not
+#: passed on while no tracker shows a timer or a bar (see the module's docstring).
 STOP_LEAKED_TIMER_JS = (
-    "(() => { const raf = window.requestAnimationFrame.bind(window); let chain = null; "
-    "const drawn = () => document.querySelector('gradio-app main') !== null; "
-    "window.requestAnimationFrame = cb => { const tag = chain !== null ? chain : (drawn() ? 'page' : 'loading'); "
-    "if (tag === 'loading' && drawn() && /statustracker/.test(new Error().stack)) return 0; "
-    "return raf(t => { const outer = chain; chain = tag; try { cb(t); } finally { chain = outer; } }); }; })();")
+    "(() => { const raf = window.requestAnimationFrame.bind(window); const shown = () => [...document."
+    "querySelectorAll('.meta-text, .meta-text-center, .progress-text, .eta-bar')].some(e => e.offsetParent !== null);"
+    " window.requestAnimationFrame = cb => (new Error().stack || '').split('\\n').slice(0, 3).some(line => line."
+    "includes('statustracker')) && !shown() ? 0 : raf(cb); })();")
 
 
 class EarlyScript:

@@ -848,6 +848,12 @@ def test_the_outline_covers_whitespace_tokens_of_a_replayed_step(new_page, race_
             page.locator("#previous-button").click()
             page.wait_for_function(f"() => ({PAUSED_AT})() === {position - 1}", timeout=30_000)
             position -= 1
+        # a paused replay, stepped through: its status trackers ask for no frames either (a tracker removed while
+        # pending, e.g. the theory chart's, went on asking for 60 a second: ``playground.idle_frames``)
+        page.wait_for_timeout(1_500)
+        before = page.evaluate("() => window.trackerFrames")
+        page.wait_for_timeout(1_500)
+        assert page.evaluate("() => window.trackerFrames") - before < 10, "a stepped-through page's tracker asks"
         page.locator("#resume-button").click()
         race_on(page, max_new_tokens=4)  # a race of the ticked methods: all three panes again
         page.locator("#pane-parallelspec").wait_for(state="visible", timeout=10_000)
