@@ -217,7 +217,7 @@ def race_handler(loaded: LoadedModel, request: RaceRequest, *, update_interval_s
                     yield render(events, show_rejected, settings.greedy, settings.fused, False, note, True,
                                  theory_now=(chart_draws - 1) % THEORY_EVERY == 0, **show)
                 with off_the_clock(show["guards"]):  # a step every delay_s, however long its frames took
-                    control.sleep(control.delay_s - (time.monotonic() - now))
+                    control.sleep_until(lambda: now + control.delay_s)
                 continue
             now = time.monotonic()
             stopping = control is not None and control.stopped  # Stop: a frame now, which the page turns into Stop's

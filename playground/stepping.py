@@ -148,8 +148,14 @@ class StepControl:
     def sleep(self, seconds: float) -> None:
         """Wait ``seconds`` of wall time (slow motion), cut short by a Pause, a move or Stop."""
         end = time.monotonic() + seconds
+        self.sleep_until(lambda: end)
+
+    def sleep_until(self, end) -> None:
+        """Wait until ``end()`` (a ``time.monotonic()`` time, read again every 50 ms: slow motion's step start plus
+        the delay the slider says now, so that a delay changed during a wait takes effect in it: a 2 s wait went on
+        for 1.6 s after the slider was set to 0.2 s), cut short by a Pause, a move or Stop."""
         while not self.paused and self._moves.empty() and not self.stopped:
-            left = end - time.monotonic()
+            left = end() - time.monotonic()
             if left <= 0:
                 return
             time.sleep(min(0.05, left))

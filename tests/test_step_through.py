@@ -176,6 +176,26 @@ def test_slow_motion_shows_every_step(tiny):
     assert outs[-1]["latency"] != gr.skip() and outs[-1]["theory"] != gr.skip()
 
 
+def test_a_slow_motion_delay_changed_during_a_wait_takes_effect_in_it(tiny):
+    """The slider moved from 2 s to 0.05 s during the wait after the first step: the second step comes about 0.2 s
+    after the first, not 2 s (the wait's end was fixed when it began: helper 77 measured 1.6 s after the change)."""
+    control = StepControl(delay_s=MAX_STEP_DELAY_S)
+    outs = page.race_handler(tiny, RaceRequest("Hello there", 2, 0.0, 0, 1.0, 6, 0), update_interval_s=10.0,
+                             control=control)
+    opening(outs)
+    steps = []  # (time, steps shown) of each frame
+    for out in outs:
+        steps.append((time.monotonic(), sum(map(len, dict(zip(OUTPUT_NAMES, out))["state"]["events"].values()))))
+        if len(steps) == 1:
+            threading.Timer(0.2, control.set_delay, args=(0.05,)).start()
+        if steps[-1][1] >= 2:
+            break
+    outs.close()
+    first = next(t for t, n in steps if n == 1)
+    second = next(t for t, n in steps if n == 2)
+    assert second - first < 1.0, (second - first, steps)
+
+
 def test_step_buttons_after_the_race_render_from_the_state(tiny):
     final = run(tiny, max_new_tokens=10, update_interval_s=0.0)[-1]
     state = final["state"]
