@@ -10,9 +10,11 @@ after Next on a finished race two loops ran (133 tracker frames a second). The t
 so ``STOP_LEAKED_TIMER_JS`` must run earlier: ``EarlyScript`` writes it into the page's HTML in front of Gradio's own
 scripts (``launch_options`` adds it).
 
-``STOP_LEAKED_TIMER_JS`` does not pass on a frame asked for by a tracker's timer itself (the tracker's code is the
-caller) while no tracker on the page shows a timer or a bar: that ends every such loop, and a tracker on show keeps
-counting (a queued race's wait, the lab's and the pass-cost measurement's bars were checked). Frames asked for
+``STOP_LEAKED_TIMER_JS`` does not pass on a frame that a tracker's code asks for again from inside a frame it asked
+for (its timer's loop) while no tracker on the page shows a timer or a bar: that ends every such loop, and a tracker
+on show keeps counting (a queued race's wait, the lab's and the pass-cost measurement's bars were checked). A
+tracker's first request always passes: its autoscroll asks for one frame, and held back once it never scrolled again
+(a refused Run's message stayed out of view). Frames asked for
 through Svelte's animation loop are always passed on: holding back one of those would stop that loop for the whole
 page. Left: a tracker's spinner removed while pending animates on through that loop (after Next on a finished race,
 9-12 % of a core until Resume or the next race; 29-38 % with both loops before). If a later Gradio stops its timers
@@ -23,13 +25,15 @@ from __future__ import annotations
 
 from starlette.middleware import Middleware
 
-#: Client-side, before Gradio's scripts (``EarlyScript``): a frame asked for by a status tracker's timer itself is not
-#: passed on while no tracker shows a timer or a bar (see the module's docstring).
+#: Client-side, before Gradio's scripts (``EarlyScript``): a frame that a status tracker's code asks for again from
+#: inside a frame it asked for (its timer's loop) is not passed on while no tracker shows a timer or a bar; a
+#: tracker's first request (its autoscroll's, or a timer's start) always is (see the module's docstring).
 STOP_LEAKED_TIMER_JS = (
-    "(() => { const raf = window.requestAnimationFrame.bind(window); const shown = () => [...document."
-    "querySelectorAll('.meta-text, .meta-text-center, .progress-text, .eta-bar')].some(e => e.offsetParent !== null);"
-    " window.requestAnimationFrame = cb => (new Error().stack || '').split('\\n').slice(0, 3).some(line => line."
-    "includes('statustracker')) && !shown() ? 0 : raf(cb); })();")
+    "(() => { const raf = window.requestAnimationFrame.bind(window); let inTracker = false; const shown = () => "
+    "[...document.querySelectorAll('.meta-text, .meta-text-center, .progress-text, .eta-bar')].some(e => e."
+    "offsetParent !== null); window.requestAnimationFrame = cb => { if (!(new Error().stack || '').split('\\n')"
+    ".slice(0, 3).some(line => line.includes('statustracker'))) return raf(cb); if (inTracker && !shown()) return 0;"
+    " return raf(t => { inTracker = true; try { cb(t); } finally { inTracker = false; } }); }; })();")
 
 
 class EarlyScript:
