@@ -36,9 +36,10 @@ STOP_LEAKED_TIMER_JS = (
 
 
 class EarlyScript:
-    """ASGI middleware: the page's HTML (a GET of a path ending in "/", answered with text/html) gets
+    """ASGI middleware: the page's HTML (a GET or HEAD of a path ending in "/", answered with text/html) gets
     ``<script>script</script>`` right before its first ``<script type="module"`` (Gradio's scripts), so that it runs
-    first. Every other response passes through untouched, streamed as it comes (the queue's event streams too).
+    first, and a content-length that counts it (a HEAD's too: Starlette hands the body on and the server drops it).
+    Every other response passes through untouched, streamed as it comes (the queue's event streams too).
 
     Args:
         app: the ASGI app it wraps (Starlette passes it).
@@ -51,7 +52,7 @@ class EarlyScript:
         self.app, self.tag = app, f"<script>{script}</script>".encode()
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope["method"] != "GET" or not scope["path"].endswith("/"):
+        if scope["type"] != "http" or scope["method"] not in ("GET", "HEAD") or not scope["path"].endswith("/"):
             return await self.app(scope, receive, send)
         start, chunks = None, []
 
@@ -72,8 +73,9 @@ class EarlyScript:
             body = b"".join(chunks)
             if self.MARKER in body:
                 body = body.replace(self.MARKER, self.tag + self.MARKER, 1)
-            headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
-            await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+                headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+                start = {**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]}
+            await send(start)
             return await send({"type": "http.response.body", "body": body})
 
         return await self.app(scope, receive, edit)
