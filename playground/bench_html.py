@@ -32,9 +32,17 @@ _DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
 
 def parse_setting(key: str) -> tuple[int, float]:
-    """``"L=3,T=0.8"`` -> (3, 0.8)."""
-    parts = dict(part.split("=", 1) for part in key.split(","))
-    return int(parts["L"]), float(parts["T"])
+    """``"L=3,T=0.8"`` -> (3, 0.8).
+
+    Raises:
+        ValueError: a key of another form (a hand-edited report), named with the form expected.
+    """
+    try:
+        parts = dict(part.split("=", 1) for part in key.split(","))
+        return int(parts["L"]), float(parts["T"])
+    except (ValueError, KeyError):  # "dictionary update sequence element #0 has length 1; 2 is required"
+        raise ValueError(f"the setting {key!r} in the summary is not of the form 'L=3,T=0.8'; write the report "
+                         "again with python -m pass_core.bench --json") from None
 
 
 def _error_y(entries: list[dict]) -> dict:

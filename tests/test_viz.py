@@ -365,6 +365,11 @@ def test_bench_html_command_line_refuses_what_is_not_a_report(tmp_path, capsys, 
         (tmp_path / "odd.json").write_text(json.dumps(report), encoding="utf-8")
         assert bench_html.main([str(tmp_path / "odd.json"), str(tmp_path / "x.html")]) == 2, field
         assert "odd.json: a field of the report is missing or malformed" in capsys.readouterr().err, field
+    report = fake_report()  # a setting that is not "L=..,T=..": Python's "dictionary update sequence element #0 ..."
+    report["summary"]["pass"]["oops"] = report["summary"]["pass"].pop("L=3,T=0")
+    (tmp_path / "odd.json").write_text(json.dumps(report), encoding="utf-8")
+    assert bench_html.main([str(tmp_path / "odd.json"), str(tmp_path / "x.html")]) == 2
+    assert "odd.json: the setting 'oops' in the summary is not of the form 'L=3,T=0.8'" in capsys.readouterr().err
     report = fake_report()  # a training curve whose points hold different numbers of positions (an IndexError)
     report["training"] = {"pass": {"curve": [{"positions": 1, "top1_agreement": [0.1, 0.2]},
                                              {"positions": 2, "top1_agreement": [0.1]}], "positions": 2}}
