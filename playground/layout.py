@@ -68,7 +68,7 @@ def lay_out(holder: ModelHolder, offer: MethodOffer, lookahead_text: str, help_t
                 prompt = gr.Textbox(label="prompt", lines=4, placeholder="Type a prompt, or pick an example below.",
                                     elem_id="input-prompt")
                 with gr.Row():  # right under the prompt: on a phone the examples pushed Run to a second screen
-                    run_btn = gr.Button("Run", variant="primary")
+                    run_btn = gr.Button("Run", variant="primary", elem_id="run-button")
                     stop_btn = gr.Button("Stop", variant="stop")
                     # pressed by the page after Stop's reply (``scrolling.CANCEL_RACE_JS``), never by a visitor
                     cancel_btn = gr.Button("cancel race", visible="hidden", elem_id="cancel-race")

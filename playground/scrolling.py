@@ -29,18 +29,29 @@ ARROW_KEYS_JS = ("document.addEventListener('keydown', ev => { const el = ev.tar
 #: old lines for a moment, and they were announced again: helper 74). A refused setting's message (gradio's
 #: ``div.validation-error`` under the input, which no screen reader read) goes into a second region, ``role=alert``
 #: (``#error-announcer``), once per message that appears: a refused Run said nothing to a screen reader. It empties
-#: once no message is left (a screen reader's user browsing the page met the message of a value fixed since).
+#: once no message is left (a screen reader's user browsing the page met the message of a value fixed since). A
+#: stopped race is announced as a finished one (its "Stopped." said nothing), and so is a race or replay whose lines
+#: equal the last one's (Run or Replay empties the region); the lab's first line and table once shown (cells read
+#: as "name, TV, bound, verdict"), or its "Stopped.", never its progress (gradio's own bar counts aloud).
 ANNOUNCE_JS = ("const live = Object.assign(document.createElement('div'), {id: 'race-announcer'}); live.setAttribute("
                "'role', 'status'); live.style.cssText = 'position:absolute;width:1px;height:1px;overflow:hidden;"
                "clip:rect(0 0 0 0);white-space:nowrap;'; document.body.appendChild(live); let said = ''; "
                "const lines = el => { const out = ['']; const walk = n => { for (const c of n.childNodes) { if ("
                "c.nodeType === 3) out[out.length - 1] += c.textContent; else if (c.nodeType === 1) { const block = "
                "/^(BR|P|DIV|LI|UL|OL|H[1-6]|TABLE|TR|PRE|BLOCKQUOTE)$/.test(c.nodeName); if (block) out.push(''); "
-               "walk(c); if (block) out.push(''); } } }; walk(el); return out.map(x => x.replace(/\\s+/g, ' ')"
-               ".trim()).filter(x => x); }; const announce = () => { const r = document.querySelector('#run-line "
-               "[data-testid=markdown]'); const shown = r ? lines(r) : []; const done = /^Finished\\./.test(shown[0]"
-               " ?? '') ? shown.slice(0, 2).join(' ') : ''; if (done !== said) { said = done; live.textContent = "
-               "done; } warn(); }; const alarm = Object.assign(document.createElement('div'), {id: "
+               "walk(c); if (block) out.push(''); else if (/^T[DH]$/.test(c.nodeName)) out[out.length - 1] += ', ';"
+               " } } }; walk(el); return out.map(x => x.replace(/\\s+/g, ' ').trim().replace(/,$/, '')).filter(x =>"
+               " x); }; let labSaid = ''; document.addEventListener('click', ev => { if (ev.target instanceof Element"
+               " && ev.target.closest('#run-button, #replay-button')) { said = ''; live.textContent = ''; } }, true);"
+               " const announce = () => { const r = document.querySelector('#run-line [data-testid=markdown]'); "
+               "const shown = r ? lines(r) : []; const done = /^(Finished\\.|Stopped\\b)/.test(shown[0] ?? '') ? "
+               "shown.slice(0, 2).join(' ') : ''; if (done !== said) { said = done; live.textContent = done; } const "
+               "lab = document.querySelector('#lab-table [data-testid=markdown]'); const verdict = lab && !document."
+               "querySelector('#lab-table .progress-level') ? lab.querySelector('table') ? (lab.querySelector('p')?."
+               "textContent.trim() ?? '') + ' ' + lines(lab.querySelector('table')).join('; ') : /^Stopped/.test("
+               "lab.textContent.trim()) ? lines(lab).slice(0, 2).join(' ') : '' : ''; if (verdict !== labSaid) { "
+               "labSaid = verdict; if (verdict) live.textContent = verdict; } warn(); }; const alarm = Object.assign("
+               "document.createElement('div'), {id: "
                "'error-announcer'}); alarm.setAttribute('role', 'alert'); alarm.style.cssText = live.style.cssText; "
                "document.body.appendChild(alarm); const warned = new WeakSet(); const warn = () => { const shown = "
                "[...document.querySelectorAll('div.validation-error')]; if (!shown.length && alarm.textContent) "
@@ -50,15 +61,42 @@ ANNOUNCE_JS = ("const live = Object.assign(document.createElement('div'), {id: '
                "alarm.textContent = text; }, 50); };")
 
 
+#: Client-side: Run or Replay pressed from the keyboard (Enter or Space on it), once the run line shows the race
+#: (racing, finished or paused) or the replay, moves the focus (without scrolling) to where Run's and Replay's
+#: scrolling took the view: Pause for a race, the first pane's tokens for a replay. It stayed on the button, out of
+#: the window, and Pause was 20 Tab presses from Run (helper 79). A refused press keeps it (the run line does not
+#: change; a refused replay marks the upload box). A trace chosen in the upload box moves to Replay the focus that
+#: gradio's upload drops to the page's body.
+KEYBOARD_FOCUS_JS = ("let keyed = null; document.addEventListener('keydown', ev => { if (ev.key === 'Enter' || "
+                     "ev.key === ' ') keyed = {el: ev.target, at: Date.now()}; }, true); document.addEventListener("
+                     "'click', ev => { const b = ev.target instanceof Element ? ev.target.closest('#run-button, "
+                     "#replay-button') : null; if (!b || !keyed || !b.contains(keyed.el) || Date.now() - keyed.at > "
+                     "1000) return; const race = b.id === 'run-button'; const line = () => document.querySelector("
+                     "'#run-line')?.innerText.trim() ?? ''; const before = line(); const start = Date.now(); const "
+                     "watch = setInterval(() => { const now = line(); const shown = race ? now !== before && /^("
+                     "Racing|Finished|Paused)/.test(now) : /Replay of a trace/.test(now) && (now !== before || "
+                     "Date.now() - start > 1500) && !document.querySelector('#trace-upload .error'); if (shown) { "
+                     "clearInterval(watch); if (document.activeElement === b || document.activeElement === document."
+                     "body) [...document.querySelectorAll(race ? '#pause-button' : '.token-pane .token[tabindex=\"0\"]'"
+                     ")].find(e => e.offsetParent !== null)?.focus({preventScroll: true}); } else if (Date.now() - "
+                     "start "
+                     "> 15000) clearInterval(watch); }, 100); }); document.addEventListener('change', ev => { if (!("
+                     "ev.target instanceof Element && ev.target.closest('#trace-upload'))) return; [300, 1000, 2000]"
+                     ".forEach(ms => setTimeout(() => { if (document.activeElement === document.body) document."
+                     "getElementById('replay-button')?.focus(); }, ms)); }, true);")
+
+
 #: Client-side, once the page has loaded (``launch(js=...)``): each token in a pane says its kind in a tooltip and in
 #: its name for a screen reader ("accepted draft: the"), a step mark is named "end of a step", and each accordion's
 #: button says whether it is open (``aria-expanded``). Colour alone told exact, accepted, resampled and bonus tokens
 #: apart, a screen reader read every token by its text alone, and Settings never said it was folded (helper 69).
 #: Done again 150 ms after the page changes (gradio redraws the panes at every update). The arrow keys move through
 #: a radio group (the lessons, the what-if curves) and the tabs (``ARROW_KEYS_JS``): gradio names each radio on its
-#: own, so they did nothing (helper 73), and its tabs take no arrow keys (helper 69); a finished race is announced
-#: (``ANNOUNCE_JS``).
-PAGE_JS = ("() => { " + ARROW_KEYS_JS + " " + ANNOUNCE_JS + " const kinds = "
+#: own, so they did nothing (helper 73), and its tabs take no arrow keys (helper 69); of a radio group only the
+#: chosen radio (or the first) is a Tab stop, as in a browser's own groups (each of the seven lessons was one: helper
+#: 79); a finished race is announced (``ANNOUNCE_JS``); a keyboard's Run or Replay moves the focus to what it shows
+#: (``KEYBOARD_FOCUS_JS``).
+PAGE_JS = ("() => { " + ARROW_KEYS_JS + " " + ANNOUNCE_JS + " " + KEYBOARD_FOCUS_JS + " const kinds = "
            + json.dumps({style_rgb(c): label for label, c in TOKEN_COLORS.items()})
            + "; const set = (e, a, v) =>"
            " { if (e.getAttribute(a) !== v) e.setAttribute(a, v); }; const mark = () => { for (const t of document."
@@ -67,7 +105,9 @@ PAGE_JS = ("() => { " + ARROW_KEYS_JS + " " + ANNOUNCE_JS + " const kinds = "
            "'aria-label', kinds[kind] + ': ' + (t.querySelector('.text')?.textContent ?? '')); } else if (t.matches("
            + repr(STEP_MARK_CSS_SELECTOR) + ")) set(t, 'aria-label', 'end of a step'); } for (const b of document."
            "querySelectorAll('button.label-wrap')) set(b, 'aria-expanded', String(b.classList.contains('open'))); "
-           "announce(); };"
+           "for (const f of document.querySelectorAll('fieldset')) { const group = [...f.querySelectorAll('input["
+           "type=radio]')]; const on = group.find(r => r.checked) ?? group[0]; for (const r of group) set(r, "
+           "'tabindex', r === on ? '0' : '-1'); } announce(); };"
            " let due = null; new MutationObserver(() => { if (!due) due = setTimeout(() => { due = null; mark(); }, "
            "150); }).observe(document.body, {subtree: true, childList: true, characterData: true, attributes: true, "
            "attributeFilter: ['class', 'style']}); mark(); }")

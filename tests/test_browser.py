@@ -26,6 +26,7 @@ from pass_core.registry import METHODS
 from playground import race_charts as charts
 from playground import race_panes as panes
 from playground.layout import HEADINGS
+from playground.lessons import LESSONS
 from playground.race_inputs import NUMERIC_INPUTS
 from playground.replay import NO_TRACE_YET
 from playground.race_view import INSPECTOR_SWIPE
@@ -126,8 +127,6 @@ def test_a_tree_click_names_its_node_and_a_race_is_announced_once_from_either_ta
     Race tab, a rejected draft clicked in the tree pane is named in the node chooser. It stood empty there: the
     listener that empties the chooser for a token of a chain pane ran for the tree panes too, and its empty value
     landed after the node's (helper 74; on the in-process pages of the other browser tests it landed first)."""
-    from playground.lessons import LESSONS
-
     lesson = next(one for one in LESSONS if one.tree_nodes)
     page = new_page(1400, 900)
     page.goto(app_server.url)
@@ -448,6 +447,13 @@ TOKEN_NAMES = ("s => [...document.querySelectorAll(s + ' .token')].map(t => [t.t
 MESSAGE_IN_VIEW = ("() => [...document.querySelectorAll('div.validation-error')].some(e => { const r = "
                    "e.getBoundingClientRect(); return e.offsetParent !== null && r.top >= 0 && r.bottom <= "
                    "window.innerHeight; })")
+#: The id of the focused element or of its nearest ancestor with one ("" on the page's body).
+FOCUSED = "() => { const e = document.activeElement; return !e || e === document.body ? '' : e.closest('[id]')?.id; }"
+#: The focused element's ring (or its label's, for a radio): [outline style, width, its contrast on white].
+RING = ("() => { let e = document.activeElement; if (e.type === 'radio') e = e.closest('label'); const s = "
+        "getComputedStyle(e); const probe = Object.assign(document.createElement('span'), {style: 'color: ' + "
+        "s.outlineColor}); document.body.appendChild(probe); const ratio = (" + RATIO + ")(probe); probe.remove();"
+        " return [s.outlineStyle, s.outlineWidth, ratio]; }")
 #: The lab's table starts in the window, 100 px above its bottom or higher (``scrolling.SCROLL_TO_LAB_JS``).
 LAB_TABLE_IN_VIEW = ("() => { const t = document.getElementById('lab-table').getBoundingClientRect().top; "
                      "return t >= 0 && t <= window.innerHeight - 100; }")
@@ -513,9 +519,21 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
             page.locator("#input-prompt textarea").fill("")
             page.get_by_role("button", name="Run").click()
             page.wait_for_function(MESSAGE_IN_VIEW, timeout=10_000)
+        # by keyboard: of the seven lessons one radio is a Tab stop (each was), and what has the focus shows a ring
+        # in indigo, 3:1 or more on white (a 2:1 border on the prompt box, a near-white ring on Run: helper 79)
+        assert page.evaluate("() => [...document.querySelectorAll('#lesson-choice input')].map(r => r.tabIndex)") \
+            == [0] + [-1] * (len(LESSONS) - 1)
         page.locator("#input-prompt textarea").fill("Hello there")
-        page.get_by_role("button", name="Run").click()  # the default race, settings untouched
+        page.locator("#input-prompt textarea").focus()
+        for focused in ("input-prompt", "run-button"):  # the prompt, then Tab to Run (a ring fades in: waited for)
+            if focused == "run-button":
+                page.keyboard.press("Tab")
+            page.wait_for_function(f"() => ({FOCUSED})() === {focused!r} && ({RING})()[2] >= 3", timeout=5_000)
+            assert page.evaluate(RING)[:2] == ["solid", "2px"], focused
+        page.keyboard.press("Enter")  # the default race, settings untouched
         page.get_by_text("Finished.").first.wait_for(timeout=60_000)
+        # the focus where Run scrolled the view: on Pause (it stayed on Run, out of the window, 20 Tabs from Pause)
+        page.wait_for_function(f"() => ({FOCUSED})() === 'pause-button'", timeout=10_000)
         assert page.locator("#pane-parallelspec .token.highlighted").count() > 0
         open_settings(page)
         clipped = page.evaluate("() => [...document.querySelectorAll('label')].filter(l => l.offsetParent && "
@@ -575,10 +593,12 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
         for part in (".wrap .error", ".clear-status"):  # under the drop area, clear of the label
             box = boxes[part]
             assert box["y"] >= drop["y"] + drop["height"] and not overlaps(box, label), (part, boxes, width)
+        page.evaluate("() => document.activeElement.blur()")  # as gradio's upload leaves it: on the page's body
         page.locator("#trace-upload input[type=file]").set_input_files(str(saved))
-        page.wait_for_timeout(1000)
-        page.locator("#replay-button").click()
+        page.wait_for_function(f"() => ({FOCUSED})() === 'replay-button'", timeout=10_000)  # not lost on the body
+        page.keyboard.press("Enter")
         page.get_by_text("Replay of a trace").first.wait_for(timeout=30_000)
+        page.wait_for_function(f"() => ({FOCUSED})() === 'pane-ar'", timeout=10_000)  # the replay's first token
         page.wait_for_function(PANES_IN_VIEW, timeout=10_000)  # on a phone Replay left them 3,000 px above
         for key, text in original.items():
             assert page.locator(f"#pane-{key} .textfield").inner_text() == text, key
@@ -612,6 +632,12 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
         page.get_by_text("✗ fail").first.wait_for(timeout=120_000)
         table = page.locator("#lab-table").inner_text()
         assert table.count("✓ pass") == len(METHODS) and table.count("✗ fail") == 1
+        # said to a screen reader: the lab's first line and its table, a row at a time (nothing was)
+        page.wait_for_function("() => document.querySelector('#race-announcer').textContent.includes('✗ fail')",
+                               timeout=5_000)
+        said = page.locator("#race-announcer").text_content()
+        assert said.startswith("50 seeded runs") and "; broken rule: always accept, " in said and said.count(
+            "✓ pass") == len(METHODS), said
         # the table fits its box, verdicts on screen (on a phone the names pushed them off: a swipe hid the names)
         assert page.locator("#lab-table table").evaluate("t => t.scrollWidth <= t.clientWidth + 1"), width
         page.locator("#lab-plot .js-plotly-plot").wait_for(timeout=30_000)  # the lab's chart, shown

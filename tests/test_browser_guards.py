@@ -89,6 +89,8 @@ def test_stop_offers_the_trace_of_what_the_panes_show(new_page, race_page_url, t
         # Stop's answer under the step buttons too (``scrolling.STOP_ECHO_JS``)
         page.wait_for_function("() => document.getElementById('step-echo-text').textContent === 'Stopped.'",
                                timeout=10_000)
+        # and to a screen reader, as a finished race is (only "Finished." was: helper 79)
+        assert page.locator("#race-announcer").text_content().startswith("Stopped. The panes show what each method")
         page.wait_for_timeout(3000)  # no update after Stop: the panes stay as they are
         shown = pane_chars(page, "ar")
         with page.expect_download() as download:
