@@ -86,8 +86,9 @@ def visible_text(text: str) -> str:
 
 
 #: The newest step's outline while stepping through a race (``newest_step_css``): dark, so that it shows on every
-#: token colour, and outside the token box, so that the colours stay as the legend has them.
-NEWEST_STEP_OUTLINE = "outline: 2px solid #111827; outline-offset: 1px; border-radius: 3px"
+#: token colour, outside the token box, so that the colours stay as the legend has them, and dashed, so that it is
+#: not taken for the focus (solid, it looked like a second focus ring: helper 79).
+NEWEST_STEP_OUTLINE = "outline: 2px dashed #111827; outline-offset: 1px; border-radius: 3px"
 
 
 def drawn_pieces(text: str) -> int:

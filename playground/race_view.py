@@ -70,19 +70,20 @@ def page_theme() -> gr.themes.Base:
 #: onto two lines) and a line over the inspector saying that its table scrolls sideways (``INSPECTOR_SWIPE``); the
 #: step buttons' answer under them takes no room while empty; each chart's toolbar (on hover) keeps download, zoom,
 #: pan and reset (selection, lasso, zoom in / out, autoscale and Plotly's logo do nothing useful here, and on a phone
-#: their ten buttons ran under the chart's label); a focused slider, button, text box, radio or checkbox ringed in
-#: indigo (gradio's showed none on a slider, a faint grey one on Run, a 2:1 border on the prompt box and a blue
-#: circle on a radio: helper 79); the
-#: section headings for screen readers (``layout.HEADINGS``) out of sight, in no room and no gap.
+#: their ten buttons ran under the chart's label); a focused slider, button, text box, radio, checkbox or token
+#: ringed in indigo (gradio's showed none on a slider, a faint grey one on Run, a 2:1 border on the prompt box and a
+#: blue circle on a radio: helper 79); the section headings for screen readers (``layout.HEADINGS``) out of sight,
+#: in no room and no gap.
 PAGE_CSS = f"""
 .range-aid .head {{display: none}}
 .sr-heading {{height: 0; width: 1px; overflow: hidden; clip-path: inset(50%); white-space: nowrap;
               margin-top: calc(-1 * var(--layout-gap)) !important}}  /* no room, and no gap */
-/* no comma inside :is() or :has(): gradio's scoping of the page's CSS splits selectors at every comma */
+/* the focus ring: no comma inside :is() or :has() (gradio's scoping of the page's CSS splits selectors at every
+   comma), and not the accent's colour (a primary button redefines it: a near-white ring on Run) */
 input[type=range]:focus-visible, button:focus-visible, textarea:focus-visible, input[type=text]:focus-visible,
 input[type=number]:focus-visible, label:has(> input[type=radio]:focus-visible),
-label:has(> input[type=checkbox]:focus-visible) {{outline: 2px solid var(--primary-600) !important;
-  outline-offset: 2px}}  /* not the accent: a primary button redefines it (a ring of near-white on Run) */
+label:has(> input[type=checkbox]:focus-visible), .token-pane .token:focus-visible {{
+  outline: 2px solid var(--primary-600) !important; outline-offset: 2px}}
 .dark :focus-visible, .dark label:has(> input:focus-visible) {{outline-color: var(--primary-400) !important}}
 .token-pane {{min-height: 220px}}
 .token-pane .textfield {{font-size: 15px; line-height: 1.8}}

@@ -598,7 +598,8 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
         page.wait_for_function(f"() => ({FOCUSED})() === 'replay-button'", timeout=10_000)  # not lost on the body
         page.keyboard.press("Enter")
         page.get_by_text("Replay of a trace").first.wait_for(timeout=30_000)
-        page.wait_for_function(f"() => ({FOCUSED})() === 'pane-ar'", timeout=10_000)  # the replay's first token
+        page.wait_for_function(f"() => ({FOCUSED})() === 'pane-ar' && ({RING})()[2] >= 3", timeout=10_000)
+        assert page.evaluate(RING)[:2] == ["solid", "2px"]  # the replay's first token, ringed as the buttons are
         page.wait_for_function(PANES_IN_VIEW, timeout=10_000)  # on a phone Replay left them 3,000 px above
         for key, text in original.items():
             assert page.locator(f"#pane-{key} .textfield").inner_text() == text, key
