@@ -83,8 +83,8 @@ PAGE_CSS = f"""
 input[type=range]:focus-visible, button:focus-visible, textarea:focus-visible, input[type=text]:focus-visible,
 input[type=number]:focus-visible, label:has(> input[type=radio]:focus-visible),
 label:has(> input[type=checkbox]:focus-visible), .token-pane .token:focus-visible {{
-  outline: 2px solid var(--primary-600) !important; outline-offset: 2px}}
-.dark :focus-visible, .dark label:has(> input:focus-visible) {{outline-color: var(--primary-400) !important}}
+  outline: 2px solid var(--focus-ring) !important; outline-offset: 2px}}
+:root {{--focus-ring: var(--primary-600)}} .dark {{--focus-ring: var(--primary-400)}}  /* 3:1 on the dark page too */
 .token-pane {{min-height: 220px}}
 .token-pane .textfield {{font-size: 15px; line-height: 1.8}}
 .token-pane .token.highlighted {{margin: 0 1px 2px 0 !important; padding: 1px 1px !important}}

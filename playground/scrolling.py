@@ -30,9 +30,10 @@ ARROW_KEYS_JS = ("document.addEventListener('keydown', ev => { const el = ev.tar
 #: ``div.validation-error`` under the input, which no screen reader read) goes into a second region, ``role=alert``
 #: (``#error-announcer``), once per message that appears: a refused Run said nothing to a screen reader. It empties
 #: once no message is left (a screen reader's user browsing the page met the message of a value fixed since). A
-#: stopped race is announced as a finished one (its "Stopped." said nothing), and so is a race or replay whose lines
-#: equal the last one's (Run or Replay empties the region); the lab's first line and table once shown (cells read
-#: as "name, TV, bound, verdict"), or its "Stopped.", never its progress (gradio's own bar counts aloud).
+#: stopped race is announced as a finished one (its "Stopped." said nothing), a replay as "Replay of a trace." and its
+#: two lines (a replay of the race just run said nothing new), the lab's first line and table once shown (cells read
+#: as "name, TV, bound, verdict"), or its "Stopped.", never its progress (gradio's own bar counts aloud). The region
+#: is emptied 50 ms before each announcement (a lab's seeded verdicts repeated were the same text again).
 ANNOUNCE_JS = ("const live = Object.assign(document.createElement('div'), {id: 'race-announcer'}); live.setAttribute("
                "'role', 'status'); live.style.cssText = 'position:absolute;width:1px;height:1px;overflow:hidden;"
                "clip:rect(0 0 0 0);white-space:nowrap;'; document.body.appendChild(live); let said = ''; "
@@ -41,16 +42,17 @@ ANNOUNCE_JS = ("const live = Object.assign(document.createElement('div'), {id: '
                "/^(BR|P|DIV|LI|UL|OL|H[1-6]|TABLE|TR|PRE|BLOCKQUOTE)$/.test(c.nodeName); if (block) out.push(''); "
                "walk(c); if (block) out.push(''); else if (/^T[DH]$/.test(c.nodeName)) out[out.length - 1] += ', ';"
                " } } }; walk(el); return out.map(x => x.replace(/\\s+/g, ' ').trim().replace(/,$/, '')).filter(x =>"
-               " x); }; let labSaid = ''; document.addEventListener('click', ev => { if (ev.target instanceof Element"
-               " && ev.target.closest('#run-button, #replay-button')) { said = ''; live.textContent = ''; } }, true);"
-               " const announce = () => { const r = document.querySelector('#run-line [data-testid=markdown]'); "
-               "const shown = r ? lines(r) : []; const done = /^(Finished\\.|Stopped\\b)/.test(shown[0] ?? '') ? "
-               "shown.slice(0, 2).join(' ') : ''; if (done !== said) { said = done; live.textContent = done; } const "
+               " x); }; let labSaid = ''; const say = text => { live.textContent = ''; setTimeout(() => { live."
+               "textContent = text; }, 50); }; const announce = () => { const r = document.querySelector('#run-line "
+               "[data-testid=markdown]'); const shown = r ? lines(r) : []; const done = /^(Finished\\.|Stopped\\b)/"
+               ".test(shown[0] ?? '') ? (shown.some(l => l.startsWith('Replay of a trace')) ? 'Replay of a trace. ' :"
+               " '') + shown.slice(0, 2).join(' ') : ''; if (done !== said) { said = done; if (done) say(done); } "
+               "const "
                "lab = document.querySelector('#lab-table [data-testid=markdown]'); const verdict = lab && !document."
                "querySelector('#lab-table .progress-level') ? lab.querySelector('table') ? (lab.querySelector('p')?."
                "textContent.trim() ?? '') + ' ' + lines(lab.querySelector('table')).join('; ') : /^Stopped/.test("
                "lab.textContent.trim()) ? lines(lab).slice(0, 2).join(' ') : '' : ''; if (verdict !== labSaid) { "
-               "labSaid = verdict; if (verdict) live.textContent = verdict; } warn(); }; const alarm = Object.assign("
+               "labSaid = verdict; if (verdict) say(verdict); } warn(); }; const alarm = Object.assign("
                "document.createElement('div'), {id: "
                "'error-announcer'}); alarm.setAttribute('role', 'alert'); alarm.style.cssText = live.style.cssText; "
                "document.body.appendChild(alarm); const warned = new WeakSet(); const warn = () => { const shown = "
@@ -64,24 +66,28 @@ ANNOUNCE_JS = ("const live = Object.assign(document.createElement('div'), {id: '
 #: Client-side: Run or Replay pressed from the keyboard (Enter or Space on it), once the run line shows the race
 #: (racing, finished or paused) or the replay, moves the focus (without scrolling) to where Run's and Replay's
 #: scrolling took the view: Pause for a race, the first pane's tokens for a replay. It stayed on the button, out of
-#: the window, and Pause was 20 Tab presses from Run (helper 79). A refused press keeps it (the run line does not
-#: change; a refused replay marks the upload box). A trace chosen in the upload box moves to Replay the focus that
+#: the window, and Pause was 20 Tab presses from Run (helper 79). A refused press keeps it: a new message under an
+#: input (or on the upload box) ends the wait, and the run line is read from its markdown (with gradio's status text
+#: over it, a refused Run's line seemed to change, and the focus went to Pause: helper 80). A race queued behind
+#: another tab's is waited for, up to 10 minutes. A trace chosen in the upload box moves to Replay the focus that
 #: gradio's upload drops to the page's body.
-KEYBOARD_FOCUS_JS = ("let keyed = null; document.addEventListener('keydown', ev => { if (ev.key === 'Enter' || "
-                     "ev.key === ' ') keyed = {el: ev.target, at: Date.now()}; }, true); document.addEventListener("
-                     "'click', ev => { const b = ev.target instanceof Element ? ev.target.closest('#run-button, "
-                     "#replay-button') : null; if (!b || !keyed || !b.contains(keyed.el) || Date.now() - keyed.at > "
-                     "1000) return; const race = b.id === 'run-button'; const line = () => document.querySelector("
-                     "'#run-line')?.innerText.trim() ?? ''; const before = line(); const start = Date.now(); const "
-                     "watch = setInterval(() => { const now = line(); const shown = race ? now !== before && /^("
-                     "Racing|Finished|Paused)/.test(now) : /Replay of a trace/.test(now) && (now !== before || "
-                     "Date.now() - start > 1500) && !document.querySelector('#trace-upload .error'); if (shown) { "
-                     "clearInterval(watch); if (document.activeElement === b || document.activeElement === document."
-                     "body) [...document.querySelectorAll(race ? '#pause-button' : '.token-pane .token[tabindex=\"0\"]'"
-                     ")].find(e => e.offsetParent !== null)?.focus({preventScroll: true}); } else if (Date.now() - "
-                     "start "
-                     "> 15000) clearInterval(watch); }, 100); }); document.addEventListener('change', ev => { if (!("
-                     "ev.target instanceof Element && ev.target.closest('#trace-upload'))) return; [300, 1000, 2000]"
+KEYBOARD_FOCUS_JS = ("let keyed = null, watch = null; document.addEventListener('keydown', ev => { if (ev.key === "
+                     "'Enter' || ev.key === ' ') keyed = {el: ev.target, at: Date.now()}; }, true); document."
+                     "addEventListener('click', ev => { const b = ev.target instanceof Element ? ev.target.closest("
+                     "'#run-button, #replay-button') : null; if (!b || !keyed || !b.contains(keyed.el) || Date.now() - "
+                     "keyed.at > 1000) return; const race = b.id === 'run-button'; const line = () => document."
+                     "querySelector('#run-line [data-testid=markdown]')?.innerText.trim() ?? ''; const before = "
+                     "line(); const marks = race ? 'div.validation-error' : '#trace-upload .error'; const seen = new "
+                     "Set(document.querySelectorAll(marks)); const start = Date.now(); clearInterval(watch); watch = "
+                     "setInterval(() => { const now = line(); const refused = [...document.querySelectorAll(marks)]."
+                     "some(e => !seen.has(e)); const shown = race ? now !== before && /^(Racing|Finished|Paused|"
+                     "Stopped)/.test(now) : /Replay of a trace/.test(now) && (now !== before || Date.now() - start > "
+                     "1500) && !document.querySelector(marks); if (refused || shown || Date.now() - start > 600000) "
+                     "clearInterval(watch); if (shown && !refused && (document."
+                     "activeElement === b || document.activeElement === document.body)) [...document.querySelectorAll("
+                     "race ? '#pause-button' : '.token-pane .token[tabindex=\"0\"]')].find(e => e.offsetParent !== "
+                     "null)?.focus({preventScroll: true}); }, 100); }); document.addEventListener('change', ev => { if "
+                     "(!(ev.target instanceof Element && ev.target.closest('#trace-upload'))) return; [300, 1000, 2000]"
                      ".forEach(ms => setTimeout(() => { if (document.activeElement === document.body) document."
                      "getElementById('replay-button')?.focus(); }, ms)); }, true);")
 

@@ -143,9 +143,7 @@ def test_a_tree_click_names_its_node_and_a_race_is_announced_once_from_either_ta
         assert page.get_by_label("prompt", exact=True).input_value() == LESSONS[index].prompt, key
     page.locator("#lesson-choice").get_by_label(lesson.title, exact=True).check()
     page.locator("#lesson-text").get_by_text("token tree 8 nodes").wait_for(timeout=10_000)
-    page.evaluate("() => { window.said = []; new MutationObserver(() => window.said.push(document.querySelector("
-                  "'#race-announcer').textContent)).observe(document.querySelector('#race-announcer'), "
-                  "{childList: true, characterData: true, subtree: true}); }")
+    page.evaluate(RECORD_ANNOUNCEMENTS)
     page.get_by_role("button", name="Run").click()
     page.get_by_role("tab", name="Race").focus()
     page.keyboard.press("ArrowRight")  # the lab's tab, while the race runs and finishes
@@ -447,6 +445,10 @@ TOKEN_NAMES = ("s => [...document.querySelectorAll(s + ' .token')].map(t => [t.t
 MESSAGE_IN_VIEW = ("() => [...document.querySelectorAll('div.validation-error')].some(e => { const r = "
                    "e.getBoundingClientRect(); return e.offsetParent !== null && r.top >= 0 && r.bottom <= "
                    "window.innerHeight; })")
+#: From now on ``window.said`` lists every text the race announcer (``scrolling.ANNOUNCE_JS``) is given.
+RECORD_ANNOUNCEMENTS = ("() => { window.said = []; new MutationObserver(() => window.said.push(document.querySelector("
+                        "'#race-announcer').textContent)).observe(document.querySelector('#race-announcer'), "
+                        "{childList: true, characterData: true, subtree: true}); }")
 #: The id of the focused element or of its nearest ancestor with one ("" on the page's body).
 FOCUSED = "() => { const e = document.activeElement; return !e || e === document.body ? '' : e.closest('[id]')?.id; }"
 #: The focused element's ring (or its label's, for a radio): [outline style, width, its contrast on white].
@@ -570,6 +572,16 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
         crowded = [(a["text"], b["text"]) for i, a in enumerate(texts) for b in texts[i + 1:] if overlaps(a, b)]
         assert not crowded, f"bar labels run together at {width} px: {crowded}"  # "80% 56% 45% 22%" on a phone
         snapshot(page, f"browser-layout-{width}.png", full_page=True)
+        # a refused Run from the keyboard after the race: the focus stays on Run, and nothing is announced (the
+        # race's "Finished." was said again, and the focus went to Pause: helper 80)
+        page.evaluate(RECORD_ANNOUNCEMENTS)
+        page.locator("#input-prompt textarea").fill("")
+        page.locator("#run-button").focus()
+        page.keyboard.press("Enter")
+        page.wait_for_function(MESSAGE_IN_VIEW, timeout=10_000)
+        page.wait_for_timeout(1_000)
+        assert page.evaluate(FOCUSED) == "run-button" and page.evaluate("() => window.said.filter(t => t)") == []
+        page.locator("#input-prompt textarea").fill("Hello there")
         # the trace of this race, replayed on the reloaded page
         original = {key: page.locator(f"#pane-{key} .textfield").inner_text() for key in ("ar", "pass")}
         assert "PaSS: α = " in page.locator("#theory-sentences").inner_text()
