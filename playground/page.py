@@ -30,7 +30,7 @@ from playground.page_guards import STEP_WAIT_S, STOPPED_NOTE, slow_motion_handle
     wire_step_button  # noqa: F401  (STOPPED_NOTE re-exported)
 from playground.race_slots import MEASURING_NOTE, RaceSlots, calm_queue
 from playground.scrolling import CANCEL_RACE_JS, CLEAR_STEP_ECHO_JS, RUN_ECHO_JS, RUN_SCROLL_JS, \
-    PAGE_JS, SCROLL_TO_INSPECTOR_JS, SCROLL_TO_LAB_JS, SCROLL_TO_PANES_JS, STOP_ECHO_JS
+    PAGE_JS, REPLAY_SCROLL_JS, SCROLL_TO_INSPECTOR_JS, SCROLL_TO_LAB_JS, SCROLL_TO_PANES_JS, STOP_ECHO_JS
 from playground.plot_boxes import shown_plot
 from playground.race_inputs import RaceRequest, cap_for_zerogpu, hide_paths, method_offer, methods_problem, \
     on_zerogpu, whole
@@ -232,7 +232,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                          api_visibility="private", queue=False, preprocess=False, show_progress="hidden")
         ui.run_btn.click(None, None, None, js=RUN_ECHO_JS, api_visibility="private", queue=False)  # or the race runs
         ui.run_btn.click(None, None, None, js=RUN_SCROLL_JS, api_visibility="private", queue=False)  # in view
-        ui.replay_btn.click(None, None, None, js=SCROLL_TO_PANES_JS, api_visibility="private", queue=False)
+        ui.replay_btn.click(None, None, None, js=REPLAY_SCROLL_JS, api_visibility="private", queue=False)
         ui.replay_btn.click(lambda: inspector_outputs(INSPECTOR_HINT), None, [ui.inspector_md, ui.inspector_plot],
                             api_visibility="private", queue=False, show_progress="hidden")  # a new replay: no token
         ui.wire_remeasure(holder, ui.state, ui.cost_plot, ui.cost_md, slots)

@@ -140,9 +140,20 @@ def scroll_into_view_js(selector: str, below: float, to: float) -> str:
 #: thirds, scroll it up to a fifth of the window's height, so that the click visibly answers (on a phone, and often
 #: on a desktop, the inspector was out of sight below the panes).
 SCROLL_TO_INSPECTOR_JS = scroll_into_view_js("#inspector", 0.67, 0.2)
-#: On Replay: the replayed panes in view, as on Run (on a phone Replay, the page's last button, left them some
-#: 3,000 px above it, and the page did not move).
+#: On Stop: the panes in view, as on Run.
 SCROLL_TO_PANES_JS = scroll_into_view_js(".token-pane", 0.6, 0.4)
+#: On Replay: the replayed panes in view, as on Run, once the run line shows the replay (on a phone Replay, the
+#: page's last button, left them some 3,000 px above it, and the page did not move); a refused file's mark on the
+#: upload box in view instead (the panes' scroll took the view 3,000 px away from it: helper 80).
+REPLAY_SCROLL_JS = ("() => { const line = () => document.querySelector('#run-line [data-testid=markdown]')?."
+                    "textContent ?? ''; const before = line(); const marks = () => [...document.querySelectorAll("
+                    "'#trace-upload .error')]; const seen = new Set(marks()); const start = Date.now(); const panes = "
+                    + _check_js(".token-pane", 0.6, 0.4) + "; const watch = setInterval(() => { const mark = marks()"
+                    ".find(e => !seen.has(e)); const now = line(); if (mark) { clearInterval(watch); mark."
+                    "scrollIntoView({block: 'center', behavior: 'smooth'}); } else if (now.includes('Replay of a "
+                    "trace') && (now !== before || Date.now() - start > 1500) && !marks().length) { clearInterval("
+                    "watch); panes(); setTimeout(panes, 400); } else if (Date.now() - start > 10000) clearInterval("
+                    "watch); }, 100); }")
 #: On Run lab: its table, where the progress bar and then the verdicts appear (below the fold on a phone).
 SCROLL_TO_LAB_JS = scroll_into_view_js("#lab-table", 0.67, 0.2)
 

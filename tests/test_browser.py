@@ -416,7 +416,7 @@ BAR_TEXTS = """() => [...document.querySelectorAll('.js-plotly-plot text.bartext
     .map(([t, b]) => ({x: b.x, y: b.y, width: b.width, height: b.height, text: t.textContent}))"""
 
 
-#: The first visible race pane starts in the upper 60 % of the window (``scrolling.SCROLL_TO_PANES_JS``).
+#: The first visible race pane starts in the upper 60 % of the window (``scrolling.REPLAY_SCROLL_JS``, Run's, Stop's).
 PANES_IN_VIEW = ("() => { const p = [...document.querySelectorAll('.token-pane')].find(e => e.offsetParent !== null);"
                  " const top = p.getBoundingClientRect().top; return top >= 0 && top <= 0.6 * window.innerHeight; }")
 #: The step buttons' echo says the text given and is on the screen (``scrolling.STOP_ECHO_JS``).
@@ -597,6 +597,9 @@ def test_layout_then_trace_download_replay_and_lab_tab(new_page, race_page_url, 
         page.locator("#replay-button").click()  # no file yet: refused, the upload box marked "Error" under its
         mark = page.locator("#trace-upload [data-testid='status-tracker'] .error")  # text (it covered "Drop File
         mark.wait_for(timeout=30_000)  # Here", and its clear button the box's label, a teacher helper found)
+        page.wait_for_timeout(2_000)  # and in view, after every scroll the press started (the view went to the
+        assert mark.evaluate("e => { const r = e.getBoundingClientRect(); return r.top >= 0 && "  # panes, 3,000 px
+                             "r.bottom <= window.innerHeight; }"), width  # above on a phone: helper 80)
         boxes = page.locator("#trace-upload").evaluate(  # in one go: the page may still move between two reads
             "e => Object.fromEntries(['.upload-container', '[data-testid=block-label]', '.wrap .error', "
             "'.clear-status'].map(s => { const b = e.querySelector(s).getBoundingClientRect(); "
