@@ -43,6 +43,8 @@ METRIC_LABELS = {
 #: On a phone, over the token inspector: its table is wider than the screen and scrolls sideways (nothing showed it).
 INSPECTOR_SWIPE = "The table is wider than the screen: swipe it sideways for every column, the decision last."
 LAB_SWIPE = "The table may be wider than the screen: swipe it sideways for every column, the verdict last."
+
+
 def page_theme() -> gr.themes.Base:
     """Gradio's Soft theme with every text at WCAG's 4.5:1 or more (axe-core 4.14 found these under it): labels and
     info lines (3.6:1), subdued text (2.5:1: a slider's two ends, the upload's "- or -", the footer), white on

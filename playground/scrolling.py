@@ -63,33 +63,31 @@ ANNOUNCE_JS = ("const live = Object.assign(document.createElement('div'), {id: '
                "alarm.textContent = text; }, 50); };")
 
 
-#: Client-side: Run or Replay pressed from the keyboard (Enter or Space on it), once the run line shows the race
-#: (racing, finished or paused) or the replay, moves the focus (without scrolling) to where Run's and Replay's
-#: scrolling took the view: Pause for a race, the first pane's tokens for a replay. It stayed on the button, out of
-#: the window, and Pause was 20 Tab presses from Run (helper 79). A refused press keeps it: a new message under an
-#: input (or on the upload box) ends the wait, and the run line is read from its markdown (with gradio's status text
+#: Client-side: Run pressed from the keyboard (Enter or Space on it), once the run line shows the race (racing,
+#: finished, paused or stopped), moves the focus (without scrolling) to Pause, where Run's scrolling took the view:
+#: it stayed on Run, out of the window, and Pause was 20 Tab presses from Run (helper 79). A refused press keeps it:
+#: a new message under an input ends the wait, and the run line is read from its markdown (with gradio's status text
 #: over it, a refused Run's line seemed to change, and the focus went to Pause: helper 80). A race queued behind
-#: another tab's is waited for, up to 10 minutes. A trace chosen in the upload box moves to Replay the focus that
-#: gradio's upload drops to the page's body.
+#: another tab's is waited for, up to 10 minutes. ``window.pressedByKey(button)`` says whether the press being
+#: handled came from the keyboard (``REPLAY_SCROLL_JS`` asks it too). A trace chosen in the upload box moves to
+#: Replay the focus that gradio's upload drops to the page's body.
 KEYBOARD_FOCUS_JS = ("let keyed = null, watch = null; document.addEventListener('keydown', ev => { if (ev.key === "
-                     "'Enter' || ev.key === ' ') keyed = {el: ev.target, at: Date.now()}; }, true); document."
+                     "'Enter' || ev.key === ' ') keyed = {el: ev.target, at: Date.now()}; }, true); window.pressedByKey"
+                     " = b => !!b && !!keyed && b.contains(keyed.el) && Date.now() - keyed.at < 1000; document."
                      "addEventListener('click', ev => { const b = ev.target instanceof Element ? ev.target.closest("
-                     "'#run-button, #replay-button') : null; if (!b || !keyed || !b.contains(keyed.el) || Date.now() - "
-                     "keyed.at > 1000) return; const race = b.id === 'run-button'; const line = () => document."
+                     "'#run-button') : null; if (!window.pressedByKey(b)) return; const line = () => document."
                      "querySelector('#run-line [data-testid=markdown]')?.innerText.trim() ?? ''; const before = "
-                     "line(); const marks = race ? 'div.validation-error' : '#trace-upload .error'; const seen = new "
-                     "Set(document.querySelectorAll(marks)); const start = Date.now(); clearInterval(watch); watch = "
-                     "setInterval(() => { const now = line(); const refused = [...document.querySelectorAll(marks)]."
-                     "some(e => !seen.has(e)); const shown = race ? now !== before && /^(Racing|Finished|Paused|"
-                     "Stopped)/.test(now) : /Replay of a trace/.test(now) && (now !== before || Date.now() - start > "
-                     "1500) && !document.querySelector(marks); if (refused || shown || Date.now() - start > 600000) "
-                     "clearInterval(watch); if (shown && !refused && (document."
-                     "activeElement === b || document.activeElement === document.body)) [...document.querySelectorAll("
-                     "race ? '#pause-button' : '.token-pane .token[tabindex=\"0\"]')].find(e => e.offsetParent !== "
-                     "null)?.focus({preventScroll: true}); }, 100); }); document.addEventListener('change', ev => { if "
-                     "(!(ev.target instanceof Element && ev.target.closest('#trace-upload'))) return; [300, 1000, 2000]"
-                     ".forEach(ms => setTimeout(() => { if (document.activeElement === document.body) document."
-                     "getElementById('replay-button')?.focus(); }, ms)); }, true);")
+                     "line(); const marks = () => [...document.querySelectorAll('div.validation-error')]; const seen = "
+                     "new Set(marks()); const start = Date.now(); clearInterval(watch); watch = setInterval(() => { "
+                     "const now = line(); const refused = marks().some(e => !seen.has(e)); const shown = now !== "
+                     "before && /^(Racing|Finished|Paused|Stopped)/.test(now); if (refused || shown || Date.now() - "
+                     "start > 600000) clearInterval(watch); if (shown && !refused && (document.activeElement === b || "
+                     "document.activeElement === document.body)) [...document.querySelectorAll('#pause-button')].find("
+                     "e => e.offsetParent !== null)?.focus({preventScroll: true}); }, 100); }); document."
+                     "addEventListener('change', ev => { if (!(ev.target instanceof Element && ev.target.closest("
+                     "'#trace-upload'))) return; [300, 1000, 2000].forEach(ms => setTimeout(() => { if (document."
+                     "activeElement === document.body) document.getElementById('replay-button')?.focus(); }, ms)); }, "
+                     "true);")
 
 
 #: Client-side, once the page has loaded (``launch(js=...)``): each token in a pane says its kind in a tooltip and in
@@ -100,7 +98,7 @@ KEYBOARD_FOCUS_JS = ("let keyed = null, watch = null; document.addEventListener(
 #: a radio group (the lessons, the what-if curves) and the tabs (``ARROW_KEYS_JS``): gradio names each radio on its
 #: own, so they did nothing (helper 73), and its tabs take no arrow keys (helper 69); of a radio group only the
 #: chosen radio (or the first) is a Tab stop, as in a browser's own groups (each of the seven lessons was one: helper
-#: 79); a finished race is announced (``ANNOUNCE_JS``); a keyboard's Run or Replay moves the focus to what it shows
+#: 79); a finished race is announced (``ANNOUNCE_JS``); a keyboard's Run moves the focus to Pause
 #: (``KEYBOARD_FOCUS_JS``).
 PAGE_JS = ("() => { " + ARROW_KEYS_JS + " " + ANNOUNCE_JS + " " + KEYBOARD_FOCUS_JS + " const kinds = "
            + json.dumps({style_rgb(c): label for label, c in TOKEN_COLORS.items()})
@@ -144,16 +142,22 @@ SCROLL_TO_INSPECTOR_JS = scroll_into_view_js("#inspector", 0.67, 0.2)
 SCROLL_TO_PANES_JS = scroll_into_view_js(".token-pane", 0.6, 0.4)
 #: On Replay: the replayed panes in view, as on Run, once the run line shows the replay (on a phone Replay, the
 #: page's last button, left them some 3,000 px above it, and the page did not move); a refused file's mark on the
-#: upload box in view instead (the panes' scroll took the view 3,000 px away from it: helper 80).
-REPLAY_SCROLL_JS = ("() => { const line = () => document.querySelector('#run-line [data-testid=markdown]')?."
-                    "textContent ?? ''; const before = line(); const marks = () => [...document.querySelectorAll("
-                    "'#trace-upload .error')]; const seen = new Set(marks()); const start = Date.now(); const panes = "
-                    + _check_js(".token-pane", 0.6, 0.4) + "; const watch = setInterval(() => { const mark = marks()"
-                    ".find(e => !seen.has(e)); const now = line(); if (mark) { clearInterval(watch); mark."
-                    "scrollIntoView({block: 'center', behavior: 'smooth'}); } else if (now.includes('Replay of a "
-                    "trace') && (now !== before || Date.now() - start > 1500) && !marks().length) { clearInterval("
-                    "watch); panes(); setTimeout(panes, 400); } else if (Date.now() - start > 10000) clearInterval("
-                    "watch); }, 100); }")
+#: upload box in view instead (the panes' scroll took the view 3,000 px away from it: helper 80). Pressed from the
+#: keyboard (``KEYBOARD_FOCUS_JS``), it moves the focus to the first pane's tokens with them (it stayed on Replay).
+REPLAY_SCROLL_JS = ("() => { const button = document.getElementById('replay-button'); const keyed = window."
+                    "pressedByKey?.(button); const line = () => document.querySelector('#run-line [data-testid="
+                    "markdown]')?.textContent ?? ''; const before = line(); const marks = () => [...document."
+                    "querySelectorAll('#trace-upload .error')]; const seen = new Set(marks()); const start = "
+                    "Date.now(); const panes = " + _check_js(".token-pane", 0.6, 0.4) + "; const watch = setInterval("
+                    "() => { const mark = marks().find(e => !seen.has(e)); const now = line(); if (mark) { "
+                    "clearInterval(watch); mark.scrollIntoView({block: 'center', behavior: 'smooth'}); } else if ("
+                    "now.includes('Replay of a trace') && (now !== before || Date.now() - start > 1500) && !marks()."
+                    "length) { clearInterval(watch); panes(); setTimeout(panes, 400); if (keyed && (document."
+                    "activeElement === button || document.activeElement === document.body)) [...document."
+                    "querySelectorAll('.token-pane .token[tabindex=\"0\"]')].find(e => e.offsetParent !== null)?."
+                    "focus({preventScroll: true}); } else if (Date.now() - start > 10000) clearInterval(watch); }, "
+                    "100); }")
+
 #: On Run lab: its table, where the progress bar and then the verdicts appear (below the fold on a phone).
 SCROLL_TO_LAB_JS = scroll_into_view_js("#lab-table", 0.67, 0.2)
 
