@@ -11,9 +11,9 @@ near-ties) and every thread count (1 and all cores, unless the user fixed it), t
 process spinning on one core. ``pick`` takes the fastest backend at each thread count, and the fastest thread
 count among those that lose at most ``MAX_BUSY_SLOWDOWN`` when a core is taken (the fastest busy one when none
 does). The result is cached per CPU, model, dtype, torch version and requested thread count in
-``cache_root()/backend-choice.json``, so later loads reuse it; a changed torch version (or CPU, or model)
-measures again. The model is keyed by its ``--model`` name (a folder or file by its absolute path) and its
-parameter count: a backend's speed depends on the shapes, so a model of another size in the same folder is new.
+``cache_root()/backend-choice.json`` for later loads; a changed torch version, CPU or model measures again (the
+model keyed by its ``--model`` name, a folder or file by its absolute path, and its parameter count: a backend's
+speed depends on the shapes, so a model of another size in the same folder is new).
 """
 
 from __future__ import annotations
@@ -91,8 +91,7 @@ def pick(timings: list[Timing], max_busy_slowdown: float = MAX_BUSY_SLOWDOWN) ->
             why += f" among the thread counts that lose at most {max_busy_slowdown:g}x when another process " \
                    "takes a core"
     else:
-        by_busy = min(best_per_threads, key=lambda t: t.busy_ms)
-        best = by_busy
+        best = min(best_per_threads, key=lambda t: t.busy_ms)
         why = f"fastest one-token pass ({best.quiet_ms:.1f} ms)"
         if len(best_per_threads) > 1:
             why += f"; of the thread counts, the fastest with a core taken ({best.busy_ms:.1f} ms): every one " \
