@@ -110,6 +110,17 @@ def style_rgb(hex_colour: str) -> str:
     return ", ".join(str(int(hex_colour[i:i + 2], 16)) for i in (1, 3, 5))
 
 
+def dark_legend_css() -> str:
+    """Dark mode: each pane legend's chip in its colour as drawn on white (gradio lays it at half opacity), opaque,
+    so that its black name reads as in light mode with the dark pane around it. A white legend row did that before,
+    but it stood as a white strip a line tall across the pane: bare beside AR's one chip, alone before a race's first
+    token."""
+    def on_white(colour: str) -> str:
+        return "#" + "".join(f"{(int(colour[i:i + 2], 16) + 255) // 2:02x}" for i in (1, 3, 5))
+    return "\n".join(f'.dark .token-pane .legend-item[style*="{style_rgb(c)}"] {{background: {on_white(c)} !important}}'
+                     for c in TOKEN_COLORS.values())
+
+
 def rejected_css_selector() -> str:
     """CSS selector of a rejected draft's text in a ``gr.HighlightedText`` pane (by its colour, ``style_rgb``)."""
     return f'.token-pane .token[style*="{style_rgb(TOKEN_COLORS[TOKEN_LABELS["rejected"]])}"] .text'

@@ -49,8 +49,9 @@ def page_theme() -> gr.themes.Base:
     """Gradio's Soft theme with every text at WCAG's 4.5:1 or more (axe-core 4.14 found these under it): labels and
     info lines (3.6:1), subdued text (2.5:1: a slider's two ends, the upload's "- or -", the footer), white on
     indigo (4.46:1: Run, the ticked methods; Run lab under the pointer 2.98:1) and the accent (4.46:1: the chosen
-    tab's name); in dark mode (Gradio follows the system's) the same, and a pane's tokens and legend on white, as
-    their half-transparent colours were chosen for (on the dark page black on them read 2.7-4.3:1, white 3.8:1)."""
+    tab's name); in dark mode (Gradio follows the system's) the same, a pane's tokens and legend on white, as
+    their half-transparent colours were chosen for (on the dark page black on them read 2.7-4.3:1, white 3.8:1), and
+    a refusal under its input's label in a pale red (``PAGE_CSS``: gradio's red on the indigo label read 1.7:1)."""
     return gr.themes.Soft().set(block_info_text_color="*neutral_600", block_title_text_color="*primary_700",
                                 block_label_text_color="*primary_700", body_text_color_subdued="*neutral_600",
                                 button_primary_background_fill="*primary_600",
@@ -91,8 +92,13 @@ label:has(> input[type=checkbox]:focus-visible), .token-pane .token:focus-visibl
 .token-pane .textfield {{font-size: 15px; line-height: 1.8}}
 .token-pane .token.highlighted {{margin: 0 1px 2px 0 !important; padding: 1px 1px !important}}
 .token-pane .text {{white-space: pre-wrap}}
-.dark .token-pane .textfield, .dark .token-pane .legend {{background: #fff; color: #000}}  /* tints for white */
+.dark .token-pane .textfield {{background: #fff; color: #000; --body-text-color: #000}}  /* tints for white; the tokens
+   gradio dims while a legend chip is pointed at, and step marks, in gradio's body text colour (white on white) */
+{charts.dark_legend_css()}
 .dark [role=tab][aria-selected=true] {{color: var(--primary-400)}}  /* the accent is one colour in both modes */
+/* a refusal's message, in its input's indigo label: red 100 (gradio's red 500 read 1.7:1, red 200 4.4:1); the box's
+   red glow, gradio's, stays */
+.dark div.validation-error {{--error-icon-color: var(--color-red-100)}}
 .token-pane .line-break + .line-break {{height: 1.2em}}
 {charts.STEP_MARK_CSS}
 {charts.rejected_css_selector()} {{text-decoration: line-through}}

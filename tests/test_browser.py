@@ -187,6 +187,10 @@ def test_page_races_and_draws(app_server, new_page):
         mark = page.locator(f"#input-{name} div.validation-error")  # the message, under the label
         mark.wait_for(timeout=10_000)
         assert message in mark.inner_text(), (name, mark.inner_text())
+        if name == "temperature":  # readable in dark mode too (gradio's red on the indigo label read 1.7:1)
+            page.evaluate("() => document.body.classList.add('dark')")
+            assert page.evaluate(CONTRAST, f"#input-{name} div.validation-error") >= 4.5
+            page.evaluate("() => document.body.classList.remove('dark')")
         # and said to a screen reader, in the page's alert region (each refusal's message once)
         page.wait_for_function("m => document.querySelector('#error-announcer').textContent.includes(m)",
                                arg=message, timeout=10_000)
@@ -263,6 +267,13 @@ def test_page_races_and_draws(app_server, new_page):
     for selector in (".token-pane .highlighted .text", ".token-pane .legend-item", "button.primary",
                      "[role=tab][aria-selected=true]", "#input-prompt [data-testid=block-info]"):
         assert 4.5 <= page.evaluate(LOWEST_CONTRAST, selector) < float("inf"), selector
+    # the legend row beside AR's one chip shows the pane (a white row stood across it, a line tall), and the tokens
+    # gradio dims while a legend chip is pointed at stay readable (gradio's white text on the pane's white: 1.1:1)
+    assert page.evaluate(BESIDE_LAST_CHIP, "#pane-ar") == page.locator("#pane-ar").evaluate(
+        "e => getComputedStyle(e).backgroundColor")
+    page.locator("#pane-pass .legend-item").first.hover()
+    assert 4.5 <= page.evaluate(LOWEST_CONTRAST, ".token-pane .token.dimmed .text") < float("inf")
+    page.mouse.move(0, 0)
     page.evaluate("() => document.body.classList.remove('dark')")
     # untick two methods: one method left, Run is refused at the input, with the reason; the race on show keeps its
     # panes (a finished pane went away at the untick while the metrics still spoke of it)
@@ -433,6 +444,12 @@ RATIO = ("e => { const rgba = c => { const v = c.match(/[\\d.]+/g).map(Number); 
          ".backgroundColor); if (c[3] > 0) layers.push(c); if (c[3] >= 1) break; } let bg = [255, 255, 255]; for "
          "(const c of layers.reverse()) bg = bg.map((x, i) => c[i] * c[3] + x * (1 - c[3])); const [hi, lo] = "
          "[lum(rgba(getComputedStyle(e).color)), lum(bg)].sort((x, y) => y - x); return (hi + 0.05) / (lo + 0.05); }")
+#: The background painted in a pane's legend row halfway between its last chip and the row's right end.
+BESIDE_LAST_CHIP = ("s => { const row = document.querySelector(s + ' .legend'); row.scrollIntoView({block: "
+                    "'center'}); const r = row.getBoundingClientRect(); const x = (row.lastElementChild"
+                    ".getBoundingClientRect().right + r.right) / 2; return document.elementsFromPoint(x, (r.top + "
+                    "r.bottom) / 2).map(e => getComputedStyle(e).backgroundColor).find(c => !/^(transparent|rgba\\(.*, "
+                    "0\\))$/.test(c)); }")
 #: The contrast of a selector's first match.
 CONTRAST = f"s => ({RATIO})(document.querySelector(s))"
 #: The lowest contrast of a selector's matches (Infinity when none).
