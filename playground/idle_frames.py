@@ -15,9 +15,10 @@ for (its timer's loop) while no tracker on the page shows a timer or a bar: that
 on show keeps counting (a queued race's wait, the lab's and the pass-cost measurement's bars were checked). A
 tracker's first request always passes: its autoscroll asks for one frame, and held back once it never scrolled again
 (a refused Run's message stayed out of view). Frames asked for through Svelte's animation loop are always passed on:
-holding back one of those would stop that loop for the whole page. Left: a tracker's spinner removed while pending
-animates on through that loop (after Next on a finished race, 9-12 % of a core until Resume or the next race; 29-38 %
-with both loops before). If a later Gradio stops its timers itself, nothing is left for this to do.
+holding back one of those would stop that loop for the whole page. A tracker's spinner animates on through that loop
+for some 4 s after its answer removed it (60 frames a second), so the page's instant listeners hide theirs
+(``show_progress="hidden"``; only the race, replay, lab and pass-cost measurement show one). If a later Gradio stops
+its timers itself, nothing is left for this to do.
 """
 
 from __future__ import annotations

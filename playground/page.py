@@ -257,7 +257,7 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                                   (ui.resume_btn, RESUME)):  # busy; one press at a time
             wire_step_button(button, on_step(direction), [ui.state, ui.show_rejected], outputs,
                              echo=direction != RESUME)  # after Resume, no "Paused after step ..." under the buttons
-        private = dict(api_visibility="private", queue=False)
+        private = dict(api_visibility="private", queue=False, show_progress="hidden")  # a spinner: 60 frames/s, 4 s
         # a replay shows the panes of the trace's methods only (one ticked but not in the trace stood empty, as if it
         # had written nothing); a race shows the ticked methods' again (its first frame)
         replay_event.success(replay_panes, ui.state, ui.panes, **private)
@@ -290,11 +290,11 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         ui.stop_btn.click(None, None, None, js=SCROLL_TO_PANES_JS, **private)  # and the panes in view, as Run does
         ui.show_rejected.change(on_toggle, [ui.state, ui.show_rejected], [*ui.panes, *ui.tree.panes],
                                 js=HIDE_REJECTED_JS, **private)
-        ui.num_lookahead.change(lookahead_line, [ui.num_lookahead, ui.methods], ui.lookahead_md,
-                                api_visibility="private", trigger_mode="always_last", show_progress="hidden")
         ui.methods.change(preview_panes, [ui.methods, ui.state], ui.panes, **private)
-        ui.methods.change(lookahead_line, [ui.num_lookahead, ui.methods], ui.lookahead_md, api_visibility="private")
+        for event in (ui.num_lookahead.change, ui.methods.change):  # queued, the latest value only
+            event(lookahead_line, [ui.num_lookahead, ui.methods], ui.lookahead_md, api_visibility="private",
+                  trigger_mode="always_last", show_progress="hidden")
         polled = [ui.status, ui.model_md, ui.lookahead_md, ui.timer]
         for event in (ui.timer.tick, demo.load):
-            event(poll, [ui.num_lookahead, ui.methods], polled, show_progress="hidden", **private)
+            event(poll, [ui.num_lookahead, ui.methods], polled, **private)
     return calm_queue(demo, QUEUE_MAX_SIZE)

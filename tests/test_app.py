@@ -113,6 +113,18 @@ def test_only_race_replay_and_lab_are_callable_through_the_api(demo):
     assert callable_ == {"race": "public", "replay": "public", "lab": "public"}
 
 
+def test_only_the_long_listeners_show_a_spinner(demo):
+    """Gradio's spinner asks the browser for 60 frames a second for some 4 s after the answer has removed it (its
+    springs' loop; measured in Chromium after a token click, Next, Stop, a method ticked, the rejected-drafts toggle:
+    90 frames in 1.5 s from 1.5 s after each, 0 without the spinner). So only the listeners that take a while (the
+    race, the replay, the lab, the pass-cost measurement) show one; the others, all instant, hide it."""
+    spinning = {(getattr(demo.blocks.get(block), "elem_id", None) or repr(demo.blocks.get(block)), event)
+                for fn in demo.fns.values() if fn.outputs and fn.fn is not None and fn.show_progress != "hidden"
+                for block, event in fn.targets}
+    assert spinning == {("run-button", "click"), ("replay-button", "click"), ("lab-run", "click"),
+                        ("remeasure-button", "click")}
+
+
 def test_a_tree_with_no_tree_method_ticked_is_said_in_the_run_line(tiny):
     """A token tree asked for beside AR and prompt lookup only was said in a toast, which goes, and in the folded
     drafter line: the finished race's run line says it too (helper 70)."""

@@ -308,11 +308,12 @@ def open_settings(page) -> None:
     seed.wait_for(state="visible", timeout=10_000)
 
 
-#: Counts, in ``window.trackerFrames``, the frames that Gradio's status trackers ask the browser for (run before the
-#: page's scripts: ``idle_frames.EarlyScript``'s script wraps this count in turn).
+#: Counts, in ``window.trackerFrames``, the frames that Gradio's status trackers ask the browser for, and in
+#: ``window.allFrames`` every frame the page asks for (run before the page's scripts: ``idle_frames.EarlyScript``'s
+#: script wraps this count in turn).
 COUNT_TRACKER_FRAMES = ("(() => { const raf = window.requestAnimationFrame.bind(window); window.trackerFrames = 0; "
-                        "window.requestAnimationFrame = cb => { if (/statustracker/.test(new Error().stack)) "
-                        "window.trackerFrames++; return raf(cb); }; })()")
+                        "window.allFrames = 0; window.requestAnimationFrame = cb => { window.allFrames++; if "
+                        "(/statustracker/.test(new Error().stack)) window.trackerFrames++; return raf(cb); }; })()")
 
 
 @contextlib.contextmanager
@@ -795,6 +796,18 @@ def test_step_through_and_token_inspector(new_page, race_page_url, tmp_path, wid
         with page.expect_download() as download:
             page.locator("#trace-download").click()
         download.value.save_as(tmp_path / "trace.json")
+        # Next on the finished race (to its first step), then idle: the page asks for no frames (the tree's listener
+        # of Next put gradio's spinner on the hidden inspector chart; its springs asked for 60 frames a second for
+        # some 4 s after each press, through Svelte's loop: not counted as a tracker's frames)
+        page.locator("#next-button").click()
+        page.wait_for_function(f"() => ({PAUSED_AT})() === 1", timeout=30_000)
+        page.wait_for_timeout(1_500)
+        before = page.evaluate("() => window.allFrames")
+        page.wait_for_timeout(1_500)
+        assert page.evaluate("() => window.allFrames") - before < 10, "a page stepped after its race asks for frames"
+        page.locator("#resume-button").click()  # the whole race again, for the inspector below
+        page.wait_for_function("() => document.querySelector('#run-line').innerText.startsWith('Finished.')",
+                               timeout=30_000)
         trace = load_trace(tmp_path / "trace.json")
         order = race_order(trace.events)
         assert [n for n, _ in seen] == [seen[0][0], seen[0][0] + 1, seen[0][0] + 2]
