@@ -282,11 +282,11 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         ui.trace_download.click(download_hint, ui.trace_download, None, api_visibility="private")  # queued: a toast
         on_stop = stop_handler(holder, controls, slots)
         for stop in (ui.stop_btn, ui.steps_stop_btn):  # beside Run, and beside the step buttons over the panes
+            stop.click(None, None, None, js=CLEAR_STEP_ECHO_JS, **private)  # "Stopping…" at once, then ...
             stop.click(on_stop, ui.state, [ui.run_md, ui.trace_download, ui.state],
                        cancels=[run_event] if spaces is not None else None, **private).then(
                 None, None, None, js=CANCEL_RACE_JS, **private).then(None, None, None, js=STOP_ECHO_JS,
-                                                                     **private)  # Stop's answer under the buttons,
-            stop.click(None, None, None, js=CLEAR_STEP_ECHO_JS, **private)  # read once Stop's reply is on the page
+                                                                     **private)  # Stop's answer under the buttons
         ui.stop_btn.click(None, None, None, js=SCROLL_TO_PANES_JS, **private)  # and the panes in view, as Run does
         ui.show_rejected.change(on_toggle, [ui.state, ui.show_rejected], [*ui.panes, *ui.tree.panes],
                                 js=HIDE_REJECTED_JS, **private)

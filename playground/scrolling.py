@@ -206,8 +206,13 @@ STOP_ECHO_JS = ("() => { const start = Date.now(); const watch = setInterval(() 
                 + " : /^Replay of a trace/.test(line) ? " + repr(REPLAY_NOTHING_TO_STOP) + " : null; "
                 "if (said && e) { e.textContent = said; clearInterval(watch); } "
                 "else if (Date.now() - start > 15000) clearInterval(watch); }, 200); }")
-#: Client-side, after Stop: the step-through's last answer under the buttons goes (it spoke of a live race).
-CLEAR_STEP_ECHO_JS = "() => { const e = document.getElementById('step-echo-text'); if (e) e.textContent = ''; }"
+#: Client-side, on Stop: the step-through's last answer under the buttons goes (it spoke of a live race), and while a
+#: race runs or is paused "Stopping…" stands there until Stop's answer (``STOP_ECHO_JS``): a live race's comes with
+#: its next update, and nothing showed the press was taken (Stop shows no spinner: gradio's animates for 4 s after).
+STOPPING = "Stopping…"
+CLEAR_STEP_ECHO_JS = ("() => { const e = document.getElementById('step-echo-text'); const r = document.querySelector("
+                      "'#run-line'); if (e) e.textContent = /^(Racing…|Paused after step)/.test(r ? r.innerText.trim()"
+                      " : '') ? " + repr(STOPPING) + " : ''; }")
 #: The answer under the step buttons to Run pressed while this tab's race runs (gradio ignores that press) ...
 RACE_RUNNING = "A race is running in this tab: press Stop first, or Run again once it has finished."
 #: ... or is paused (it said "running", which a paused race did not seem to be; the run line keeps the position).

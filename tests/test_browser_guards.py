@@ -7,7 +7,7 @@ from __future__ import annotations
 
 
 from pass_core.teaching.trace import load_trace
-from playground.scrolling import FINISHED_NOTHING_TO_STOP, RACE_PAUSED, RACE_RUNNING
+from playground.scrolling import FINISHED_NOTHING_TO_STOP, RACE_PAUSED, RACE_RUNNING, STOPPING
 from test_browser import ARTIFACTS, PAUSED_AT, in_process_page, paused_position, new_page, pane_chars, race_on, race_page_url  # noqa: F401
 
 #: Records every aria-busy value the Next button takes, from the page's own DOM (a MutationObserver).
@@ -77,6 +77,9 @@ def test_stop_offers_the_trace_of_what_the_panes_show(new_page, race_page_url, t
         stop = page.locator("#steps-stop-button")
         box = stop.bounding_box()  # in the window (Run scrolled it there)
         assert stop.is_visible() and 0 <= box["y"] and box["y"] + box["height"] <= 900, box
+        page.evaluate("() => { window.echoes = []; new MutationObserver(() => window.echoes.push(document."
+                      "getElementById('step-echo-text').textContent)).observe(document.getElementById("
+                      "'step-echo-text'), {childList: true, characterData: true, subtree: true}); }")
         stop.dispatch_event("click")  # a redrawing page: "stable" may never come
         try:
             page.locator("#run-line").get_by_text("Download trace gives exactly those steps").first.wait_for(
@@ -89,6 +92,8 @@ def test_stop_offers_the_trace_of_what_the_panes_show(new_page, race_page_url, t
         # Stop's answer under the step buttons too (``scrolling.STOP_ECHO_JS``)
         page.wait_for_function("() => document.getElementById('step-echo-text').textContent === 'Stopped.'",
                                timeout=10_000)
+        echoes = page.evaluate("() => window.echoes")  # at once "Stopping…" (nothing showed the press was taken)
+        assert echoes[0] == STOPPING and echoes[-1] == "Stopped.", echoes
         # and to a screen reader, as a finished race is (only "Finished." was: helper 79)
         assert page.locator("#race-announcer").text_content().startswith("Stopped. The panes show what each method")
         page.wait_for_timeout(3000)  # no update after Stop: the panes stay as they are
