@@ -9,7 +9,7 @@ import gradio as gr
 from pass_core.decoding.settings import SETTING_RANGES
 from playground.race_handlers import user_error
 from playground.race_inputs import NUMERIC_INPUTS
-from playground.race_view import setting_range
+from playground.race_view import INSTANT, setting_range
 
 
 def trace_file(**kwargs) -> gr.File:
@@ -51,7 +51,7 @@ def number_box(label: str, default, step, info: str, elem_id: str, drag: tuple |
         if drag is not None:
             aid = gr.Slider(*drag, value=default, step=step, label=label, show_label=False,
                             elem_classes="range-aid", buttons=[])
-            sync = dict(js="(v) => v", api_visibility="private", queue=False, show_progress="hidden")
+            sync = dict(js="(v) => v", **INSTANT)
             aid.input(None, aid, box, **sync)
             box.change(None, box, aid, **sync)  # typed, or set by a lesson or a replay
     return box

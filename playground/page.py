@@ -35,7 +35,8 @@ from playground.plot_boxes import shown_plot
 from playground.race_inputs import RaceRequest, cap_for_zerogpu, hide_paths, method_offer, methods_problem, \
     on_zerogpu, whole
 from playground.idle_frames import app_middleware
-from playground.race_view import HIDE_REJECTED_JS, METRIC_LABELS, PAGE_CSS, page_theme  # noqa: F401  (re-exported)
+from playground.race_view import (HIDE_REJECTED_JS, INSTANT, METRIC_LABELS, PAGE_CSS,  # noqa: F401  (re-exported)
+                                  page_theme)
 from playground.stepping import NEXT, PREVIOUS, RESUME, StepControl, step_position
 from playground.teaching import INSPECTOR_HINT, inspect_selection, token_namer
 from playground.teaching_panels import wire_panels
@@ -229,12 +230,12 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
         inputs = [ui.prompt, ui.num_lookahead, ui.temperature, ui.top_k, ui.top_p, ui.max_new_tokens, ui.seed,
                   ui.show_rejected, ui.fused, ui.methods, ui.chat_template, ui.auto_drafts]
         ui.run_btn.click(on_press, [*inputs, ui.tree_nodes], [ui.run_md, ui.inspector_md, ui.inspector_plot],
-                         api_visibility="private", queue=False, preprocess=False, show_progress="hidden")
-        ui.run_btn.click(None, None, None, js=RUN_ECHO_JS, api_visibility="private", queue=False)  # or the race runs
-        ui.run_btn.click(None, None, None, js=RUN_SCROLL_JS, api_visibility="private", queue=False)  # in view
-        ui.replay_btn.click(None, None, None, js=REPLAY_SCROLL_JS, api_visibility="private", queue=False)
+                         preprocess=False, **INSTANT)
+        ui.run_btn.click(None, None, None, js=RUN_ECHO_JS, **INSTANT)  # or the race runs
+        ui.run_btn.click(None, None, None, js=RUN_SCROLL_JS, **INSTANT)  # in view
+        ui.replay_btn.click(None, None, None, js=REPLAY_SCROLL_JS, **INSTANT)
         ui.replay_btn.click(lambda: inspector_outputs(INSPECTOR_HINT), None, [ui.inspector_md, ui.inspector_plot],
-                            api_visibility="private", queue=False, show_progress="hidden")  # a new replay: no token
+                            **INSTANT)  # a new replay: no token
         ui.wire_remeasure(holder, ui.state, ui.cost_plot, ui.cost_md, slots)
         # the teaching panels' events, before the race's listener (Run's listeners run in order: ``wire_panels``)
         after_race = wire_panels(ui.state, [*inputs, ui.tree_nodes], ui.wire_lessons, ui.wire_whatif, run=ui.run_btn,
@@ -257,44 +258,43 @@ def build_demo(model: ModelHolder | LoadedModel, untrained_drafters: bool = Fals
                                   (ui.resume_btn, RESUME)):  # busy; one press at a time
             wire_step_button(button, on_step(direction), [ui.state, ui.show_rejected], outputs,
                              echo=direction != RESUME)  # after Resume, no "Paused after step ..." under the buttons
-        private = dict(api_visibility="private", queue=False, show_progress="hidden")  # a spinner: 60 frames/s, 4 s
         # a replay shows the panes of the trace's methods only (one ticked but not in the trace stood empty, as if it
         # had written nothing); a race shows the ticked methods' again (its first frame)
-        replay_event.success(replay_panes, ui.state, ui.panes, **private)
+        replay_event.success(replay_panes, ui.state, ui.panes, **INSTANT)
         # preprocess=False: set_delay names a bad value (the slider's own check logged a traceback)
         for event, live in ((ui.slow_motion.change, False), (ui.slow_motion.input, True)):  # a lesson's: no live race
-            event(slow_motion_handler(delays, controls, live), ui.slow_motion, None, preprocess=False, **private)
+            event(slow_motion_handler(delays, controls, live), ui.slow_motion, None, preprocess=False, **INSTANT)
         for key, pane in zip(METHODS, ui.panes):
-            pane.select(on_select(key), [ui.state, ui.show_rejected], [ui.inspector_md, ui.inspector_plot], **private)
-            pane.select(None, None, None, js=SCROLL_TO_INSPECTOR_JS, **private)  # the answer in view
+            pane.select(on_select(key), [ui.state, ui.show_rejected], [ui.inspector_md, ui.inspector_plot], **INSTANT)
+            pane.select(None, None, None, js=SCROLL_TO_INSPECTOR_JS, **INSTANT)  # the answer in view
         demo.unload(on_unload)
-        ui.lab_btn.click(None, None, None, js=SCROLL_TO_LAB_JS, **private)  # its progress, then its table, in view
-        ui.lab_btn.click(lab_presser(slots), [ui.lab_prompt, ui.lab_runs], None, preprocess=False, **private)
+        ui.lab_btn.click(None, None, None, js=SCROLL_TO_LAB_JS, **INSTANT)  # its progress, then its table, in view
+        ui.lab_btn.click(lab_presser(slots), [ui.lab_prompt, ui.lab_runs], None, preprocess=False, **INSTANT)
         # preprocess=False: N reaches validate_lab as sent, refused by name (the slider's own check logs a traceback)
         lab_event = ui.lab_btn.click(on_lab, [ui.lab_prompt, ui.lab_runs], [ui.lab_plot, ui.lab_md], api_name="lab",
                                      concurrency_limit=1, preprocess=False, validator=lab_validator(holder),
                                      show_progress_on=ui.lab_md)  # the plot is hidden before the first lab
         after_race(run_event, lab_event, ui.lab_md, replay_event)  # the lesson strip answers after a race, or a lab
-        ui.lab_stop_btn.click(lab_stopper(slots), ui.lab_md, ui.lab_md, **private)  # unqueued: while a lab runs
+        ui.lab_stop_btn.click(lab_stopper(slots), ui.lab_md, ui.lab_md, **INSTANT)  # unqueued: while a lab runs
         # Stop: a live race answers in its own stream (``stopped_frame``); after Stop's reply, the hidden cancel
         # button takes a race still waiting in the queue out of it (on ZeroGPU, Stop cancels the race at once)
-        ui.cancel_btn.click(None, None, None, cancels=[run_event], **private)
+        ui.cancel_btn.click(None, None, None, cancels=[run_event], **INSTANT)
         ui.trace_download.click(download_hint, ui.trace_download, None, api_visibility="private")  # queued: a toast
         on_stop = stop_handler(holder, controls, slots)
         for stop in (ui.stop_btn, ui.steps_stop_btn):  # beside Run, and beside the step buttons over the panes
-            stop.click(None, None, None, js=CLEAR_STEP_ECHO_JS, **private)  # "Stopping…" at once, then ...
+            stop.click(None, None, None, js=CLEAR_STEP_ECHO_JS, **INSTANT)  # "Stopping…" at once, then ...
             stop.click(on_stop, ui.state, [ui.run_md, ui.trace_download, ui.state],
-                       cancels=[run_event] if spaces is not None else None, **private).then(
-                None, None, None, js=CANCEL_RACE_JS, **private).then(None, None, None, js=STOP_ECHO_JS,
-                                                                     **private)  # Stop's answer under the buttons
-        ui.stop_btn.click(None, None, None, js=SCROLL_TO_PANES_JS, **private)  # and the panes in view, as Run does
+                       cancels=[run_event] if spaces is not None else None, **INSTANT).then(
+                None, None, None, js=CANCEL_RACE_JS, **INSTANT).then(None, None, None, js=STOP_ECHO_JS,
+                                                                     **INSTANT)  # Stop's answer under the buttons
+        ui.stop_btn.click(None, None, None, js=SCROLL_TO_PANES_JS, **INSTANT)  # and the panes in view, as Run does
         ui.show_rejected.change(on_toggle, [ui.state, ui.show_rejected], [*ui.panes, *ui.tree.panes],
-                                js=HIDE_REJECTED_JS, **private)
-        ui.methods.change(preview_panes, [ui.methods, ui.state], ui.panes, **private)
+                                js=HIDE_REJECTED_JS, **INSTANT)
+        ui.methods.change(preview_panes, [ui.methods, ui.state], ui.panes, **INSTANT)
         for event in (ui.num_lookahead.change, ui.methods.change):  # queued, the latest value only
             event(lookahead_line, [ui.num_lookahead, ui.methods], ui.lookahead_md, api_visibility="private",
                   trigger_mode="always_last", show_progress="hidden")
         polled = [ui.status, ui.model_md, ui.lookahead_md, ui.timer]
         for event in (ui.timer.tick, demo.load):
-            event(poll, [ui.num_lookahead, ui.methods], polled, **private)
+            event(poll, [ui.num_lookahead, ui.methods], polled, **INSTANT)
     return calm_queue(demo, QUEUE_MAX_SIZE)

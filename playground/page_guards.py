@@ -15,6 +15,7 @@ from playground.cost_charts import cost_view
 from playground.plot_boxes import shown_plot
 from playground.race_guards import finish
 from playground.race_text import compute_line
+from playground.race_view import INSTANT
 from playground.race_slots import MeasurementRefused, RaceSlots
 from playground.race_handlers import render_state, user_error
 from playground.scrolling import busy_js
@@ -169,7 +170,6 @@ def wire_step_button(button: gr.Button, handler, inputs, outputs, echo: bool = T
     """A step-through button: busy from the press until its step is on the page (``scrolling.busy_js``; the handler
     of a live race waits for the race to show it, ``STEP_WAIT_S``), and one press at a time (``trigger_mode="once"``:
     a double click steps once). ``echo``: its answer is echoed under the buttons (False: the echo is cleared)."""
-    private = dict(api_visibility="private", queue=False)
-    button.click(None, None, None, js=busy_js(button.elem_id, True), **private)
-    button.click(handler, inputs, outputs, trigger_mode="once", show_progress="hidden", **private).then(
-        None, None, None, js=busy_js(button.elem_id, False, echo), **private)
+    button.click(None, None, None, js=busy_js(button.elem_id, True), **INSTANT)
+    button.click(handler, inputs, outputs, trigger_mode="once", **INSTANT).then(
+        None, None, None, js=busy_js(button.elem_id, False, echo), **INSTANT)

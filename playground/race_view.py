@@ -43,6 +43,10 @@ METRIC_LABELS = {
 #: On a phone, over the token inspector: its table is wider than the screen and scrolls sideways (nothing showed it).
 INSPECTOR_SWIPE = "The table is wider than the screen: swipe it sideways for every column, the decision last."
 LAB_SWIPE = "The table may be wider than the screen: swipe it sideways for every column, the verdict last."
+#: A page listener that answers at once: outside the API and the queue, and without gradio's spinner, which asks the
+#: browser for 60 frames a second for some 4 s after the answer removed it (its springs' loop, ``idle_frames``). Only
+#: the race, the replay, the lab and the pass-cost measurement take long enough to show one.
+INSTANT = dict(api_visibility="private", queue=False, show_progress="hidden")
 
 
 def page_theme() -> gr.themes.Base:

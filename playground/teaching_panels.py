@@ -19,6 +19,7 @@ from playground.lessons import (LESSON_HINT, LESSONS, find_lesson, lab_lesson_ma
                                lesson_put_aside, lesson_put_aside_by_replay, lesson_values)
 from playground.plot_boxes import shown_plot
 from playground.race_checks import race_problems
+from playground.race_view import INSTANT
 from playground.whatif import K_MAX, MACHINE, PRESETS, TYPED_EXAMPLE, whatif_view
 
 WHATIF_INTRO = ("Predicted tokens per step and speed-up over AR from three numbers: how often a draft is accepted "
@@ -135,9 +136,8 @@ def whatif_accordion(machine_curve=None):
         plot = gr.Plot(label="predicted tokens per step and speed-up", elem_id="whatif-plot", visible=False)
         text = gr.Markdown(elem_id="whatif-text")
     opened = gr.State(False)
-    private = dict(queue=False, api_visibility="private", show_progress="hidden")
-    accordion.expand(lambda: True, None, opened, **private)
-    accordion.collapse(lambda: False, None, opened, **private)
+    accordion.expand(lambda: True, None, opened, **INSTANT)
+    accordion.collapse(lambda: False, None, opened, **INSTANT)
 
     def wire(state: gr.State, inputs: list, run: gr.Button, refused=None):
         view = whatif_view  # read when the page is built (a test slows it down)

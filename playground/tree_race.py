@@ -22,6 +22,7 @@ from playground.plot_boxes import shown_plot
 from playground.race_charts import pane_colours, short_name
 from playground.race_panes import entry_source, highlighted_tokens, pane_entries
 from playground.race_inputs import chosen_methods, whole
+from playground.race_view import INSTANT
 from playground.teaching import INSPECTOR_HINT, inspect_selection, token_namer
 from playground.tree_inspector import inspect_node, node_choices
 from playground.tree_view import NEXT, TREE_HINT, accepted_path, tree_figure, tree_step
@@ -224,20 +225,16 @@ def wire_tree(ui: SimpleNamespace, holder) -> None:
                               interactive=True))
         return handler
 
-    # no spinner on the inspector (gradio's asked for 60 frames a second for some 4 s after each answer: its
-    # springs' loop outlives it): preprocess=False, the chooser's value as sent (its choices change with every step)
-    parts.node.input(on_node, [state, parts.node], inspector, api_visibility="private", queue=False,
-                     preprocess=False, show_progress="hidden")
+    # preprocess=False: the chooser's value arrives as sent (its choices change with every step)
+    parts.node.input(on_node, [state, parts.node], inspector, preprocess=False, **INSTANT)
     for key, pane in zip(TREE_PANES, parts.panes):
-        pane.select(on_pane(key), [state, show_rejected], [*inspector, parts.plot, parts.node],
-                    api_visibility="private", queue=False, show_progress="hidden")
+        pane.select(on_pane(key), [state, show_rejected], [*inspector, parts.plot, parts.node], **INSTANT)
     for pane in ui.panes:  # in the browser: no round trip to the server (a tree pane's own listener sets the
         # chooser: this one, run beside it, emptied the node it named, helper 74)
-        pane.select(None, None, parts.node, js="() => null", api_visibility="private", queue=False)
+        pane.select(None, None, parts.node, js="() => null", **INSTANT)
     for button in (ui.previous_btn, ui.next_btn):  # the chooser's value as it was when pressed
         button.click(lambda choice: inspector_outputs(INSPECTOR_HINT) if choice else (gr.skip(), gr.skip()),
-                     parts.node, inspector, api_visibility="private", queue=False, preprocess=False,
-                     show_progress="hidden")  # no spinner on the hidden inspector chart either
+                     parts.node, inspector, preprocess=False, **INSTANT)
 
 
 def pane_hit(events: list, index: int, show_rejected: bool) -> tuple[int, int] | None:
