@@ -190,7 +190,15 @@ RESUME_ECHO_JS = STEP_ECHO_JS.replace("(?:Paused|Run a race)", "(?:Run a race)")
 
 #: Client-side, after Stop's reply: press the hidden "cancel race" button, whose listener cancels the page's race
 #: event (gradio's ``cancels``): a race still waiting in the queue leaves it; a race that answered Stop has ended.
-CANCEL_RACE_JS = "() => { document.getElementById('cancel-race')?.click(); }"
+#: Gradio's page then marks the cancelled race failed when the queue's empty "completed" message for it is handled
+#: after the cancel's own "complete" (about 1 Stop in 5 on a waiting race): a red "Error" over "Stopped. Your race
+#: was waiting ...". For 3 s, such an "Error" on the run line is dismissed with the status's own Clear button.
+CANCEL_RACE_JS = ("() => { document.getElementById('cancel-race')?.click(); const start = Date.now(); "
+                  "const watch = setInterval(() => { const r = document.querySelector('#run-line'); "
+                  "const error = r && r.querySelector('[data-testid=status-tracker] .error'); "
+                  "if (error && /Stopped\\. Your race was waiting/.test(r.innerText)) "
+                  "r.querySelector('[data-testid=status-tracker] .clear-status button')?.click(); "
+                  "if (Date.now() - start > 3000) clearInterval(watch); }, 50); }")
 #: Stop's answer under the step buttons when the race had already finished, or the panes hold a replay: the run line
 #: keeps its lines (Stop is unqueued: no toast), and the press seemed to do nothing.
 FINISHED_NOTHING_TO_STOP = "Nothing to stop: the race has finished."
