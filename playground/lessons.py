@@ -194,7 +194,7 @@ def lesson_markdown(title: str | None, events: dict[str, list[StepEvent]] | None
     summaries = {key: (s if s.steps else None) for key, s in ((k, summarize(e, k)) for k, e in events.items())}
     texts = metric_texts(summaries, events, baseline, greedy)
     numbers = [f"{METRIC_LABELS[key]}: {texts[key].splitlines()[0]}" for key in lesson.numbers]
-    finish = finish_line(summaries)
+    finish = finish_line(summaries, events)
     return "\n\n".join([question, f"**After the run:** {lesson.after}",
                           "**This run:** " + "  \n".join(numbers), *([finish] if finish else [])])
 

@@ -9,7 +9,7 @@ from pass_core.decoding.events import StepEvent, compare_outputs, rounding_toler
 from pass_core.decoding.metrics import RunSummary, speedup
 from pass_core.registry import BASELINE, tree_entry_nodes
 from pass_core.decoding.text import count
-from pass_core.teaching.race import decode_speedup
+from pass_core.teaching.race import decode_rate, decode_speedup
 
 from playground.race_charts import drafting_summaries, short_name
 from playground.style import number
@@ -107,12 +107,16 @@ def metric_texts(summaries: dict[str, RunSummary | None], events: dict[str, list
     }
 
 
-def finish_line(summaries: dict[str, RunSummary | None]) -> str:
+def finish_line(summaries: dict[str, RunSummary | None],
+                events: dict[str, list[StepEvent]] | None = None) -> str:
     """The finish view: markdown naming the method with the highest tokens/s (the tokens/s metric: generated
     tokens / summed compute time, whole run) and every other method's rate, fastest first; "" before two methods
     have a step. Greedy races write the same tokens, so the highest rate is also the first to finish on the
     compute clock; sampled races may write different lengths, so it is the rate that is compared. A race in which
-    no method verified a draft (one new token: the prefill wrote it) names no method: each ran as AR does."""
+    no method verified a draft (one new token: the prefill wrote it) names no method: each ran as AR does.
+    With ``events``, when another method is fastest without each first step (the prompt prefill, which the
+    speed-up leaves out: ``teaching.race.decode_rate``), a second sentence names it and those rates: in a short
+    race one prefill's noise could name a winner whose speed-up was below 1x."""
     rates = sorted(((s.tokens_per_s, key) for key, s in summaries.items() if s and s.steps),
                    key=lambda pair: -pair[0])
     if len(rates) < 2:
@@ -123,7 +127,14 @@ def finish_line(summaries: dict[str, RunSummary | None]) -> str:
                 f"alone ({every}). Raise max new tokens to see drafting.")
     (best, winner), rest = rates[0], rates[1:]
     others = ", ".join(f"{short_name(key)} {rate_text(rate)}" for rate, key in rest)
-    return f"**Highest tokens/s: {short_name(winner)}** at {rate_text(best)} tokens/s (then {others})."
+    line = f"**Highest tokens/s: {short_name(winner)}** at {rate_text(best)} tokens/s (then {others})."
+    after = sorted(((rate, key) for key, evs in (events or {}).items() if (rate := decode_rate(evs))),
+                   key=lambda pair: -pair[0])
+    if len(after) >= 2 and after[0][1] != winner:
+        rates = ", ".join(f"{short_name(key)} {rate_text(rate)}" for rate, key in after)
+        line += (f" Without each first step (the prompt prefill, which the speed-up leaves out) "
+                 f"**{short_name(after[0][1])}** was fastest: {rates} tokens/s.")
+    return line
 
 
 def rate_text(rate: float) -> str:

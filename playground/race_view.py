@@ -244,7 +244,7 @@ def race_view(events: dict[str, list[StepEvent]], show_rejected: bool, greedy: b
         greedy_check=text.greedy_check(events, greedy, finished, dtype),
         figures=figures,
         run_line="  \n".join([headline or ("**Finished.**" if finished else "**Racing…**"),
-                                *filter(None, [finished and headline is None and text.finish_line(summaries)]),
+                                *filter(None, [finished and headline is None and text.finish_line(summaries, events)]),
                                 *([note] if note else []),
                                 *empty_output_notes(events, chat_template), text.compute_line(summaries),
                                 *filter(None, [text.prefill_line(events)])]),

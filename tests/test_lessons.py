@@ -96,6 +96,24 @@ def test_after_the_race_the_lesson_quotes_its_numbers_and_names_the_fastest():
         assert text.endswith(finish)
 
 
+def test_the_finish_view_says_when_another_method_is_fastest_without_the_prefill():
+    """PaSS's prefill 0.01 s against AR's 0.1 s, then 7 steps of 0.105 s against AR's 0.1 s: PaSS has the highest
+    tokens/s of the whole run (8 / 0.745 s = 10.7 against 10.0), but its speed-up, which leaves each first step out,
+    is 0.95x: the finish view (run line and lesson strip) says that AR was fastest without the prefill (a helper
+    read "Highest tokens/s: PaSS +tree8" beside its speed-up of 0.86x). Equal prefills add nothing."""
+    ar = [replace(e, step_s=0.1) for e in _run("ar", 8, 0.8)]
+    fast_start = [replace(e, step_s=0.01 if e.step == 1 else 0.105) for e in _run("pass", 8, 0.8)]
+    events = {"ar": ar, "pass": fast_start}
+    said = ("**Highest tokens/s: PaSS** at 10.7 tokens/s (then AR 10.0). Without each first step (the prompt "
+            "prefill, which the speed-up leaves out) **AR** was fastest: AR 10.0, PaSS 9.5 tokens/s.")
+    assert finish_line({key: summarize(evs) for key, evs in events.items()}, events) == said
+    view = race_view(events, True, True, False, True, with_figures=False)
+    assert view.run_line.splitlines()[1].strip() == said and view.metrics["speedup"].startswith("PaSS 0.95")
+    assert lesson_markdown(LESSONS[0].title, events).endswith(said)
+    same = {"ar": ar, "pass": [replace(e, step_s=0.1 if e.step == 1 else 0.095) for e in fast_start]}
+    assert "Without" not in finish_line({key: summarize(evs) for key, evs in same.items()}, same)
+
+
 def test_the_tree_lesson_quotes_the_tree_entry_beside_its_chain():
     """The tree lesson after a race of AR, ParallelSpec and its tree entry (as the page races it): the numbers it
     quotes name the chain and the tree entry, and the mean accepted tokens per step of each."""
