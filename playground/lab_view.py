@@ -137,7 +137,9 @@ def lab_markdown(result: LabResult, names: dict[str, str]) -> str:
     check's power at this N (``lab_power_line``) and, when methods drew identical outcomes, why
     (``same_outcomes_line``)."""
     lines = [f"{result.runs} seeded runs of {result.depth} tokens per method; TV must stay under the bound "
-             f"{result.bound:.3f} (what sampling noise allows for {result.runs} runs).", "",
+             f"{result.bound:.3f} (what sampling noise allows for {result.runs} runs). AR's row is such a sample "
+             "too: its distance is noise alone, and a lossless method's is the same kind of noise, not more or less "
+             "exact.", "",
              "| method | TV distance | bound | lossless? |", "|---|---|---|---|"]
     for key, tv in result.tv.items():
         name = names.get(key, "broken rule: always accept" if key == BROKEN else key)

@@ -130,6 +130,7 @@ def test_lab_table_states_the_power_and_why_lookahead_methods_agree():
     text = lab_markdown(result, {"ar": "AR", "pass": "PaSS", "fixed-token": "fixed-token"})
     assert "Power at N = 30: a rule as wrong as the broken one was here (TV 1.00) fails the check in 100%" in text
     assert "one half as wrong (TV 0.50) in 9" in text  # 90-99 %: a simulated share
+    assert "AR's row is such a sample too: its distance is noise alone" in text  # AR 0.2 from the law here (helper 84)
     assert "PaSS and fixed-token drew the same outcome for every seed: none of their 61 judged drafts" in text
     three = LabResult(LAW, {**empirical, "pass-lora": dict(shares)}, result.tv, result.bound, 30, 3,
                       drafts={"pass": (0, 31), "fixed-token": (0, 30), "pass-lora": (0, 30)})
