@@ -105,7 +105,9 @@ label:has(> input[type=checkbox]:focus-visible), .token-pane .token:focus-visibl
 .dark div.validation-error {{--error-icon-color: var(--color-red-100)}}
 .token-pane .line-break + .line-break {{height: 1.2em}}
 {charts.STEP_MARK_CSS}
-{charts.rejected_css_selector()} {{text-decoration: line-through}}
+/* a rejected draft struck through across its whole chip: a line through "," or "." alone read as ";" or ":" */
+{charts.rejected_css_selector()} {{padding: 0 3px;
+  background: linear-gradient(currentColor, currentColor) no-repeat 0 58% / 100% 1.5px}}
 body.hide-rejected {charts.rejected_css_selector().removesuffix(" .text")} {{display: none}}
 #step-echo:has(#step-echo-text:empty) {{display: none}}
 .row:not(:has(> *)) {{display: none}}  /* a row of plots not drawn yet (hidden until their figures): no gap */

@@ -343,6 +343,21 @@ def race_on(page, prompt: str = "Hello there", max_new_tokens: int = 24) -> None
     page.get_by_role("button", name="Run").click()
 
 
+def struck_beyond_the_glyph(text) -> None:
+    """A rejected draft's strike line crosses its whole chip, 3 px past the glyph on each side: drawn through the
+    glyph alone (``line-through``), a struck "," or "." read as ";" or ":" (helper 84)."""
+    import io
+
+    from PIL import Image
+
+    chip, glyph = text.evaluate("t => { const r = document.createRange(); r.selectNodeContents(t); "
+                                "return [t.getBoundingClientRect().width, r.getBoundingClientRect().width]; }")
+    assert chip >= glyph + 5, (chip, glyph)
+    image = Image.open(io.BytesIO(text.screenshot())).convert("L")
+    darkest = max(sum(image.getpixel((x, y)) < 110 for x in range(image.width)) for y in range(image.height))
+    assert darkest >= 0.9 * image.width, (darkest, image.width)  # one dark row from edge to edge: the line
+
+
 def test_rejected_drafts_toggle_holds_until_the_end_of_the_race(new_page, race_page_url):
     """Unticking "show rejected drafts" mid-race used to be undone by the next update (the race rendered with the
     value it started with). Now every later update, and the last, leaves rejected drafts out."""
@@ -353,6 +368,7 @@ def test_rejected_drafts_toggle_holds_until_the_end_of_the_race(new_page, race_p
     with in_process_page(new_page, race_page_url, 1400, step_delay_s=0.2) as page:
         race_on(page, max_new_tokens=100)
         page.locator(rejected).first.wait_for(timeout=30_000)  # racing, with rejected drafts shown
+        struck_beyond_the_glyph(page.locator(rejected).first)
         page.get_by_label("show rejected drafts").uncheck()
         tokens_then = page.locator("#pane-pass .token.highlighted").count()
         slow_down(0.03)
