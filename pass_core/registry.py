@@ -25,9 +25,11 @@ from pass_core.decoding.speculative import generate_speculative
 from pass_core.runtime.pass_cost import usable_pass_cost
 from pass_core.decoding.verification import verify_drafts
 
-#: Okabe-Ito colour-blind-safe palette (Okabe & Ito 2008), for method lines and bars.
-_BLUE, _GREEN, _ORANGE, _PURPLE, _SKY = "#0072B2", "#009E73", "#E69F00", "#CC79A7", "#56B4E9"
-_VERMILLION, _BLACK = "#D55E00", "#000000"
+#: Okabe-Ito colour-blind-safe palette (Okabe & Ito 2008), for method lines and bars, and a dark grey for AR (its
+#: tokens are grey). The default race's PaSS and ParallelSpec take blue and orange, colours no token label uses
+#: (PaSS's line was green, the accepted drafts' colour, beside the panes).
+_BLUE, _ORANGE, _PURPLE, _SKY = "#0072B2", "#E69F00", "#CC79A7", "#56B4E9"
+_VERMILLION, _BLACK, _GREY = "#D55E00", "#000000", "#555555"
 
 #: The speed-up baseline: every speed-up is measured against it in the same run.
 BASELINE = "ar"
@@ -114,9 +116,9 @@ def _fixed_token(loaded, num_drafts: int, path: str | None = None):
 
 
 METHODS: dict[str, Method] = {m.key: m for m in (
-    Method("ar", "Autoregressive (AR)", "AR", _BLUE,
+    Method("ar", "Autoregressive (AR)", "AR", _GREY,
            "the target model alone, one forward pass per token"),
-    Method("pass", "PaSS", "PaSS", _GREEN,
+    Method("pass", "PaSS", "PaSS", _BLUE,
            "the target drafts for itself with L learned look-ahead embeddings (Monea et al. 2023)",
            file_option="lookahead", fusable=True, resolve=resolve_lookahead, tree=True, trained_for=_ships_lookahead,
            drafter=lambda la, s: LookaheadDrafter(la, fused=s.fused, tree=shipped_tree("pass", s.tree_nodes))),

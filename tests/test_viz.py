@@ -131,7 +131,16 @@ def test_a_tree_entry_is_told_apart_from_its_method_in_every_chart():
             if trace.name.endswith("unconditional"):
                 assert trace.marker.pattern.fgcolor == trace.marker.line.color == METHODS["pass"].colour, trace.name
         assert by_name["pass"].isdisjoint(by_name["pass+tree8"]), (figure.layout.xaxis.title.text, by_name)
-    assert charts.colour("pass") == METHODS["pass"].colour and charts.colour("pass+tree8") == "#80ceb9"  # halfway to white
+    assert charts.colour("pass") == METHODS["pass"].colour and charts.colour("pass+tree8") == "#80b8d8"  # halfway to white
+
+
+def test_the_default_races_lines_take_no_token_colour():
+    """The default race's methods (AR, PaSS, ParallelSpec) draw their lines and bars in colours that no token label
+    has: PaSS's line was green, the accepted drafts' colour, beside the panes (helper 84)."""
+    from playground.race_inputs import DEFAULT_RACE
+
+    tokens = {c.upper() for c in charts.TOKEN_COLORS.values()}
+    assert len(DEFAULT_RACE) >= 3 and not {METHODS[k].colour.upper() for k in DEFAULT_RACE} & tokens
 
 
 def test_every_figure_keeps_the_users_zoom_for_the_whole_race():
