@@ -104,6 +104,9 @@ label:has(> input[type=checkbox]:focus-visible), .token-pane .token:focus-visibl
    red glow, gradio's, stays */
 .dark div.validation-error {{--error-icon-color: var(--color-red-100)}}
 .token-pane .line-break + .line-break {{height: 1.2em}}
+.token-pane .empty {{flex-direction: column}}  /* before a race: what fills the pane, under gradio's icon */
+.token-pane .empty::after {{content: "This method's tokens appear here during a race."; font-size: 14px;
+  color: var(--block-info-text-color); margin-top: 6px; text-align: center}}
 {charts.STEP_MARK_CSS}
 /* a rejected draft struck through across its whole chip: a line through "," or "." alone read as ";" or ":" */
 {charts.rejected_css_selector()} {{padding: 0 3px;

@@ -164,6 +164,10 @@ def test_page_races_and_draws(app_server, new_page):
     page.goto(app_server.url)
     page.get_by_text("PaSS Playground").first.wait_for(timeout=60_000)
     page.get_by_text("Ready:").first.wait_for(timeout=60_000)  # the load (and the warm-up) finished
+    # before a race each pane says what will fill it, under gradio's empty-value icon (a new user saw the icon alone)
+    hint = page.evaluate("() => [...document.querySelectorAll('.token-pane .empty')].filter(e => e.offsetParent)"
+                         ".map(e => getComputedStyle(e, '::after').content)")
+    assert hint and set(hint) == {'"This method\'s tokens appear here during a race."'}, hint
     open_settings(page)
     # unfolded, Settings spans the page under the prompt and the lessons, its numbers three a line: in the lessons'
     # column it stood 1,500 px tall beside an empty one, the step buttons and the panes as far down
