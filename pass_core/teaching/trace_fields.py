@@ -144,6 +144,9 @@ def read_machine_load(d: dict, name: str = "machine_load") -> MachineLoad:
 
 
 DECISIONS = ("accepted", "rejected", "not_verified")
+#: The longest token text a trace may hold: no tokenizer writes more for one token (SmolLM2's longest, a run of
+#: spaces, is 81 characters); one token of 5,000,000 characters in a 5-MB trace froze the browser's tab.
+MAX_TOKEN_CHARS = 1_000
 
 
 def _token(t: dict, name: str) -> TokenRecord:
@@ -152,12 +155,16 @@ def _token(t: dict, name: str) -> TokenRecord:
 
     Raises:
         ValueError: naming the field: a token id that is not a whole number in 0..2**31-1, a text that is not a
-            string, a label that is not one of ``TOKEN_LABELS``, a margin that is not a number or null.
+            string or is longer than ``MAX_TOKEN_CHARS``, a label that is not one of ``TOKEN_LABELS``, a margin
+            that is not a number or null.
     """
     token = TokenRecord(**record_fields(TokenRecord, t, name, "a token"))
     _whole(token.token_id, f"{name}.token_id", 0, "a token id")
     if not isinstance(token.text, str):
         raise ValueError(f"the field '{name}.text' is {token.text!r}: a token's text is a string")
+    if len(token.text) > MAX_TOKEN_CHARS:
+        raise ValueError(f"the field '{name}.text' has {len(token.text):,} characters: one token's text has at most "
+                         f"{MAX_TOKEN_CHARS:,}")
     if token.label not in TOKEN_LABELS:
         raise ValueError(f"the field '{name}.label' is {token.label!r}: one of {', '.join(TOKEN_LABELS)}")
     if token.margin is not None and type(token.margin) not in (int, float):
