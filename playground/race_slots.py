@@ -9,6 +9,8 @@ import threading
 
 import gradio as gr
 
+from playground.stepping import PAUSE_IDLE_S
+
 RACE_RUNNING = ("A race is running: re-measure the pass cost after it ends (measuring now would slow the race and "
                 "distort the curve).")
 
@@ -202,4 +204,5 @@ class RaceSlots:
             ahead = len(self._waiting) - 1
         return ("⏳ **Another race is running on this server: yours starts when it ends**" +
                 (f" ({ahead} more waiting before yours)." if ahead > 0 else ".") +
-                " The spinner shows your place in the queue.")
+                " The spinner shows your place in the queue; its time is gradio's guess. A race its visitor paused "
+                f"resumes by itself after {PAUSE_IDLE_S / 60:.0f} minutes without a step-through press.")

@@ -485,6 +485,8 @@ def test_a_second_visitor_is_told_that_another_race_runs(tiny):
     assert is_skip(slots.on_run(visitor("a"))) and not slots.leave("a")  # its own race: no note, no wait
     waits = slots.on_run(visitor("b"))
     assert "Another race is running on this server: yours starts when it ends" in waits and "more" not in waits
+    # a race ahead may be paused: how long it can hold the slot (a visitor waited 44 s and more, not told why)
+    assert "A race its visitor paused resumes by itself after 5 minutes without a step-through press" in waits
     assert "1 more waiting before yours" in slots.on_run(visitor("c"))
     slots.leave("b")  # b closed its tab
     assert "1 more waiting" not in slots.on_run(visitor("c"))
