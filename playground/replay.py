@@ -16,8 +16,9 @@ from playground.race_text import baseline_label
 from playground.teaching import replay_note
 
 #: The run line's first line for the replay of a race stopped before its end (Stop's trace).
-STOPPED_REPLAY = ("**Stopped race.** Stop was pressed before every method had finished: the outputs are compared on "
-                  "the tokens each had produced, and no method is ranked.")
+STOPPED_REPLAY = ("**Stopped race.** It was stopped (Stop on the page, or Ctrl-C on the command line) before every "
+                  "method had finished: the outputs are compared on the tokens each had produced, and no method is "
+                  "ranked.")
 
 
 def replay_handler(trace_file, show_rejected=True, model: LoadedModel | None = None) -> tuple:
