@@ -107,6 +107,16 @@ def metric_texts(summaries: dict[str, RunSummary | None], events: dict[str, list
     }
 
 
+def so_far(metrics: dict[str, str], running: bool) -> dict[str, str]:
+    """``metrics`` (``metric_texts``) with "(so far)" after each box's first line while ``running`` (a race not yet
+    finished, or a step-through's earlier step): a paused race's boxes read as final (ParallelSpec 2.01x after 4
+    tokens)."""
+    if not running:
+        return metrics
+    return {key: "\n".join([f"{first} (so far)", *rest]) for key, (first, *rest) in
+            ((key, value.split("\n")) for key, value in metrics.items())}
+
+
 def finish_line(summaries: dict[str, RunSummary | None],
                 events: dict[str, list[StepEvent]] | None = None) -> str:
     """The finish view: markdown naming the method with the highest tokens/s (the tokens/s metric: generated

@@ -245,7 +245,8 @@ def race_view(events: dict[str, list[StepEvent]], show_rejected: bool, greedy: b
                    charts.position_acceptance_figure(summaries, names, revision))
     return RaceView(
         panes={key: highlighted_tokens(evs, show_rejected) for key, evs in events.items()},
-        metrics=text.metric_texts(summaries, events, baseline, greedy),
+        metrics=text.so_far(text.metric_texts(summaries, events, baseline, greedy),
+                            not finished and any(events.values())),
         greedy_check=text.greedy_check(events, greedy, finished, dtype),
         figures=figures,
         run_line="  \n".join([headline or ("**Finished.**" if finished else "**Racing…**"),

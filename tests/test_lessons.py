@@ -130,7 +130,13 @@ def test_the_tree_lesson_quotes_the_tree_entry_beside_its_chain():
 
 def test_the_finish_view_waits_for_the_end_and_two_methods():
     events = {"ar": _run("ar", 4, 1.0), "pass": _run("pass", 4, 0.5)}
-    assert "Highest tokens/s" not in race_view(events, True, True, False, False, with_figures=False).run_line
+    running = race_view(events, True, True, False, False, with_figures=False)
+    assert "Highest tokens/s" not in running.run_line
+    # a race not over (running, paused, or stepped back) says its boxes are so far: a paused race's read as final
+    finished = race_view(events, True, True, False, True, with_figures=False).metrics
+    assert running.metrics == {key: "\n".join([lines[0] + " (so far)", *lines[1:]]) for key, lines in
+                               ((key, value.split("\n")) for key, value in finished.items())}, running.metrics
+    assert "so far" not in "".join(finished.values())
     assert finish_line({"ar": None, "pass": None}) == ""
     slow = {"ar": _run("ar", 2, 25.0), "pass": _run("pass", 2, 40.0)}  # two tokens after a long prefill
     assert finish_line({k: summarize(v) for k, v in slow.items()}) == \
