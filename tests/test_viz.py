@@ -131,7 +131,8 @@ def test_a_tree_entry_is_told_apart_from_its_method_in_every_chart():
             if trace.name.endswith("unconditional"):
                 assert trace.marker.pattern.fgcolor == trace.marker.line.color == METHODS["pass"].colour, trace.name
         assert by_name["pass"].isdisjoint(by_name["pass+tree8"]), (figure.layout.xaxis.title.text, by_name)
-    assert charts.colour("pass") == METHODS["pass"].colour and charts.colour("pass+tree8") == "#80b8d8"  # halfway to white
+    # a tree variant's colour: its method's, halfway to white
+    assert charts.colour("pass") == METHODS["pass"].colour and charts.colour("pass+tree8") == "#80b8d8"
 
 
 def test_the_default_races_lines_take_no_token_colour():
