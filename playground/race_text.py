@@ -141,9 +141,9 @@ def finish_line(summaries: dict[str, RunSummary | None],
     after = sorted(((rate, key) for key, evs in (events or {}).items() if (rate := decode_rate(evs))),
                    key=lambda pair: -pair[0])
     if len(after) >= 2 and after[0][1] != winner:
-        rates = ", ".join(f"{short_name(key)} {rate_text(rate)}" for rate, key in after)
+        decoding = ", ".join(f"{short_name(key)} {rate_text(rate)}" for rate, key in after)
         line += (f" Without each first step (the prompt prefill, which the speed-up leaves out) "
-                 f"**{short_name(after[0][1])}** was fastest: {rates} tokens/s.")
+                 f"**{short_name(after[0][1])}** was fastest: {decoding} tokens/s.")
     return line
 
 
